@@ -1,0 +1,31 @@
+# nvpeer: GPUDirect RDMA peer-memory client (Rust-for-Linux).
+#
+#   make                build nvpeer.ko against KDIR (default: the running kernel)
+#   make demo           boot the test bench and show a registration + invalidation, step by step
+#   make check          host unit tests + every bench suite (installs what it needs)
+#   make vm-shell       interactive shell in the bench VM
+#   make bench          registration-path benchmark (bench-results/regpath.json)
+#   make install / uninstall / sign / dkms-install   see docs/install.md
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+export KDIR
+
+.PHONY: all default check demo vm-shell bench
+default: all
+
+# Module build rules (modules, clean, preflight, ffi-check).
+-include src/build.mk
+# Installation, DKMS and signing rules.
+-include packaging/install.mk
+
+check:
+	@testbench/check
+
+demo:
+	@testbench/demo
+
+vm-shell:
+	@testbench/vm shell
+
+bench:
+	@testbench/bench/run

@@ -1,0 +1,47 @@
+# Helpers for bench suites. Sourced by the guest init before each suite; runs inside the VM.
+# shellcheck shell=bash
+#
+# A suite is testbench/suites/<name>.sh. It calls tb_case / tb_result; each call appends one JSON line
+#   {"suite":..., "case":..., "status":"pass|fail|skip", "duration":seconds, "details":...}
+# to $TB_RESULTS. Paths in the guest:
+#   /src      the repository (read-only)          /bench     this run's writable directory
+#   /kernel   the bench kernel's build tree       $NVPEER    the nvpeer CLI (host-built, release)
+# Every .ko built in the repo is installed in /lib/modules/$(uname -r)/extra and depmod has run,
+# so `modprobe nvp2p_emu` etc. work.
+
+TB_RESULTS=${TB_RESULTS:-/bench/results/results.jsonl}
+NVPEER=${NVPEER:-/bench/bin/nvpeer}
+TB_SUITE=${TB_SUITE:-unknown}
+
+_tb_json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+
+# tb_result CASE STATUS [DETAILS] [DURATION]
+tb_result() {
+    local case=$1 status=$2 details=${3:-} duration=${4:-0}
+    printf '{"suite":%s,"case":%s,"status":"%s","duration":%s,"details":%s}\n' \
+        "$(printf %s "$TB_SUITE" | _tb_json_str)" "$(printf %s "$case" | _tb_json_str)" \
+        "$status" "$duration" "$(printf %s "$details" | _tb_json_str)" >>"$TB_RESULTS"
+    printf '[%s] %-4s %s %s\n' "$TB_SUITE" "$status" "$case" "${details:0:200}" >&2
+}
+
+# tb_case CASE CMD... : runs CMD; exit 0 = pass, 77 = skip, else fail. Details: last output lines.
+tb_case() {
+    local case=$1; shift
+    local out start rc=0
+    out=$(mktemp)
+    start=$(date +%s.%N)
+    "$@" >"$out" 2>&1 || rc=$?
+    local dur
+    dur=$(python3 -c "import time; print(round(time.time()-$start, 3))")
+    # Mark the case in dmesg so kernel reports can be attributed to it.
+    echo "nvpeer-bench: case $TB_SUITE/$case rc=$rc" >/dev/kmsg 2>/dev/null || true
+    if [ "$rc" = 0 ]; then tb_result "$case" pass "$(tail -n 3 "$out")" "$dur"
+    elif [ "$rc" = 77 ]; then tb_result "$case" skip "$(tail -n 3 "$out")" "$dur"
+    else tb_result "$case" fail "rc=$rc: $(tail -n 15 "$out")" "$dur"; fi
+    cat "$out" >>"/bench/results/$TB_SUITE.log"
+    rm -f "$out"
+    return 0
+}
+
+# tb_kmsg TEXT: write a line to the kernel log (for attributing reports).
+tb_kmsg() { echo "nvpeer-bench: $*" >/dev/kmsg 2>/dev/null || true; }

@@ -1,0 +1,64 @@
+# Shared helpers for the bench's host-side scripts. Sourced, not run.
+# shellcheck shell=bash
+TB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO_DIR=$(cd "$TB_DIR/.." && pwd)
+NVPEER_CACHE=${NVPEER_CACHE:-/var/cache/nvpeer-testbench}
+export NVPEER_CACHE
+
+tb_log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+tb_die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
+
+# Run a long command, printing a progress line every 30 s ("what, how long so far").
+tb_progress() {
+    local what=$1; shift
+    local start=$SECONDS log
+    log=$(mktemp /tmp/nvpeer-step.XXXXXX)
+    tb_log "$what: started"
+    "$@" >"$log" 2>&1 &
+    local pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 5
+        if (( (SECONDS - start) % 30 < 5 )) && kill -0 "$pid" 2>/dev/null; then
+            tb_log "$what: $((SECONDS - start)) s so far ($(tail -n1 "$log" | cut -c1-100))"
+        fi
+    done
+    local rc=0; wait "$pid" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -n 60 "$log" >&2
+        tb_log "$what: FAILED after $((SECONDS - start)) s (full log: $log)"
+        return "$rc"
+    fi
+    tb_log "$what: done in $((SECONDS - start)) s"
+    echo "$what $((SECONDS - start))" >>"${TB_TIMINGS:-/dev/null}"
+    rm -f "$log"
+}
+
+tb_root() { "$TB_DIR/mkroot.sh"; }
+
+# Key of the test kernel: source package version + config fragment + toolchain root.
+tb_kernel_key() {
+    local root=$1
+    local srcver
+    srcver=$(chroot "$root" dpkg-query -W -f '${Version}' 'linux-source-*' 2>/dev/null | head -n1)
+    (echo "$srcver"; echo "$root"; cat "$TB_DIR/kernel.config" "$TB_DIR/lib/kernel-build.sh") | sha256sum | cut -c1-16
+}
+
+# Run a command inside the toolchain root, in a private mount namespace, with the repo at /src
+# and the kernel build at /kernel. Extra binds: TB_BINDS="host:guest ...".
+tb_chroot() {
+    local root=$1; shift
+    local kdir=${TB_KERNEL_DIR:-}
+    unshare --mount --propagation private -- bash -euc '
+        root=$1; kdir=$2; repo=$3; shift 3
+        mount -t proc proc "$root/proc"
+        mount -t sysfs sys "$root/sys"
+        mount --rbind /dev "$root/dev"
+        mkdir -p "$root/src" "$root/kernel" "$root/tmp"
+        mount --bind "$repo" "$root/src"
+        [ -n "$kdir" ] && mount --bind "$kdir" "$root/kernel"
+        mount -t tmpfs tmpfs "$root/tmp"
+        for b in ${TB_BINDS:-}; do mkdir -p "$root/${b#*:}"; mount --bind "${b%%:*}" "$root/${b#*:}"; done
+        exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb \
+            LANG=C.UTF-8 "$@"
+    ' tb "$root" "$kdir" "$REPO_DIR" "$@"
+}

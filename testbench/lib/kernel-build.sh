@@ -1,0 +1,26 @@
+#!/bin/bash
+# Runs INSIDE the toolchain root: builds the bench kernel into /kernel (bind-mounted cache dir).
+# /kernel/src: unpacked linux-source; /kernel/obj: build output; /kernel/modules: modules_install.
+set -euo pipefail
+cd /kernel
+if [ ! -f src/Makefile ]; then
+    rm -rf src; mkdir src
+    tar xf /usr/src/linux-source-*.tar.xz -C src --strip-components=1
+fi
+mkdir -p obj
+make -C src O=/kernel/obj LLVM=1 tinyconfig >/dev/null
+src/scripts/kconfig/merge_config.sh -m -O /kernel/obj obj/.config /src/testbench/kernel.config >/dev/null
+make -C src O=/kernel/obj LLVM=1 olddefconfig >/dev/null
+# Every option of the fragment must have survived: some drop out silently.
+missing=0
+while IFS= read -r line; do
+    case "$line" in
+        CONFIG_*=*) grep -qx "$line" obj/.config || { echo "kernel config: $line did not survive (got: $(grep "^${line%%=*}=" obj/.config || echo 'unset'))"; missing=1; } ;;
+        "# CONFIG_"*" is not set") opt=${line#\# }; opt=${opt%% *}; grep -q "^$opt=" obj/.config && { echo "kernel config: $opt should be off"; missing=1; } ;;
+    esac
+done < /src/testbench/kernel.config
+[ "$missing" = 0 ] || exit 1
+make -C src O=/kernel/obj LLVM=1 -j"$(( $(nproc) + 1 ))" bzImage modules
+rm -rf modules
+make -C src O=/kernel/obj LLVM=1 INSTALL_MOD_PATH=/kernel/modules modules_install >/dev/null
+make -C src O=/kernel/obj LLVM=1 -s kernelrelease > /kernel/release
