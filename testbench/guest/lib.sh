@@ -45,3 +45,9 @@ tb_case() {
 
 # tb_kmsg TEXT: write a line to the kernel log (for attributing reports).
 tb_kmsg() { echo "nvpeer-bench: $*" >/dev/kmsg 2>/dev/null || true; }
+
+# tb_expect_begin REGEX / tb_expect_end: kernel log lines matching REGEX between the two calls are
+# expected (e.g. an emulator VIOLATION line provoked on purpose) and do not fail the run.
+# Other reports (KASAN, lockdep, ...) in between still do.
+tb_expect_begin() { echo "nvpeer-bench: expect-begin $1" >/dev/kmsg; }
+tb_expect_end() { echo "nvpeer-bench: expect-end" >/dev/kmsg; }

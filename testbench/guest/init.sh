@@ -1,0 +1,63 @@
+#!/bin/bash
+# Guest side of the bench VM: prepares the system, runs the suites listed in /bench/suites.txt,
+# collects dmesg and kmemleak, powers off. Started by /nvpeer-init (written by testbench/vm).
+set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mountpoint -q /proc || mount -t proc proc /proc
+mountpoint -q /sys || mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm 2>/dev/null
+mount -t devpts devpts /dev/pts 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug
+for d in /tmp /run /var/tmp /var/lib/dkms /lib/modules /root /var/log /dev/shm; do mount -t tmpfs tmpfs "$d" 2>/dev/null; done
+mkdir -p /run/netns
+ip link set lo up 2>/dev/null
+hostname nvpeer-bench 2>/dev/null
+export HOME=/root TERM=dumb LANG=C.UTF-8
+
+krel=$(uname -r)
+cp -a "/kernel/modules/lib/modules/$krel" /lib/modules/ 2>/dev/null
+mkdir -p "/lib/modules/$krel/extra"
+cp /bench/modules/*.ko "/lib/modules/$krel/extra/" 2>/dev/null
+depmod -a
+mkdir -p /bench/results
+echo "nvpeer-bench: guest ready, kernel $krel" >/dev/kmsg
+
+# Mark everything the boot itself leaked as already seen: only our suites' leaks count.
+echo clear > /sys/kernel/debug/kmemleak 2>/dev/null
+
+if [ "${NVPEER_MODE:-run}" = shell ]; then
+    echo "nvpeer bench shell: repo at /src, run dir at /bench, nvpeer CLI at /bench/bin/nvpeer. 'poweroff -f' or Ctrl-a x to leave."
+    setsid bash -c 'exec bash -i </dev/ttyS0 >/dev/ttyS0 2>&1'
+else
+    while read -r suite; do
+        [ -n "$suite" ] || continue
+        echo "=== suite $suite: start $(date +%T)"
+        echo "nvpeer-bench: suite $suite start" >/dev/kmsg
+        start=$(date +%s)
+        TB_SUITE=$suite timeout "${NVPEER_SUITE_TIMEOUT:-1500}" bash -c \
+            'source /src/testbench/guest/lib.sh; cd /tmp; source "/src/testbench/suites/$TB_SUITE.sh"' \
+            >>"/bench/results/$suite.log" 2>&1
+        rc=$?
+        if [ $rc = 124 ]; then
+            TB_SUITE=$suite bash -c 'source /src/testbench/guest/lib.sh; tb_result suite-timeout fail "suite killed after ${NVPEER_SUITE_TIMEOUT:-1500} s"'
+        elif [ $rc != 0 ]; then
+            TB_SUITE=$suite bash -c "source /src/testbench/guest/lib.sh; tb_result suite-exit fail 'suite script exited with status $rc'"
+        fi
+        echo "nvpeer-bench: suite $suite end rc=$rc" >/dev/kmsg
+        echo "=== suite $suite: end rc=$rc after $(( $(date +%s) - start )) s"
+        tail -n 5 "/bench/results/$suite.log" | sed 's/^/    /'
+    done < /bench/suites.txt
+fi
+
+# Leak scan after everything was unloaded by the suites (two scans: objects must age first).
+if [ -w /sys/kernel/debug/kmemleak ]; then
+    echo scan > /sys/kernel/debug/kmemleak; sleep 6
+    echo scan > /sys/kernel/debug/kmemleak
+    cat /sys/kernel/debug/kmemleak > /bench/results/kmemleak.txt
+fi
+dmesg > /bench/results/dmesg.txt
+echo "nvpeer-bench: done" > /bench/results/done
+sync
+echo o > /proc/sysrq-trigger
+sleep 10

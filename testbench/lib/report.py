@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Bench results: merge JSON-lines result files, scan kernel logs, print a summary.
+
+Usage:
+  report.py scan LOG [--expect REGEX]   print offending kernel report lines; exit 1 if the log fails
+  report.py summary FILE...             table of all results + "N passed, N failed, N skipped"
+"""
+import json
+import re
+import sys
+
+# Kernel reports that fail a run unless the suite declared them expected.
+REPORT = re.compile(
+    r"BUG:|KASAN|WARNING:|Oops|general protection fault|Kernel panic|kernel BUG at|"
+    r"possible circular locking|possible recursive locking|inconsistent lock state|"
+    r"lockdep|DEADLOCK|suspicious RCU usage|unreferenced object|UBSAN|"
+    r"panicked at|rust_panic|self-detected stall|hung_task|INFO: task .* blocked|"
+    r"VIOLATION"
+)
+# Lines that match REPORT but are not reports.
+BENIGN = re.compile(r"nvpeer-bench:|kasan_multi_shot|KASAN: (initialized|disabled)|"
+                    r"kmemleak: Kernel memory leak detector initialized|"
+                    r"kmemleak: Automatic memory scanning thread|Lock dependency validator")
+
+EXPECT_BEGIN = re.compile(r"nvpeer-bench: expect-begin (.*)$")
+EXPECT_END = re.compile(r"nvpeer-bench: expect-end")
+
+
+def scan(path, expect):
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    allowed = None  # regex of reports a suite announced with tb_expect_begin
+    for i, line in enumerate(lines):
+        m = EXPECT_BEGIN.search(line)
+        if m:
+            allowed = re.compile(m.group(1))
+            continue
+        if EXPECT_END.search(line):
+            allowed = None
+            continue
+        if REPORT.search(line) and not BENIGN.search(line):
+            if allowed is not None and allowed.search(line):
+                continue
+            out.append((i, line))
+    return out, lines
+
+
+def cmd_scan(args):
+    path = args[0]
+    expect = None
+    if "--expect" in args:
+        expect = re.compile(args[args.index("--expect") + 1])
+    res = scan(path, expect)
+    if not res:
+        print(f"missing log {path}")
+        return 1
+    hits, lines = res
+    if expect is not None:
+        if any(expect.search(l) for l in lines):
+            print(f"expected kernel report seen ({expect.pattern})")
+            return 0
+        print(f"expected kernel report NOT seen: {expect.pattern}")
+        for _, l in hits[:40]:
+            print("  " + l)
+        return 1
+    if not hits:
+        return 0
+    print(f"{len(hits)} kernel report line(s):")
+    shown = set()
+    for i, _ in hits[:8]:
+        for j in range(max(0, i - 2), min(len(lines), i + 25)):
+            if j not in shown:
+                shown.add(j)
+                print("  " + lines[j])
+        print("  ...")
+    return 1
+
+
+def cmd_summary(files):
+    rows = []
+    for f in files:
+        try:
+            for line in open(f):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    rows.append({"suite": f, "case": "malformed-result", "status": "fail",
+                                 "duration": 0, "details": line[:200]})
+        except FileNotFoundError:
+            pass
+    counts = {"pass": 0, "fail": 0, "skip": 0}
+    w = max([len(r["suite"]) + len(r["case"]) + 1 for r in rows] + [10])
+    print(f"{'suite/case'.ljust(w)}  status  time(s)  details")
+    for r in rows:
+        st = r.get("status", "fail")
+        counts[st if st in counts else "fail"] += 1
+        name = f"{r['suite']}/{r['case']}"
+        det = (r.get("details") or "").replace("\n", " | ")
+        if st == "pass":
+            det = det[:60]
+        else:
+            det = det[:400]
+        print(f"{name.ljust(w)}  {st:6}  {float(r.get('duration') or 0):7.1f}  {det}")
+    print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    return 1 if counts["fail"] or not rows else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        print(__doc__)
+        sys.exit(2)
+    if sys.argv[1] == "scan":
+        sys.exit(cmd_scan(sys.argv[2:]))
+    sys.exit(cmd_summary(sys.argv[2:]))
