@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module parameters -> which peer-memory clients to register.
+//!
+//! Same meaning as nvidia-peermem 560+ (so existing modprobe.d files keep working):
+//! - `persistent_api_support=1` (default): one persistent client named `nv_mem`;
+//! - `persistent_api_support=0`: invalidating `nv_mem` + persistent `nv_mem_nc`;
+//! - `peerdirect_support=1`: the invalidating client uses the MLNX_OFED 4.x layout (no extended
+//!   fields, no `PEER_MEM_INVALIDATE_UNMAPS`), as OFED 4.9 LTS requires.
+
+/// One client to register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClientKind {
+    /// Pins with `nvidia_p2p_get_pages_persistent`; registered without an invalidate callback.
+    Persistent,
+    /// Pins with `nvidia_p2p_get_pages` + free callback; registered with an invalidate callback.
+    Invalidating,
+}
+
+/// The layout handed to the core for the invalidating client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Extended client with `PEER_MEM_INVALIDATE_UNMAPS` (MLNX_OFED 5.1+ with the #2696789 fix).
+    Extended,
+    /// MLNX_OFED 4.x: `ex_size` and `flags` zero, no extended marker.
+    Legacy,
+}
+
+/// What `init` registers, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Config {
+    /// Register the invalidating `nv_mem` client (with this layout).
+    pub(crate) invalidating: Option<Layout>,
+    /// Name of the persistent client: `nv_mem` or `nv_mem_nc`.
+    pub(crate) persistent_name: &'static str,
+}
+
+/// A parameter outside its allowed values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ParamError {
+    /// Parameter name.
+    pub(crate) name: &'static str,
+    /// The rejected value.
+    pub(crate) value: i32,
+}
+
+/// Validates the two parameters (each must be 0 or 1).
+pub(crate) fn config(persistent_api_support: i32, peerdirect_support: i32) -> Result<Config, ParamError> {
+    let persistent = match persistent_api_support {
+        0 => false,
+        1 => true,
+        value => {
+            return Err(ParamError {
+                name: "persistent_api_support",
+                value,
+            })
+        }
+    };
+    let layout = match peerdirect_support {
+        0 => Layout::Extended,
+        1 => Layout::Legacy,
+        value => {
+            return Err(ParamError {
+                name: "peerdirect_support",
+                value,
+            })
+        }
+    };
+    Ok(if persistent {
+        Config {
+            invalidating: None,
+            persistent_name: "nv_mem",
+        }
+    } else {
+        Config {
+            invalidating: Some(layout),
+            persistent_name: "nv_mem_nc",
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_register_one_persistent_nv_mem() {
+        assert_eq!(
+            config(1, 0),
+            Ok(Config {
+                invalidating: None,
+                persistent_name: "nv_mem"
+            })
+        );
+        // peerdirect_support only affects the invalidating client.
+        assert_eq!(config(1, 1), config(1, 0));
+    }
+
+    #[test]
+    fn legacy_pair() {
+        assert_eq!(
+            config(0, 0),
+            Ok(Config {
+                invalidating: Some(Layout::Extended),
+                persistent_name: "nv_mem_nc"
+            })
+        );
+        assert_eq!(config(0, 1).unwrap().invalidating, Some(Layout::Legacy));
+    }
+
+    #[test]
+    fn other_values_are_rejected_with_the_name() {
+        assert_eq!(
+            config(2, 0),
+            Err(ParamError {
+                name: "persistent_api_support",
+                value: 2
+            })
+        );
+        assert_eq!(
+            config(1, -1),
+            Err(ParamError {
+                name: "peerdirect_support",
+                value: -1
+            })
+        );
+    }
+}
