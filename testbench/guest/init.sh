@@ -37,8 +37,8 @@ else
         start=$(date +%s)
         TB_SUITE=$suite timeout "${NVPEER_SUITE_TIMEOUT:-1500}" bash -c \
             'source /src/testbench/guest/lib.sh; cd /tmp; source "/src/testbench/suites/$TB_SUITE.sh"' \
-            >>"/bench/results/$suite.log" 2>&1
-        rc=$?
+            2>&1 | if [ "${NVPEER_SHOW:-0}" = 1 ]; then tee -a "/bench/results/$suite.log"; else cat >>"/bench/results/$suite.log"; fi
+        rc=${PIPESTATUS[0]}
         if [ $rc = 124 ]; then
             TB_SUITE=$suite bash -c 'source /src/testbench/guest/lib.sh; tb_result suite-timeout fail "suite killed after ${NVPEER_SUITE_TIMEOUT:-1500} s"'
         elif [ $rc != 0 ]; then
@@ -46,7 +46,7 @@ else
         fi
         echo "nvpeer-bench: suite $suite end rc=$rc" >/dev/kmsg
         echo "=== suite $suite: end rc=$rc after $(( $(date +%s) - start )) s"
-        tail -n 5 "/bench/results/$suite.log" | sed 's/^/    /'
+        [ "${NVPEER_SHOW:-0}" = 1 ] || tail -n 5 "/bench/results/$suite.log" | sed 's/^/    /'
     done < /bench/suites.txt
 fi
 
