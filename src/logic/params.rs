@@ -8,15 +8,6 @@
 //! - `peerdirect_support=1`: the invalidating client uses the MLNX_OFED 4.x layout (no extended
 //!   fields, no `PEER_MEM_INVALIDATE_UNMAPS`), as OFED 4.9 LTS requires.
 
-/// One client to register.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ClientKind {
-    /// Pins with `nvidia_p2p_get_pages_persistent`; registered without an invalidate callback.
-    Persistent,
-    /// Pins with `nvidia_p2p_get_pages` + free callback; registered with an invalidate callback.
-    Invalidating,
-}
-
 /// The layout handed to the core for the invalidating client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Layout {

@@ -26,8 +26,6 @@ const fn minor(v: u32) -> u32 {
 
 /// Oldest v1 page table we accept: 0x00010001 lacks `gpu_uuid`, which `dma_map_pages` needs.
 pub(crate) const PT_V1_MIN: u32 = 0x0001_0002;
-/// First v2 page table.
-pub(crate) const PT_V2_MIN: u32 = 0x0002_0000;
 /// DMA mapping version we were written for (`entries` + `dma_addresses` at their v2 offsets).
 pub(crate) const DMA_MAPPING_MIN: u32 = 0x0002_0003;
 /// `page_size` value for 64 KiB pages (enum `nvidia_p2p_page_size_type`).

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nvpeer: the C part of the module.
+ *
+ * What Rust cannot express out of tree, and nothing else:
+ *   - modinfo tags that module! does not take (version, softdep);
+ *   - C macros and inline functions (sg_dma_address/sg_dma_len, dev_is_pci, to_pci_dev,
+ *     __module_get/module_put on THIS_MODULE);
+ *   - layout facts of the two foreign API headers, as compiled here, which the Rust side
+ *     compares with its own #[repr(C)] declarations at load time (src/ffi.rs, src/abi.rs).
+ * Every function is called only from src/ffi.rs' declarations.
+ */
+#include <linux/module.h>
+#include <linux/namei.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/stddef.h>
+#include <rdma/peer_mem.h>
+#include <nv-p2p.h>
+
+#include "nvpeer_shim.h"
+
+MODULE_VERSION(NVPEER_VERSION);
+MODULE_SOFTDEP("pre: ib_core nvidia");
+
+const char *nvpeer_shim_version(void)
+{
+	return NVPEER_VERSION;
+}
+
+/* Layout facts, indexed by enum nvpeer_layout_fact (nvpeer_shim.h). */
+u64 nvpeer_shim_layout(u32 fact)
+{
+	switch (fact) {
+	case NVPEER_L_CLIENT_SIZE:
+		return sizeof(struct peer_memory_client);
+	case NVPEER_L_CLIENT_VERSION:
+		return offsetof(struct peer_memory_client, version);
+	case NVPEER_L_CLIENT_ACQUIRE:
+		return offsetof(struct peer_memory_client, acquire);
+	case NVPEER_L_CLIENT_RELEASE:
+		return offsetof(struct peer_memory_client, release);
+	case NVPEER_L_CLIENT_EX_SIZE:
+		return sizeof(struct peer_memory_client_ex);
+	case NVPEER_L_CLIENT_EX_EX_SIZE:
+		return offsetof(struct peer_memory_client_ex, ex_size);
+	case NVPEER_L_CLIENT_EX_FLAGS:
+		return offsetof(struct peer_memory_client_ex, flags);
+	case NVPEER_L_INVALIDATE_UNMAPS:
+		return PEER_MEM_INVALIDATE_UNMAPS;
+	case NVPEER_L_NAME_MAX:
+		return IB_PEER_MEMORY_NAME_MAX;
+	case NVPEER_L_VER_MAX:
+		return IB_PEER_MEMORY_VER_MAX;
+	case NVPEER_L_PT_ENTRIES:
+		return offsetof(struct nvidia_p2p_page_table, entries);
+	case NVPEER_L_PT_GPU_UUID:
+		return offsetof(struct nvidia_p2p_page_table, gpu_uuid);
+	case NVPEER_L_PAGE_SIZE:
+		return sizeof(struct nvidia_p2p_page);
+	case NVPEER_L_DM_ENTRIES:
+		return offsetof(struct nvidia_p2p_dma_mapping, entries);
+	case NVPEER_L_DM_ADDRESSES:
+		return offsetof(struct nvidia_p2p_dma_mapping, dma_addresses);
+	case NVPEER_L_DM_SIZE:
+		return sizeof(struct nvidia_p2p_dma_mapping);
+	case NVPEER_L_PAGE_SIZE_64KB:
+		return NVIDIA_P2P_PAGE_SIZE_64KB;
+	case NVPEER_L_DMA_MAPPING_VERSION:
+		return NVIDIA_P2P_DMA_MAPPING_VERSION;
+	default:
+		return U64_MAX;
+	}
+}
+
+/* The PCI function behind a DMA device, or NULL when it is not PCI (hazard H6). */
+struct pci_dev *nvpeer_shim_pci_dev(struct device *dev)
+{
+	if (!dev || !dev_is_pci(dev))
+		return NULL;
+	return to_pci_dev(dev);
+}
+
+/*
+ * Fill an allocated table with one DMA-only entry per address (no struct page: the memory is a
+ * GPU BAR). Returns -EINVAL when the table does not have exactly n entries.
+ */
+int nvpeer_shim_sg_fill(struct sg_table *sgt, const u64 *addrs, u32 n, u32 len)
+{
+	struct scatterlist *sg;
+	unsigned int i;
+
+	if (!sgt || !sgt->sgl || sgt->nents != n)
+		return -EINVAL;
+	for_each_sg(sgt->sgl, sg, sgt->nents, i) {
+		sg_set_page(sg, NULL, len, 0);
+		sg_dma_address(sg) = addrs[i];
+		sg_dma_len(sg) = len;
+	}
+	return 0;
+}
+
+/* A module reference per live registration (pins may outlive the core's use of them). */
+bool nvpeer_shim_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void nvpeer_shim_module_put(void)
+{
+	module_put(THIS_MODULE);
+}
+
+/* Whether the core already shows a client of this name in sysfs (for an actionable error). */
+bool nvpeer_shim_peer_client_visible(const char *name)
+{
+	char path[96];
+	struct path p;
+
+	if (snprintf(path, sizeof(path), "/sys/kernel/mm/memory_peers/%s", name) >= sizeof(path))
+		return false;
+	if (kern_path(path, LOOKUP_FOLLOW, &p))
+		return false;
+	path_put(&p);
+	return true;
+}
