@@ -180,7 +180,7 @@ struct nvp2p_emu_config {
 #define NVP2P_EMU_V_DOUBLE_PUT           6  /* second put of the same pin */
 #define NVP2P_EMU_V_LEAKED_PIN           7  /* pin alive at unload / reset-check */
 #define NVP2P_EMU_V_STALE_MAPPING        8  /* dma_unmap of a mapping already unmapped/torn down */
-#define NVP2P_EMU_V_POISON_OVERWRITTEN   9  /* client wrote to a freed table/mapping */
+#define NVP2P_EMU_V_RESERVED9           9  /* unused (reads/writes of freed tables: KASAN) */
 #define NVP2P_EMU_V_UNMAP_RACES_TEARDOWN 10 /* dma_unmap still running when teardown freed the table */
 #define NVP2P_EMU_V_DMA_NOT_STOPPED      11 /* callback returned, the core says DMA still live */
 #define NVP2P_EMU_V_TABLE_MODIFIED       12 /* client changed a field of a live table */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nvp2p_emu.h -- in-kernel test hooks of the NVIDIA P2P provider emulator
+ * (nvp2p_emu.ko). Not part of the NVIDIA API: only test fixtures (the
+ * peer-memory core emulator, bad-client modules) use these. A product module
+ * must never include this header.
+ */
+#ifndef _NVP2P_EMU_H_
+#define _NVP2P_EMU_H_
+
+#include <linux/types.h>
+#include "nv-p2p.h"
+
+/*
+ * What the provider tells the "DMA stopped" probe after a free callback
+ * returned, before it frees the page table and its DMA mappings.
+ * All pointers are valid only for the duration of the probe call.
+ */
+struct nvp2p_emu_revoke_info {
+	u64 va;                                   /* pinned range */
+	u64 len;
+	pid_t tgid;                               /* pinning process */
+	void *cb_data;                            /* the `data` given to get_pages */
+	const struct nvidia_p2p_page_table *page_table;
+	unsigned int nr_mappings;                 /* DMA mappings still linked */
+	const struct nvidia_p2p_dma_mapping *const *mappings;
+};
+
+/*
+ * Return true if no device can still DMA to the revoked pages (the client
+ * stopped it), false otherwise; false records an NVP2P_EMU_V_DMA_NOT_STOPPED
+ * violation. Called with the emulator's RM lock held, on the freeing thread;
+ * may sleep briefly, must not call nvidia_p2p_* functions.
+ */
+typedef bool (*nvp2p_emu_dma_stopped_fn)(const struct nvp2p_emu_revoke_info *info,
+					 void *ctx);
+
+/* Install the probe (one at a time): 0, -EINVAL (NULL fn) or -EBUSY. */
+int nvp2p_emu_set_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn, void *ctx);
+/* Remove it (only if fn is the installed one). Waits for a running probe. */
+void nvp2p_emu_clear_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn);
+
+/* True when the current task is inside a free callback issued by the emulator. */
+bool nvp2p_emu_in_free_callback(void);
+
+/* Total violations recorded since load or the last reset. */
+u64 nvp2p_emu_violation_count(void);
+
+#endif /* _NVP2P_EMU_H_ */

@@ -1,0 +1,728 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * NVIDIA P2P provider emulator: the exported nvidia_p2p_* API.
+ *
+ * Behaviour follows docs/contracts.md sections 2.3-2.5 and 5.1. Where the
+ * real driver would deadlock or touch freed memory because the client broke
+ * the contract, the emulator records a violation and returns instead:
+ *   - a get/put/map call from inside a free callback returns -EDEADLK
+ *     (the real driver self-deadlocks on its RM lock);
+ *   - a call with a page table or mapping that was freed is recognised by
+ *     its tombstone and reported (the real driver would use freed memory).
+ */
+#define pr_fmt(fmt) "nvp2p_emu: " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/export.h>
+#include <linux/mm.h>
+#include <linux/pci.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+
+#include "emu.h"
+
+static_assert(sizeof(struct nvidia_p2p_page) == 32);
+static_assert(offsetof(struct nvidia_p2p_page_table, pages) == 8);
+static_assert(offsetof(struct nvidia_p2p_page_table, entries) == 16);
+static_assert(offsetof(struct nvidia_p2p_page_table, gpu_uuid) == 24);
+static_assert(offsetof(struct nvidia_p2p_page_table, flags) == 32);
+static_assert(sizeof(struct nvidia_p2p_page_table) == 40);
+static_assert(offsetof(struct nvidia_p2p_dma_mapping, dma_addresses) == 16);
+static_assert(offsetof(struct nvidia_p2p_dma_mapping, pci_dev) == 32);
+static_assert(sizeof(struct nvidia_p2p_dma_mapping) == 40);
+static_assert(sizeof(struct nvidia_p2p_params) == 104);
+
+bool emu_in_callback(void)
+{
+	return READ_ONCE(emu.cb_task) == current;
+}
+
+bool nvp2p_emu_in_free_callback(void)
+{
+	return emu_in_callback();
+}
+EXPORT_SYMBOL_GPL(nvp2p_emu_in_free_callback);
+
+int nvp2p_emu_set_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn, void *ctx)
+{
+	int ret = 0;
+
+	if (!fn)
+		return -EINVAL;
+	mutex_lock(&emu.rm_lock);
+	if (emu.probe) {
+		ret = -EBUSY;
+	} else {
+		emu.probe = fn;
+		emu.probe_ctx = ctx;
+	}
+	mutex_unlock(&emu.rm_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvp2p_emu_set_dma_stopped_probe);
+
+void nvp2p_emu_clear_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn)
+{
+	mutex_lock(&emu.rm_lock);
+	if (emu.probe == fn) {
+		emu.probe = NULL;
+		emu.probe_ctx = NULL;
+	}
+	mutex_unlock(&emu.rm_lock);
+}
+EXPORT_SYMBOL_GPL(nvp2p_emu_clear_dma_stopped_probe);
+
+/* Take the RM lock and spend the modelled RM time for `pages` GPU pages. */
+static void rm_lock_cost(u64 pages)
+{
+	struct nvp2p_emu_config cfg;
+
+	mutex_lock(&emu.rm_lock);
+	emu_get_config(&cfg);
+	emu_delay_ns(cfg.call_cost_ns + cfg.page_cost_ns * pages);
+}
+
+/* A call that takes the RM lock, made from inside a free callback. */
+static bool reentered(unsigned int op, const char *what)
+{
+	if (!emu_in_callback())
+		return false;
+	emu_violation(NVP2P_EMU_V_CALL_IN_CALLBACK,
+		      "%s called from inside a free callback (real driver: self-deadlock on the RM lock)",
+		      what);
+	emu_fail(op, -EDEADLK);
+	return true;
+}
+
+/* The live allocation of the caller (or with token/va_space) holding the range. */
+static struct emu_alloc *find_range(u64 token, u32 va_space, u64 va, u64 len)
+{
+	struct emu_alloc *a;
+
+	lockdep_assert_held(&emu.tbl_lock);
+	list_for_each_entry(a, &emu.allocs, node) {
+		if (token) {
+			if (a->token != token || a->va_space != va_space)
+				continue;
+		} else if (a->tgid != current->tgid) {
+			continue;
+		}
+		if (va >= a->va && va - a->va < a->size && len <= a->size - (va - a->va))
+			return a;
+	}
+	return NULL;
+}
+
+static void unbuild_table(struct emu_pin *p)
+{
+	kfree(p->pt);
+	kvfree(p->pages);
+	kvfree(p->ptrs);
+	kfree(p->uuid);
+	p->pt = NULL;
+	p->pages = NULL;
+	p->ptrs = NULL;
+	p->uuid = NULL;
+}
+
+/* Allocate and fill the client-visible table for p (no locks needed). */
+static int build_table(struct emu_pin *p, u32 abi)
+{
+	struct emu_alloc *a = p->alloc;
+	u32 first = (p->va - a->va) >> EMU_GPU_PAGE_SHIFT;
+	u32 i;
+
+	p->pt = kzalloc(sizeof(*p->pt), GFP_KERNEL);
+	p->pages = kvcalloc(p->nr, sizeof(*p->pages), GFP_KERNEL);
+	p->ptrs = kvcalloc(p->nr, sizeof(*p->ptrs), GFP_KERNEL);
+	p->uuid = kmemdup(emu.gpu_uuid, NVIDIA_P2P_GPU_UUID_LEN, GFP_KERNEL);
+	if (!p->pt || !p->pages || !p->ptrs || !p->uuid) {
+		unbuild_table(p);
+		return -ENOMEM;
+	}
+	for (i = 0; i < p->nr; i++) {
+		p->pages[i].physical_address = page_to_phys(a->chunks[first + i]);
+		p->ptrs[i] = &p->pages[i];
+	}
+	p->pt->version = abi == 1 ? 0x00010002 : 0x00020000;
+	p->pt->page_size = NVIDIA_P2P_PAGE_SIZE_64KB;
+	p->pt->pages = p->ptrs;
+	p->pt->entries = p->nr;
+	p->pt->gpu_uuid = p->uuid;
+	if (abi == 2 && (a->flags & NVP2P_EMU_ALLOC_COHERENT))
+		p->pt->flags = NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE;
+	p->snap = *p->pt;
+	return 0;
+}
+
+
+/* Undo a pin that never became visible (BAR1, counters, allocation ref). */
+static void abandon_pin(struct emu_pin *p)
+{
+	mutex_lock(&emu.tbl_lock);
+	list_del(&p->node);
+	emu.bar1_used -= p->len;
+	p->alloc->pins--;
+	mutex_unlock(&emu.tbl_lock);
+	unbuild_table(p);
+	emu_alloc_put(p->alloc);
+	kfree(p);
+}
+
+/*
+ * Common part of get_pages and get_pages_persistent, after argument checks.
+ * Runs under the RM lock, except for the modelled window between pinning and
+ * callback registration.
+ */
+static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
+		     struct nvidia_p2p_page_table **page_table,
+		     void (*cb)(void *), void *data, u32 flags)
+{
+	bool persistent = op == NVP2P_EMU_OP_GET_PAGES_PERSISTENT;
+	struct nvp2p_emu_config cfg;
+	struct emu_alloc *a;
+	struct emu_pin *p;
+	int ret;
+
+	if (!len || (va & EMU_GPU_PAGE_MASK) || (len & EMU_GPU_PAGE_MASK) ||
+	    va + len < va || (len >> EMU_GPU_PAGE_SHIFT) > U32_MAX)
+		return emu_fail(op, -EINVAL);
+
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return emu_fail(op, -ENOMEM);
+	INIT_LIST_HEAD(&p->maps);
+	INIT_LIST_HEAD(&p->work);
+	p->va = va;
+	p->len = len;
+	p->nr = len >> EMU_GPU_PAGE_SHIFT;
+	p->persistent = persistent;
+	p->force_bar1 = flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING;
+	p->by_token = token != 0;
+	p->cb = cb;
+	p->data = data;
+	p->tgid = current->tgid;
+	p->state = EMU_PIN_PINNING;
+
+	rm_lock_cost(p->nr);
+	emu_get_config(&cfg);
+
+	mutex_lock(&emu.tbl_lock);
+	a = find_range(token, va_space, va, len);
+	if (!a) {
+		ret = -EINVAL;          /* not GPU memory of this process */
+	} else if (persistent && (a->flags & (NVP2P_EMU_ALLOC_MIG | NVP2P_EMU_ALLOC_VGPU))) {
+		ret = -ENOTSUPP;
+	} else if (p->force_bar1 && !(a->flags & NVP2P_EMU_ALLOC_COHERENT)) {
+		ret = -ENOTSUPP;        /* only on coherent platforms */
+	} else if (cfg.bar1_budget && emu.bar1_used + len > cfg.bar1_budget) {
+		ret = -ENOMEM;          /* BAR1 exhausted */
+	} else {
+		ret = 0;
+		emu.bar1_used += len;
+		kref_get(&a->ref);
+		a->pins++;
+		p->alloc = a;
+		p->id = ++emu.next_pin_id;
+		list_add_tail(&p->node, &emu.pins);
+	}
+	mutex_unlock(&emu.tbl_lock);
+	if (ret) {
+		mutex_unlock(&emu.rm_lock);
+		kfree(p);
+		return emu_fail(op, ret);
+	}
+
+	ret = build_table(p, cfg.pt_abi);
+	if (ret) {
+		mutex_unlock(&emu.rm_lock);
+		abandon_pin(p);
+		return emu_fail(op, ret);
+	}
+
+	if (!persistent && cfg.reg_window_delay_ns) {
+		/* Pinned, callback not registered yet: let a free slip in. */
+		mutex_unlock(&emu.rm_lock);
+		emu_delay_ns(cfg.reg_window_delay_ns);
+		mutex_lock(&emu.rm_lock);
+	}
+
+	mutex_lock(&emu.tbl_lock);
+	if (p->alloc->freed && !persistent) {
+		/* Freed between pinning and registration: the call fails. */
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		pr_info("get_pages: allocation freed before callback registration\n");
+		abandon_pin(p);
+		return emu_fail(op, -EINVAL);
+	}
+	emu_tomb_forget((unsigned long)p->pt, EMU_TOMB_PT);
+	hash_add(emu.pt_hash, &p->hnode, (unsigned long)p->pt);
+	p->state = EMU_PIN_LIVE;
+	emu.live_pins++;
+	if (persistent)
+		emu.live_persistent++;
+	emu.pinned_pages += p->nr;
+	*page_table = p->pt;
+	mutex_unlock(&emu.tbl_lock);
+	mutex_unlock(&emu.rm_lock);
+	return 0;
+}
+
+int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
+			 uint64_t virtual_address, uint64_t length,
+			 struct nvidia_p2p_page_table **page_table,
+			 void (*free_callback)(void *data), void *data)
+{
+	const unsigned int op = NVP2P_EMU_OP_GET_PAGES;
+	int ret;
+
+	emu_count_call(op);
+	if (!page_table || !free_callback || !data)
+		return emu_fail(op, -EINVAL);
+	if (reentered(op, "nvidia_p2p_get_pages"))
+		return -EDEADLK;
+	ret = emu_fault_check(op);
+	if (ret)
+		return emu_fail(op, ret);
+	return pin_range(op, p2p_token, va_space, virtual_address, length,
+			 page_table, free_callback, data, 0);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
+
+int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
+				    struct nvidia_p2p_page_table **page_table,
+				    uint32_t flags)
+{
+	const unsigned int op = NVP2P_EMU_OP_GET_PAGES_PERSISTENT;
+	int ret;
+
+	emu_count_call(op);
+	if (!page_table || (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING))
+		return emu_fail(op, -EINVAL);
+	if (reentered(op, "nvidia_p2p_get_pages_persistent"))
+		return -EDEADLK;
+	ret = emu_fault_check(op);
+	if (ret)
+		return emu_fail(op, ret);
+	return pin_range(op, 0, 0, virtual_address, length, page_table,
+			 NULL, NULL, flags);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
+
+/* Report a call with a table that is not live; returns true if it was ours once. */
+static bool report_dead_table(const char *what, const void *pt)
+{
+	struct emu_tomb *t = emu_tomb_lookup((unsigned long)pt, EMU_TOMB_PT);
+
+	if (t) {
+		emu_violation(NVP2P_EMU_V_FREED_TABLE,
+			      "%s on page table %px of pin %llu, already freed (%s)",
+			      what, pt, t->id,
+			      t->how == EMU_END_CALLBACK ? "by the free callback teardown" : "by put");
+		return true;
+	}
+	emu_violation(NVP2P_EMU_V_UNKNOWN_TABLE,
+		      "%s on %px, which was never a page table of this provider", what, pt);
+	return false;
+}
+
+int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
+			 uint64_t virtual_address,
+			 struct nvidia_p2p_page_table *page_table)
+{
+	const unsigned int op = NVP2P_EMU_OP_PUT_PAGES;
+	struct emu_pin *p;
+	struct emu_tomb *t;
+	int ret;
+
+	emu_count_call(op);
+	if (!page_table)
+		return 0;
+	if (reentered(op, "nvidia_p2p_put_pages"))
+		return -EDEADLK;
+	ret = emu_fault_check(op);
+	if (ret)
+		return emu_fail(op, ret);
+
+	/* Blocks here while any free callback runs. */
+	rm_lock_cost(0);
+	mutex_lock(&emu.tbl_lock);
+	p = emu_pin_lookup(page_table);
+	if (!p) {
+		t = emu_tomb_lookup((unsigned long)page_table, EMU_TOMB_PT);
+		if (t && t->how == EMU_END_CALLBACK && !t->put_seen) {
+			/* Legal: the callback already tore it down; nothing touched. */
+			t->put_seen = true;
+			spin_lock(&emu.stat_lock);
+			emu.put_after_teardown++;
+			spin_unlock(&emu.stat_lock);
+		} else if (t) {
+			emu_violation(NVP2P_EMU_V_DOUBLE_PUT,
+				      "put_pages on page table %px of pin %llu, already released",
+				      page_table, t->id);
+		} else {
+			emu_violation(NVP2P_EMU_V_UNKNOWN_TABLE,
+				      "put_pages on %px, which was never a page table of this provider",
+				      page_table);
+		}
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		return 0;
+	}
+	if (p->persistent) {
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		pr_warn("put_pages on persistent table %px: use put_pages_persistent\n",
+			page_table);
+		return emu_fail(op, -EINVAL);
+	}
+	if (!p->by_token && p->tgid != current->tgid) {
+		/* The real driver finds nothing for this pid and returns 0. */
+		emu_violation(NVP2P_EMU_V_WRONG_PROCESS_PUT,
+			      "put_pages on table %px pinned by tgid %d from tgid %d: ignored, pin and callback stay registered",
+			      page_table, p->tgid, current->tgid);
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		return 0;
+	}
+	if (virtual_address != p->va) {
+		emu_violation(NVP2P_EMU_V_PUT_VA_MISMATCH,
+			      "put_pages on table %px with va 0x%llx, pinned at 0x%llx: ignored",
+			      page_table, virtual_address, p->va);
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		return 0;
+	}
+	mutex_unlock(&emu.tbl_lock);
+	emu_teardown_pin(p, EMU_END_PUT);
+	mutex_unlock(&emu.rm_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
+
+int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
+				    struct nvidia_p2p_page_table *page_table,
+				    uint32_t flags)
+{
+	const unsigned int op = NVP2P_EMU_OP_PUT_PAGES_PERSISTENT;
+	struct emu_pin *p;
+	int ret;
+
+	emu_count_call(op);
+	if (flags)
+		return emu_fail(op, -EINVAL);
+	if (!page_table)
+		return 0;
+	if (reentered(op, "nvidia_p2p_put_pages_persistent"))
+		return -EDEADLK;
+	ret = emu_fault_check(op);
+	if (ret)
+		return emu_fail(op, ret);
+
+	rm_lock_cost(0);
+	mutex_lock(&emu.tbl_lock);
+	p = emu_pin_lookup(page_table);
+	if (!p || !p->persistent) {
+		if (!p) {
+			struct emu_tomb *t = emu_tomb_lookup((unsigned long)page_table,
+							     EMU_TOMB_PT);
+			if (t && t->how == EMU_END_PUT)
+				emu_violation(NVP2P_EMU_V_DOUBLE_PUT,
+					      "put_pages_persistent on page table %px of pin %llu, already released",
+					      page_table, t->id);
+			else
+				report_dead_table("put_pages_persistent", page_table);
+		} else {
+			pr_warn("put_pages_persistent on non-persistent table %px\n", page_table);
+		}
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		return emu_fail(op, -EINVAL);
+	}
+	if (virtual_address != p->va)
+		emu_violation(NVP2P_EMU_V_PUT_VA_MISMATCH,
+			      "put_pages_persistent on table %px with va 0x%llx, pinned at 0x%llx",
+			      page_table, virtual_address, p->va);
+	mutex_unlock(&emu.tbl_lock);
+	emu_teardown_pin(p, EMU_END_PUT);
+	mutex_unlock(&emu.rm_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
+
+int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
+			     struct nvidia_p2p_page_table *page_table,
+			     struct nvidia_p2p_dma_mapping **dma_mapping)
+{
+	const unsigned int op = NVP2P_EMU_OP_DMA_MAP;
+	struct emu_map *mp;
+	struct emu_pin *p;
+	u32 i, first, entries;
+	int ret;
+
+	emu_count_call(op);
+	if (!peer || !page_table || !dma_mapping)
+		return emu_fail(op, -EINVAL);
+	if (reentered(op, "nvidia_p2p_dma_map_pages"))
+		return -EDEADLK;
+
+	/* Like the real driver, read the table before taking the RM lock. */
+	mutex_lock(&emu.tbl_lock);
+	p = emu_pin_lookup(page_table);
+	if (!p) {
+		report_dead_table("dma_map_pages", page_table);
+		mutex_unlock(&emu.tbl_lock);
+		return emu_fail(op, -EINVAL);
+	}
+	if (!page_table->gpu_uuid) {
+		mutex_unlock(&emu.tbl_lock);
+		return emu_fail(op, -EINVAL);
+	}
+	if (page_table->page_size != NVIDIA_P2P_PAGE_SIZE_64KB ||
+	    emu_pin_table_modified(p)) {
+		/* The real driver BUG()s on anything but 64 KiB pages. */
+		emu_violation(NVP2P_EMU_V_TABLE_MODIFIED,
+			      "dma_map_pages on table %px whose fields were changed by the client",
+			      page_table);
+		mutex_unlock(&emu.tbl_lock);
+		return emu_fail(op, -EINVAL);
+	}
+	entries = page_table->entries;
+	ret = p->force_bar1 ? -ENOTSUPP : 0;
+	mutex_unlock(&emu.tbl_lock);
+	if (ret)
+		return emu_fail(op, ret);
+	ret = emu_fault_check(op);
+	if (ret)
+		return emu_fail(op, ret);
+
+	rm_lock_cost(entries);
+	mutex_lock(&emu.tbl_lock);
+	if (emu_pin_lookup(page_table) != p) {
+		/* Freed while we waited for the lock: the real driver has already
+		 * read the freed table. */
+		report_dead_table("dma_map_pages (freed while it waited for the RM lock)",
+				  page_table);
+		mutex_unlock(&emu.tbl_lock);
+		mutex_unlock(&emu.rm_lock);
+		return emu_fail(op, -EINVAL);
+	}
+	mutex_unlock(&emu.tbl_lock);
+
+	/* The pin cannot be torn down while we hold the RM lock. */
+	ret = -ENOMEM;
+	mp = kzalloc(sizeof(*mp), GFP_KERNEL);
+	if (!mp)
+		goto out_unlock;
+	mp->m = kzalloc(sizeof(*mp->m), GFP_KERNEL);
+	if (!mp->m)
+		goto out_free;
+	mp->m->dma_addresses = kcalloc(p->nr, sizeof(u64), GFP_KERNEL);
+	if (!mp->m->dma_addresses)
+		goto out_free;
+	first = (p->va - p->alloc->va) >> EMU_GPU_PAGE_SHIFT;
+	for (i = 0; i < p->nr; i++) {
+		struct page *pg = p->alloc->chunks[first + i];
+		dma_addr_t d;
+
+		d = dma_map_page_attrs(&peer->dev, pg, 0, EMU_GPU_PAGE_SIZE,
+				       DMA_BIDIRECTIONAL, DMA_ATTR_SKIP_CPU_SYNC);
+		if (dma_mapping_error(&peer->dev, d)) {
+			mp->nr = i;
+			mp->peer = pci_dev_get(peer);
+			emu_map_release(mp);
+			mp = NULL;
+			goto out_unlock;
+		}
+		mp->m->dma_addresses[i] = d;
+	}
+	mp->nr = p->nr;
+	mp->pin = p;
+	mp->peer = pci_dev_get(peer);
+	mp->m->version = NVIDIA_P2P_DMA_MAPPING_VERSION;
+	mp->m->page_size_type = NVIDIA_P2P_PAGE_SIZE_64KB;
+	mp->m->entries = p->nr;
+	mp->m->private = mp;
+	mp->m->pci_dev = peer;
+
+	mutex_lock(&emu.tbl_lock);
+	emu_tomb_forget((unsigned long)mp->m, EMU_TOMB_MAP);
+	hash_add(emu.map_hash, &mp->hnode, (unsigned long)mp->m);
+	list_add_tail(&mp->node, &p->maps);
+	emu.live_maps++;
+	mutex_unlock(&emu.tbl_lock);
+	*dma_mapping = mp->m;
+	mutex_unlock(&emu.rm_lock);
+	return 0;
+
+out_free:
+	if (mp->m)
+		kfree(mp->m->dma_addresses);
+	kfree(mp->m);
+	kfree(mp);
+out_unlock:
+	mutex_unlock(&emu.rm_lock);
+	return emu_fail(op, ret);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
+
+static struct emu_map *map_lookup(const struct nvidia_p2p_dma_mapping *m)
+{
+	struct emu_map *mp;
+
+	hash_for_each_possible(emu.map_hash, mp, hnode, (unsigned long)m)
+		if (mp->m == m)
+			return mp;
+	return NULL;
+}
+
+int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
+			       struct nvidia_p2p_page_table *page_table,
+			       struct nvidia_p2p_dma_mapping *dma_mapping)
+{
+	const unsigned int op = NVP2P_EMU_OP_DMA_UNMAP;
+	struct nvp2p_emu_config cfg;
+	struct emu_map *mp;
+	struct emu_pin *p;
+	int ret;
+
+	emu_count_call(op);
+	if (!peer || !page_table || !dma_mapping)
+		return emu_fail(op, -EINVAL);
+	if (emu_in_callback())
+		emu_violation(NVP2P_EMU_V_UNMAP_IN_CALLBACK,
+			      "dma_unmap_pages(table %px, mapping %px) called from inside a free callback",
+			      page_table, dma_mapping);
+	ret = emu_fault_check(op);
+	if (ret)
+		return emu_fail(op, ret);
+
+	/* No RM lock here, as in the real driver. */
+	mutex_lock(&emu.tbl_lock);
+	p = emu_pin_lookup(page_table);
+	if (!p) {
+		bool ours = report_dead_table("dma_unmap_pages", page_table);
+
+		mutex_unlock(&emu.tbl_lock);
+		return ours ? 0 : emu_fail(op, -EINVAL);
+	}
+	mp = map_lookup(dma_mapping);
+	if (!mp || mp->pin != p) {
+		struct emu_tomb *t = emu_tomb_lookup((unsigned long)dma_mapping,
+						     EMU_TOMB_MAP);
+
+		emu_violation(NVP2P_EMU_V_STALE_MAPPING,
+			      "dma_unmap_pages on mapping %px: %s", dma_mapping,
+			      t ? "already unmapped/freed" :
+			      mp ? "belongs to another page table" :
+			      "never a mapping of this provider");
+		mutex_unlock(&emu.tbl_lock);
+		return 0;
+	}
+	if (mp->peer != peer)
+		emu_violation(NVP2P_EMU_V_WRONG_PEER,
+			      "dma_unmap_pages with peer %s, mapping %px was made for %s",
+			      pci_name(peer), dma_mapping, pci_name(mp->peer));
+	hash_del(&mp->hnode);
+	list_del(&mp->node);
+	emu.live_maps--;
+	p->unmap_inflight++;
+	mutex_unlock(&emu.tbl_lock);
+
+	emu_get_config(&cfg);
+	emu_delay_ns(cfg.unmap_delay_ns);
+	emu_map_release(mp);
+
+	mutex_lock(&emu.tbl_lock);
+	emu_tomb_add((unsigned long)dma_mapping, EMU_TOMB_MAP, EMU_END_PUT,
+		     p->tgid, p->id);
+	p->unmap_inflight--;
+	wake_up_var(&p->unmap_inflight);
+	mutex_unlock(&emu.tbl_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
+
+/* The two documented no-ops; count whether they came from a callback. */
+static int free_noop(unsigned int op)
+{
+	emu_count_call(op);
+	if (emu_in_callback()) {
+		spin_lock(&emu.stat_lock);
+		emu.free_calls_in_cb++;
+		spin_unlock(&emu.stat_lock);
+	}
+	return 0;
+}
+
+int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
+{
+	return free_noop(NVP2P_EMU_OP_FREE_PAGE_TABLE);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
+
+int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping)
+{
+	return free_noop(NVP2P_EMU_OP_FREE_DMA_MAPPING);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_dma_mapping);
+
+int nvidia_p2p_init_mapping(uint64_t p2p_token, struct nvidia_p2p_params *params,
+			    void (*destroy_callback)(void *data), void *data)
+{
+	emu_count_call(NVP2P_EMU_OP_INIT_MAPPING);
+	return emu_fail(NVP2P_EMU_OP_INIT_MAPPING, -ENOTSUPP);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_init_mapping);
+
+int nvidia_p2p_destroy_mapping(uint64_t p2p_token)
+{
+	emu_count_call(NVP2P_EMU_OP_DESTROY_MAPPING);
+	return emu_fail(NVP2P_EMU_OP_DESTROY_MAPPING, -ENOTSUPP);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_destroy_mapping);
+
+int nvidia_p2p_register_rsync_driver(nvidia_p2p_rsync_driver_t *driver, void *data)
+{
+	const unsigned int op = NVP2P_EMU_OP_REGISTER_RSYNC;
+	int ret = 0;
+
+	emu_count_call(op);
+	if (!driver || !NVIDIA_P2P_RSYNC_DRIVER_VERSION_COMPATIBLE(driver) ||
+	    !driver->get_relaxed_ordering_mode || !driver->put_relaxed_ordering_mode ||
+	    !driver->wait_for_rsync)
+		return emu_fail(op, -EINVAL);
+	mutex_lock(&emu.rm_lock);
+	if (emu.rsync)
+		ret = -EBUSY;
+	else
+		emu.rsync = driver;
+	mutex_unlock(&emu.rm_lock);
+	return emu_fail(op, ret);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_register_rsync_driver);
+
+void nvidia_p2p_unregister_rsync_driver(nvidia_p2p_rsync_driver_t *driver, void *data)
+{
+	emu_count_call(NVP2P_EMU_OP_UNREGISTER_RSYNC);
+	mutex_lock(&emu.rm_lock);
+	if (emu.rsync == driver)
+		emu.rsync = NULL;
+	mutex_unlock(&emu.rm_lock);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_unregister_rsync_driver);
+
+int nvidia_p2p_get_rsync_registers(nvidia_p2p_rsync_reg_info_t **reg_info)
+{
+	emu_count_call(NVP2P_EMU_OP_GET_RSYNC_REGS);
+	return emu_fail(NVP2P_EMU_OP_GET_RSYNC_REGS, -ENODEV);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_rsync_registers);
+
+void nvidia_p2p_put_rsync_registers(nvidia_p2p_rsync_reg_info_t *reg_info)
+{
+	emu_count_call(NVP2P_EMU_OP_PUT_RSYNC_REGS);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_rsync_registers);
