@@ -1,0 +1,235 @@
+//! NVIDIA driver: loaded, flavour, conflicting nouveau, P2P API symbols, CUDA attributes, BAR1.
+
+use super::Ctx;
+use crate::probes::CudaProbe;
+use crate::report::{Check, Status};
+use serde_json::json;
+
+/// Functions nvpeer calls in every mode.
+pub const P2P_REQUIRED: [&str; 6] = [
+    "nvidia_p2p_get_pages",
+    "nvidia_p2p_put_pages",
+    "nvidia_p2p_dma_map_pages",
+    "nvidia_p2p_dma_unmap_pages",
+    "nvidia_p2p_free_page_table",
+    "nvidia_p2p_free_dma_mapping",
+];
+/// Functions of the persistent API (driver ≥ 535), needed for `persistent_api_support=1`.
+pub const P2P_PERSISTENT: [&str; 2] = ["nvidia_p2p_get_pages_persistent", "nvidia_p2p_put_pages_persistent"];
+
+/// Driver version from `/sys/module/nvidia/version` or `/proc/driver/nvidia/version`.
+fn driver_version(ctx: &Ctx) -> Option<String> {
+    ctx.root.read_trim("/sys/module/nvidia/version").or_else(|| {
+        let t = ctx.root.read("/proc/driver/nvidia/version")?;
+        let first = t.lines().next()?;
+        first.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.')).map(str::to_string)
+    })
+}
+
+/// `nvidia.driver`: the NVIDIA kernel driver is loaded (or another module provides its P2P API).
+pub fn driver(ctx: &Ctx) -> Check {
+    const ID: &str = "nvidia.driver";
+    const T: &str = "NVIDIA driver";
+    let loaded = ctx.module_loaded("nvidia") || ctx.root.exists("/proc/driver/nvidia/version");
+    let version = driver_version(ctx);
+    if loaded {
+        let v = version.clone().unwrap_or_else(|| "version unknown".into());
+        return Check::new(ID, T, true, Status::Pass, format!("loaded, {v}")).data(json!({"loaded": true, "version": version}));
+    }
+    let provider = ctx.kallsyms.as_ref().and_then(|k| k.owner("nvidia_p2p_get_pages"));
+    if let Some(p) = provider {
+        return Check::new(ID, T, false, Status::Warn, format!("nvidia.ko not loaded; the P2P API comes from module `{p}`"))
+            .fix("This is a test provider (emulator); load the real NVIDIA driver on production nodes.")
+            .data(json!({"loaded": false, "p2p_provider": p}));
+    }
+    Check::new(ID, T, true, Status::Fail, "nvidia.ko is not loaded")
+        .fix("Install the NVIDIA open kernel modules and run `modprobe nvidia` (or start nvidia-persistenced).")
+        .data(json!({"loaded": false}))
+}
+
+/// `nvidia.flavour`: open kernel modules (`Dual MIT/GPL`) vs proprietary (`NVIDIA`). A Rust module
+/// uses GPL-only symbols, and the kernel refuses to link those with symbols of a proprietary module.
+pub fn flavour(ctx: &Ctx) -> Check {
+    const ID: &str = "nvidia.flavour";
+    const T: &str = "NVIDIA driver flavour";
+    let banner = ctx.root.read("/proc/driver/nvidia/version").unwrap_or_default();
+    let taint = ctx.root.read_trim("/sys/module/nvidia/taint");
+    let license = ctx.probes.nvidia_license.clone();
+    let open = if banner.contains("Open Kernel Module") {
+        Some((true, "/proc/driver/nvidia/version says \"Open Kernel Module\""))
+    } else if taint.as_deref().is_some_and(|t| t.contains('P')) {
+        Some((false, "/sys/module/nvidia/taint has P (proprietary)"))
+    } else if let Some(l) = license.as_deref() {
+        if l.contains("GPL") {
+            Some((true, "modinfo license is GPL-compatible"))
+        } else {
+            Some((false, "modinfo license is proprietary"))
+        }
+    } else if !banner.is_empty() {
+        Some((false, "/proc/driver/nvidia/version lacks \"Open Kernel Module\""))
+    } else if taint.is_some() {
+        Some((true, "/sys/module/nvidia/taint has no P (not proprietary)"))
+    } else {
+        None
+    };
+    let data = json!({"open": open.map(|o| o.0), "taint": taint, "license": license});
+    match open {
+        Some((true, why)) => Check::new(ID, T, true, Status::Pass, format!("open kernel modules ({why})")).data(data),
+        Some((false, why)) => Check::new(ID, T, true, Status::Fail, format!("proprietary kernel modules ({why})"))
+            .fix("Install the open flavour (e.g. `nvidia-open` / `nvidia-driver-XXX-open`, or the .run installer with `-m=kernel-open`): a GPL Rust module cannot link against the proprietary one.")
+            .data(data),
+        None => {
+            let gate = ctx.module_loaded("nvidia");
+            let status = if ctx.kallsyms.as_ref().is_some_and(|k| k.has("nvidia_p2p_get_pages")) && !gate {
+                Status::Skip
+            } else {
+                Status::Unknown
+            };
+            Check::new(ID, T, gate, status, "cannot tell: nvidia.ko not loaded and modinfo unavailable")
+                .fix("Load the NVIDIA driver so /proc/driver/nvidia/version shows its flavour.")
+                .data(data)
+        }
+    }
+}
+
+/// `nvidia.nouveau`: nouveau must not own the GPUs.
+pub fn nouveau(ctx: &Ctx) -> Check {
+    const ID: &str = "nvidia.nouveau";
+    const T: &str = "nouveau not loaded";
+    if ctx.module_loaded("nouveau") {
+        Check::new(ID, T, true, Status::Fail, "nouveau is loaded")
+            .fix("Blacklist nouveau (`blacklist nouveau` in /etc/modprobe.d, rebuild the initramfs) and reboot.")
+    } else {
+        Check::new(ID, T, true, Status::Pass, "nouveau is not loaded")
+    }
+}
+
+/// `nvidia.p2p_symbols`: the `nvidia_p2p_*` API in the running kernel's symbol table.
+pub fn p2p_symbols(ctx: &Ctx) -> Check {
+    const ID: &str = "nvidia.p2p_symbols";
+    const T: &str = "nvidia_p2p_* API";
+    let Some(k) = &ctx.kallsyms else {
+        return Check::new(ID, T, true, Status::Unknown, "/proc/kallsyms is not readable")
+            .fix("Run on a kernel with CONFIG_KALLSYMS and a readable /proc/kallsyms.");
+    };
+    let missing: Vec<&str> = P2P_REQUIRED.iter().copied().filter(|s| !k.has(s)).collect();
+    let missing_persistent: Vec<&str> = P2P_PERSISTENT.iter().copied().filter(|s| !k.has(s)).collect();
+    let owner = k.owner("nvidia_p2p_get_pages");
+    let data = json!({"owner": owner, "missing": missing, "missing_persistent": missing_persistent, "addresses_hidden": k.addresses_hidden});
+    if !missing.is_empty() {
+        return Check::new(ID, T, true, Status::Fail, format!("missing: {}", missing.join(", ")))
+            .fix("Load the NVIDIA driver (`modprobe nvidia`); these functions are exported by nvidia.ko.")
+            .data(data);
+    }
+    let owner = owner.unwrap_or_default();
+    if !missing_persistent.is_empty() {
+        return Check::new(ID, T, true, Status::Warn, format!("present in `{owner}`, but no persistent API"))
+            .fix("Driver older than 535: load nvpeer with `persistent_api_support=0`, or upgrade the driver.")
+            .data(data);
+    }
+    Check::new(ID, T, true, Status::Pass, format!("all present (exported by `{owner}`)")).data(data)
+}
+
+/// `gpu.cuda`: what the CUDA driver says about GPUDirect RDMA and dma-buf per GPU.
+pub fn cuda_attrs(ctx: &Ctx) -> Check {
+    const ID: &str = "gpu.cuda";
+    const T: &str = "GPU GDR attributes (CUDA)";
+    let data = serde_json::to_value(&ctx.probes.cuda).unwrap_or_default();
+    match &ctx.probes.cuda {
+        CudaProbe::NotRun => Check::new(ID, T, false, Status::Skip, "not probed (fixture root or --no-probes)").data(data),
+        CudaProbe::LibraryMissing => Check::new(ID, T, false, Status::Unknown, "libcuda.so not found, GPU attributes not checked")
+            .fix("Install the NVIDIA user-space driver (libcuda.so.1, e.g. libnvidia-compute) matching the kernel driver.")
+            .data(data),
+        CudaProbe::Failed { error } => Check::new(ID, T, false, Status::Unknown, format!("CUDA driver unusable: {error}"))
+            .fix("Check that /dev/nvidia* exist and the user-space driver matches the kernel module version.")
+            .data(data),
+        CudaProbe::Ok { driver_api, gpus } => {
+            let details: Vec<String> = gpus
+                .iter()
+                .map(|g| {
+                    format!(
+                        "GPU{} {} {}: GPUDirect RDMA {}, dma-buf {}, GDR with VMM {}",
+                        g.ordinal,
+                        g.bdf,
+                        g.name,
+                        yn(g.gdr_supported),
+                        yn(g.dmabuf_supported),
+                        yn(g.gdr_vmm_supported)
+                    )
+                })
+                .collect();
+            let bad: Vec<String> = gpus.iter().filter(|g| g.gdr_supported == Some(0)).map(|g| g.name.clone()).collect();
+            let ver = format!("CUDA driver API {}.{}", driver_api / 1000, (driver_api % 1000) / 10);
+            if gpus.is_empty() {
+                Check::new(ID, T, true, Status::Fail, format!("{ver}, but no CUDA device"))
+                    .fix("Check `nvidia-smi`: the driver sees no usable GPU.")
+                    .data(data)
+            } else if !bad.is_empty() {
+                Check::new(ID, T, true, Status::Fail, format!("{ver}; GPUDirect RDMA unsupported on {}", bad.join(", ")))
+                    .details(details)
+                    .fix("Use a data-centre/professional GPU: this board does not support GPUDirect RDMA.")
+                    .data(data)
+            } else {
+                Check::new(ID, T, true, Status::Pass, format!("{ver}; {} GPU(s) support GPUDirect RDMA", gpus.len())).details(details).data(data)
+            }
+        }
+    }
+}
+
+fn yn(v: Option<i32>) -> &'static str {
+    match v {
+        Some(0) => "no",
+        Some(_) => "yes",
+        None => "unknown",
+    }
+}
+
+/// Size of BAR `index` from the sysfs `resource` file.
+pub fn bar_size(ctx: &Ctx, dev: &crate::pci::PciDev, index: usize) -> Option<u64> {
+    let text = ctx.root.read(&format!("{}/resource", dev.sysfs()))?;
+    let line = text.lines().nth(index)?;
+    let mut it = line.split_whitespace().map(crate::root::parse_num);
+    let (start, end) = (it.next()??, it.next()??);
+    (end > start).then(|| end - start + 1)
+}
+
+/// `gpu.bar1`: BAR1 bounds how much GPU memory can be pinned for RDMA at once.
+pub fn bar1(ctx: &Ctx) -> Check {
+    const ID: &str = "gpu.bar1";
+    const T: &str = "GPU BAR1 size";
+    if ctx.gpus.is_empty() {
+        return Check::new(ID, T, false, Status::Skip, "no NVIDIA GPU on the PCI bus");
+    }
+    let fb = |bdf: &str| match &ctx.probes.cuda {
+        CudaProbe::Ok { gpus, .. } => gpus.iter().find(|g| g.bdf == bdf).and_then(|g| g.total_mem),
+        _ => None,
+    };
+    let mut details = Vec::new();
+    let mut small = Vec::new();
+    let mut rows = Vec::new();
+    for g in &ctx.gpus {
+        let size = bar_size(ctx, g, 1);
+        let fbm = fb(&g.bdf);
+        let mib = |b: u64| b >> 20;
+        details.push(match (size, fbm) {
+            (Some(s), Some(f)) => format!("{}: BAR1 {} MiB, framebuffer {} MiB", g.bdf, mib(s), mib(f)),
+            (Some(s), None) => format!("{}: BAR1 {} MiB", g.bdf, mib(s)),
+            (None, _) => format!("{}: BAR1 not readable", g.bdf),
+        });
+        if size.is_some_and(|s| s < (1 << 30)) {
+            small.push(g.bdf.clone());
+        }
+        rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "fb_bytes": fbm}));
+    }
+    let data = json!({"gpus": rows});
+    if !small.is_empty() {
+        Check::new(ID, T, false, Status::Warn, format!("BAR1 below 1 GiB on {}", small.join(", ")))
+            .details(details)
+            .fix("Enable Resizable BAR / large BAR1 in the BIOS; registrations larger than BAR1 fail with EFAULT/ENOMEM.")
+            .data(data)
+    } else if rows.iter().all(|r| r["bar1_bytes"].is_null()) {
+        Check::new(ID, T, false, Status::Unknown, "BAR1 not readable").details(details).data(data)
+    } else {
+        Check::new(ID, T, false, Status::Pass, details.join("; ")).data(data)
+    }
+}

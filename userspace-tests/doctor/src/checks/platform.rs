@@ -1,0 +1,235 @@
+//! PCIe platform: GPU↔NIC path class, ACS on the bridges between them, IOMMU mode, link
+//! training, relaxed ordering, virtualisation.
+
+use super::{Ctx, Nic};
+use crate::pci::{acs_flags, acs_redirects, classify, bridges_between, Link, PathClass, PciDev};
+use crate::report::{Check, Status};
+use serde_json::json;
+
+fn pairs<'c>(ctx: &'c Ctx) -> Vec<(&'c PciDev, &'c Nic)> {
+    ctx.gpus.iter().flat_map(|g| ctx.nics.iter().map(move |n| (g, n))).collect()
+}
+
+fn no_pairs(ctx: &Ctx, id: &'static str, title: &'static str) -> Option<Check> {
+    let what = match (ctx.gpus.is_empty(), ctx.nics.is_empty()) {
+        (true, true) => "no NVIDIA GPU and no PCI RDMA NIC",
+        (true, false) => "no NVIDIA GPU on the PCI bus",
+        (false, true) => "no PCI RDMA NIC",
+        (false, false) => return None,
+    };
+    Some(Check::new(id, title, false, Status::Skip, format!("{what}: no GPU↔NIC pair")))
+}
+
+/// `pci.topology`: PIX/PXB/PHB/NODE/SYS for every GPU↔NIC pair.
+pub fn topology(ctx: &Ctx) -> Check {
+    const ID: &str = "pci.topology";
+    const T: &str = "GPU↔NIC PCIe path";
+    if let Some(c) = no_pairs(ctx, ID, T) {
+        return c;
+    }
+    let mut rows = Vec::new();
+    let mut details = Vec::new();
+    let mut far = Vec::new();
+    for (g, n) in pairs(ctx) {
+        let class = classify(g, &n.pci);
+        details.push(format!("GPU {} ↔ {} ({}): {:?}", g.bdf, n.name, n.pci.bdf, class));
+        if class > PathClass::PXB {
+            far.push(format!("{}↔{}", g.bdf, n.name));
+        }
+        rows.push(json!({"gpu": g.bdf, "nic": n.name, "nic_bdf": n.pci.bdf, "class": class}));
+    }
+    // A node is fine when every GPU has at least one NIC within PXB.
+    let best_per_gpu_ok = ctx.gpus.iter().all(|g| ctx.nics.iter().any(|n| classify(g, &n.pci) <= PathClass::PXB));
+    let data = json!({"pairs": rows});
+    if best_per_gpu_ok {
+        Check::new(ID, T, false, Status::Pass, "every GPU has a NIC within PXB (NCCL's default GDR cutoff)").details(details).data(data)
+    } else {
+        Check::new(ID, T, false, Status::Warn, format!("paths beyond PXB: {}", far.join(", ")))
+            .details(details)
+            .fix("Put GPU and NIC under the same PCIe switch/socket; beyond PXB NCCL disables GDR by default (NCCL_NET_GDR_LEVEL) and bandwidth drops.")
+            .data(data)
+    }
+}
+
+/// `pci.acs`: ACS redirection on bridges between GPU and NIC sends P2P through the root complex.
+pub fn acs(ctx: &Ctx) -> Check {
+    const ID: &str = "pci.acs";
+    const T: &str = "ACS on GPU↔NIC bridges";
+    if let Some(c) = no_pairs(ctx, ID, T) {
+        return c;
+    }
+    let mut checked: Vec<String> = Vec::new();
+    let mut redirecting = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut details = Vec::new();
+    let mut rows = Vec::new();
+    for (g, n) in pairs(ctx) {
+        for b in bridges_between(g, &n.pci) {
+            if checked.contains(&b) {
+                continue;
+            }
+            checked.push(b.clone());
+            let Some(dev) = PciDev::load(ctx.root, &b) else { continue };
+            match dev.config(ctx.root).map(|c| c.acs_control()) {
+                Some(Ok(Some(ctl))) => {
+                    let flags = acs_flags(ctl);
+                    details.push(format!("{b}: ACSCtl {:#06x} [{}]", ctl, flags.join(" ")));
+                    if acs_redirects(ctl) {
+                        redirecting.push(b.clone());
+                    }
+                    rows.push(json!({"bridge": b, "acs_ctl": ctl, "flags": flags, "redirects": acs_redirects(ctl)}));
+                }
+                Some(Ok(None)) => {
+                    details.push(format!("{b}: no ACS capability"));
+                    rows.push(json!({"bridge": b, "acs_ctl": null}));
+                }
+                _ => {
+                    unreadable.push(b.clone());
+                    rows.push(json!({"bridge": b, "unreadable": true}));
+                }
+            }
+        }
+    }
+    let data = json!({"bridges": rows});
+    if !redirecting.is_empty() {
+        Check::new(ID, T, true, Status::Fail, format!("ACS redirects peer traffic on {}", redirecting.join(", ")))
+            .details(details)
+            .fix("Disable ACS on these bridges (BIOS option, or `setpci -s <bdf> ECAP_ACS+6.w=0000` at boot) on bare metal; RDMA to GPU memory otherwise hangs or fails.")
+            .data(data)
+    } else if !unreadable.is_empty() {
+        Check::new(ID, T, false, Status::Unknown, format!("extended config space unreadable on {}", unreadable.join(", ")))
+            .details(details)
+            .fix("Run `sudo nvpeer doctor`: only root can read PCIe config space beyond 64 bytes.")
+            .data(data)
+    } else if checked.is_empty() {
+        Check::new(ID, T, false, Status::Pass, "no shared PCIe switch: the path crosses the host bridge, ACS does not apply").data(data)
+    } else {
+        Check::new(ID, T, false, Status::Pass, format!("no redirection on {} bridge(s)", checked.len())).details(details).data(data)
+    }
+}
+
+/// `platform.iommu`: IOMMU off or passthrough keeps P2P addresses untranslated.
+pub fn iommu(ctx: &Ctx) -> Check {
+    const ID: &str = "platform.iommu";
+    const T: &str = "IOMMU mode";
+    let units = ctx.root.list("/sys/class/iommu");
+    let cmdline = ctx.root.read_trim("/proc/cmdline").unwrap_or_default();
+    let iommu_args: Vec<&str> = cmdline.split_whitespace().filter(|w| w.contains("iommu")).collect();
+    let mut types: Vec<(String, String)> = Vec::new();
+    for d in ctx.gpus.iter().chain(ctx.nics.iter().map(|n| &n.pci)) {
+        if let Some(t) = ctx.root.read_trim(&format!("{}/iommu_group/type", d.sysfs())) {
+            types.push((d.bdf.clone(), t));
+        }
+    }
+    if types.is_empty() {
+        for g in ctx.root.list("/sys/kernel/iommu_groups") {
+            if let Some(t) = ctx.root.read_trim(&format!("/sys/kernel/iommu_groups/{g}/type")) {
+                types.push((format!("group {g}"), t));
+            }
+        }
+    }
+    let translated: Vec<String> = types.iter().filter(|(_, t)| t.starts_with("DMA")).map(|(d, t)| format!("{d} ({t})")).collect();
+    let data = json!({"units": units, "cmdline": iommu_args, "domains": types.iter().map(|(d, t)| json!({"device": d, "type": t})).collect::<Vec<_>>()});
+    let mut details = vec![format!("kernel command line: {}", if iommu_args.is_empty() { "(no iommu option)".to_string() } else { iommu_args.join(" ") })];
+    details.extend(types.iter().map(|(d, t)| format!("{d}: {t}")));
+    if units.is_empty() {
+        Check::new(ID, T, false, Status::Pass, "no IOMMU active").details(details).data(data)
+    } else if !translated.is_empty() {
+        Check::new(ID, T, false, Status::Warn, format!("IOMMU translates DMA for {}", translated.join(", ")))
+            .details(details)
+            .fix("On bare metal boot with `iommu=pt` (or intel_iommu=off / amd_iommu=off): translated mode routes P2P through the root complex.")
+            .data(data)
+    } else {
+        Check::new(ID, T, false, Status::Pass, format!("IOMMU on ({}), passthrough domains", units.join(", "))).details(details).data(data)
+    }
+}
+
+/// `pci.link`: negotiated link vs capability for GPUs and NICs.
+pub fn link(ctx: &Ctx) -> Check {
+    const ID: &str = "pci.link";
+    const T: &str = "PCIe link width/speed";
+    let mut details = Vec::new();
+    let mut degraded = Vec::new();
+    let mut rows = Vec::new();
+    let devs: Vec<(&PciDev, bool)> = ctx.gpus.iter().map(|g| (g, true)).chain(ctx.nics.iter().map(|n| (&n.pci, false))).collect();
+    if devs.is_empty() {
+        return Check::new(ID, T, false, Status::Skip, "no GPU or RDMA NIC on the PCI bus");
+    }
+    for (d, is_gpu) in devs {
+        let Some(l) = d.link(ctx.root) else {
+            details.push(format!("{}: link not reported", d.bdf));
+            continue;
+        };
+        let width_low = l.max_width > 0 && l.cur_width < l.max_width;
+        let speed_low = Link::gts(&l.cur_speed) < Link::gts(&l.max_speed);
+        let note = if speed_low && is_gpu { " (GPUs lower link speed when idle; re-check under load)" } else { "" };
+        details.push(format!("{}: x{}/x{} {} / {}{note}", d.bdf, l.cur_width, l.max_width, l.cur_speed, l.max_speed));
+        if width_low || (speed_low && !is_gpu) {
+            degraded.push(d.bdf.clone());
+        }
+        rows.push(json!({"bdf": d.bdf, "gpu": is_gpu, "link": l, "degraded": width_low || (speed_low && !is_gpu)}));
+    }
+    let data = json!({"devices": rows});
+    if degraded.is_empty() {
+        Check::new(ID, T, false, Status::Pass, "links trained at full width").details(details).data(data)
+    } else {
+        Check::new(ID, T, false, Status::Warn, format!("degraded link on {}", degraded.join(", ")))
+            .details(details)
+            .fix("Reseat the card or move it to a full-width slot; check BIOS PCIe generation settings.")
+            .data(data)
+    }
+}
+
+/// `pci.relaxed_ordering`: DevCtl "Enable Relaxed Ordering" (bit 4) on the NICs.
+pub fn relaxed_ordering(ctx: &Ctx) -> Check {
+    const ID: &str = "pci.relaxed_ordering";
+    const T: &str = "NIC relaxed ordering";
+    if ctx.nics.is_empty() {
+        return Check::new(ID, T, false, Status::Skip, "no PCI RDMA NIC");
+    }
+    let mut details = Vec::new();
+    let mut off = Vec::new();
+    let mut unknown = Vec::new();
+    for n in &ctx.nics {
+        match n.pci.config(ctx.root).map(|c| c.devctl()) {
+            Some(Ok(Some(v))) => {
+                let on = v & 0x10 != 0;
+                details.push(format!("{} ({}): DevCtl {:#06x}, RlxdOrd{}", n.name, n.pci.bdf, v, if on { "+" } else { "-" }));
+                if !on {
+                    off.push(n.name.clone());
+                }
+            }
+            Some(Ok(None)) => details.push(format!("{}: not a PCIe function", n.name)),
+            _ => unknown.push(n.name.clone()),
+        }
+    }
+    let data = json!({"disabled": off, "unreadable": unknown});
+    if !off.is_empty() {
+        Check::new(ID, T, false, Status::Warn, format!("relaxed ordering disabled on {}", off.join(", ")))
+            .details(details)
+            .fix("Enable PCIe relaxed ordering for the NIC (firmware `PCI_WR_ORDERING`/BIOS); without it GPU writes can lose up to half the bandwidth on some CPUs.")
+            .data(data)
+    } else if !unknown.is_empty() {
+        Check::new(ID, T, false, Status::Unknown, format!("config space unreadable for {}", unknown.join(", ")))
+            .fix("Run `sudo nvpeer doctor` to read the PCIe capability.")
+            .data(data)
+    } else {
+        Check::new(ID, T, false, Status::Pass, "enabled").details(details).data(data)
+    }
+}
+
+/// `platform.virtualization`: inside a VM the PCIe settings that matter are the host's.
+pub fn virtualization(ctx: &Ctx) -> Check {
+    const ID: &str = "platform.virtualization";
+    const T: &str = "bare metal";
+    let cpuinfo = ctx.root.read("/proc/cpuinfo").unwrap_or_default();
+    let hv = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
+    let product = ctx.root.read_trim("/sys/class/dmi/id/product_name").unwrap_or_default();
+    if hv {
+        Check::new(ID, T, false, Status::Warn, format!("running in a virtual machine{}", if product.is_empty() { String::new() } else { format!(" ({product})") }))
+            .fix("ACS, ATS and IOMMU mode must be set on the hypervisor host; the guest's view of the PCIe tree may be synthetic.")
+            .data(json!({"hypervisor": true, "product": product}))
+    } else {
+        Check::new(ID, T, false, Status::Pass, "no hypervisor flag").data(json!({"hypervisor": false, "product": product}))
+    }
+}
