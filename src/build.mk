@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: GPL-2.0
+# nvpeer.ko build rules, included by the top-level Makefile.
+#
+#   make / make modules   build nvpeer.ko against KDIR (runs preflight first)
+#   make preflight        check prerequisites; one line naming the first missing one
+#   make ffi-check        compare src/ffi.rs with bindgen output of peer_mem.h / nv-p2p.h
+#   make clean
+#
+# Variables: KDIR (default: running kernel), OFED_DIR, NVIDIA_SRC, OFED_SYMVERS, NVIDIA_SYMVERS,
+# RUSTC, BENCH=1 (emulator headers/symbols of the test bench; see testbench/tb kbuild).
+
+NVPEER_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+NVPEER_PREFLIGHT = KDIR="$(KDIR)" OFED_DIR="$(OFED_DIR)" NVIDIA_SRC="$(NVIDIA_SRC)" \
+	OFED_SYMVERS="$(OFED_SYMVERS)" NVIDIA_SYMVERS="$(NVIDIA_SYMVERS)" RUSTC="$(or $(RUSTC),rustc)" \
+	BENCH="$(BENCH)" $(NVPEER_ROOT)/src/preflight.sh
+
+.PHONY: all modules clean preflight ffi-check
+
+all: modules
+
+modules:
+	@args=$$($(NVPEER_PREFLIGHT) --make-args) || exit 1; \
+	eval '$(MAKE) -C "$(KDIR)" M="$(NVPEER_ROOT)"' "$$args" modules
+
+preflight:
+	@$(NVPEER_PREFLIGHT)
+
+ffi-check:
+	@$(NVPEER_ROOT)/src/ffi-check.sh
+
+clean:
+	$(MAKE) -C "$(KDIR)" M="$(NVPEER_ROOT)" clean
+	rm -f $(NVPEER_ROOT)/build/generated.symvers

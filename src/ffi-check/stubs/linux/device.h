@@ -1,0 +1,2 @@
+#include <linux/types.h>
+struct device;

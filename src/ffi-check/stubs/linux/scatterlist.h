@@ -1,0 +1,3 @@
+#include <linux/types.h>
+struct sg_table;
+struct scatterlist;
