@@ -100,3 +100,55 @@ impl kernel::Module for NvPeer {
         })
     }
 }
+
+/// In-kernel checks of the shared logic, run by KUnit when the module loads on a kernel with
+/// `CONFIG_KUNIT=y` (the bench); compiled out elsewhere. Results: KTAP lines `nvpeer_logic` in
+/// the kernel log. The host `cargo test` in `src/logic` covers the same files more thoroughly.
+#[kunit_tests(nvpeer_logic)]
+mod kunit {
+    use super::logic::params::{config, Layout};
+    use super::logic::range::cover;
+    use super::logic::sgl::{entry, plan};
+    use super::logic::state::{step, Action, Event, State};
+    use super::logic::version::{dma_mapping_compatible, page_table_abi, PtAbi};
+
+    #[test]
+    fn cover_aligns_to_64k() {
+        let c = cover(0x1_0001, 0x1_0000);
+        assert_eq!(c.map(|c| (c.start(), c.len())), Some((0x1_0000, 0x2_0000)));
+        assert!(cover(u64::MAX, 1).is_none());
+        assert!(cover(0, 0).is_none());
+    }
+
+    #[test]
+    fn sgl_matches_cover() {
+        let c = cover(0, 0x3_0000).unwrap_or_else(|| unreachable!());
+        assert_eq!(plan(&c, 3), Ok(3));
+        assert!(plan(&c, 2).is_err());
+        assert!(entry(0x1000, 4096).is_ok());
+        assert!(entry(0x1800, 4096).is_err());
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(page_table_abi(0x0001_0002), Some(PtAbi::V1));
+        assert_eq!(page_table_abi(0x0002_0000), Some(PtAbi::V2));
+        assert_eq!(page_table_abi(0x0003_0000), None);
+        assert!(dma_mapping_compatible(0x0002_0003));
+        assert!(!dma_mapping_compatible(0x0001_0003));
+    }
+
+    #[test]
+    fn params() {
+        assert_eq!(config(1, 0).map(|c| c.persistent_name), Ok("nv_mem"));
+        assert_eq!(config(0, 1).map(|c| c.invalidating), Ok(Some(Layout::Legacy)));
+        assert!(config(2, 0).is_err());
+    }
+
+    #[test]
+    fn callback_only_notifies_mapped() {
+        assert_eq!(step(State::Mapped, Event::Callback), Ok((State::Invalidating, Action::NotifyCore)));
+        assert_eq!(step(State::Mapping, Event::Callback), Ok((State::Revoked, Action::None)));
+        assert_eq!(step(State::Invalidating, Event::Unpin { foreign: false }), Ok((State::Invalidating, Action::None)));
+    }
+}
