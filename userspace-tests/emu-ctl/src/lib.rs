@@ -1,3 +1,11 @@
-//! Userspace driver of the bench emulators (`/dev/nvp2p_emu`, `/dev/peer_mem_emu`).
+//! Userspace driver of the bench emulators (`/dev/nvp2p_emu`, `/dev/peer_mem_emu`): safe wrappers
+//! of both ioctl ABIs, the concurrency scenarios of contracts.md §5.2, and the `nvpeer emu` CLI.
 
 pub mod cli;
+pub mod core;
+pub mod error;
+pub mod nvp2p;
+pub mod scenario;
+pub mod sysfs;
+
+pub use error::{EmuError, Result};
