@@ -49,6 +49,7 @@
 
 #ifndef CP_BUG
 #define CP_BUG(name) false
+#define CP_BAD_INIT() 0
 #define CP_MODNAME "classic_peer"
 #endif
 
@@ -617,8 +618,10 @@ static void cp_unregister(struct cp_client *c)
 
 static int __init cp_init(void)
 {
-	int ret;
+	int ret = CP_BAD_INIT();
 
+	if (ret)
+		return ret;
 	if (persistent_api_support != 0 && persistent_api_support != 1) {
 		pr_err(CP_MODNAME ": invalid persistent_api_support value %d\n",
 		       persistent_api_support);
@@ -629,17 +632,21 @@ static int __init cp_init(void)
 		       peerdirect_support);
 		return -EINVAL;
 	}
-	if (persistent_api_support)
-		return cp_register(&cp_persist_client, "nv_mem", true);
-
-	ret = cp_register(&cp_inval_client, "nv_mem", false);
-	if (ret)
-		return ret;
-	ret = cp_register(&cp_persist_client, "nv_mem_nc", true);
-	if (ret)
-		cp_unregister(&cp_inval_client);
-	if (!ret && CP_BUG(mutate_client))
+	if (persistent_api_support) {
+		ret = cp_register(&cp_persist_client, "nv_mem", true);
+	} else {
+		ret = cp_register(&cp_inval_client, "nv_mem", false);
+		if (!ret) {
+			ret = cp_register(&cp_persist_client, "nv_mem_nc", true);
+			if (ret)
+				cp_unregister(&cp_inval_client);
+		}
+	}
+	if (!ret && CP_BUG(mutate_client)) {
+		/* Changes the registered struct behind the core's back. */
+		cp_persist_client.ex.client.version[0] ^= 0x20;
 		cp_inval_client.ex.client.version[0] ^= 0x20;
+	}
 	return ret;
 }
 
