@@ -1,21 +1,32 @@
-//! Validation harness and benchmarks (placeholder until issue 5 lands).
+//! Validation harness and benchmarks: `nvpeer validate` and `nvpeer bench`.
+//!
+//! Files by concept: `mem/` (memory backends), `reg` (registration paths), `verbs` (RDMA
+//! transport), `oob` (TCP out-of-band exchange), `peer` (the far side of transfers), `validate`
+//! (conformance cases), `bench` (measurements), `report` / `stats` (output), `causes` / `sysfs`
+//! (failure analysis).
 
-/// Arguments of `nvpeer validate`.
-#[derive(clap::Args, Debug)]
-pub struct ValidateArgs {}
+pub mod bench;
+pub mod causes;
+pub mod cli;
+pub mod mem;
+pub mod oob;
+pub mod pattern;
+pub mod peer;
+pub mod reg;
+pub mod report;
+pub mod stats;
+pub mod sysfs;
+pub mod validate;
+pub mod verbs;
 
-/// Arguments of `nvpeer bench`.
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {}
+pub use cli::{BenchArgs, ValidateArgs};
 
-/// Runs `nvpeer validate`; returns the exit status.
-pub fn validate(_args: ValidateArgs) -> u8 {
-    eprintln!("nvpeer validate: not implemented yet");
-    2
+/// Runs `nvpeer validate`; returns the exit status (0 all passed, 1 a case failed, 2 setup error).
+pub fn validate(args: ValidateArgs) -> u8 {
+    validate::run(args)
 }
 
 /// Runs `nvpeer bench`; returns the exit status.
-pub fn bench(_args: BenchArgs) -> u8 {
-    eprintln!("nvpeer bench: not implemented yet");
-    2
+pub fn bench(args: BenchArgs) -> u8 {
+    bench::run(args)
 }

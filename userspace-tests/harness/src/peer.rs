@@ -1,0 +1,351 @@
+//! The far side of every transfer. In loopback it is a [`Target`] in this process (its own QP on
+//! the same device); in two-node mode it is the `--server` process, reached over the out-of-band
+//! channel with the same requests. Tests drive both the same way through [`Peer`].
+
+use crate::mem::host::HostBackend;
+use crate::mem::{Backend, Buffer};
+use crate::oob::{Channel, OobError};
+use crate::pattern;
+use crate::reg::{Mr, RegPath, Registrar};
+use crate::sysfs;
+use crate::verbs::{Completion, ConnInfo, Device, Endpoint, Op};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Protocol version; both sides must agree.
+pub const PROTO: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "req", rename_all = "snake_case")]
+pub enum Req {
+    Hello { proto: u32 },
+    /// Allocate and register a buffer (host memory when `host`, else the server's `--mem`).
+    Alloc { size: u64, host: bool },
+    /// Create a fresh RC QP and connect it to the initiator's.
+    Connect { info: ConnInfo, depth: u32 },
+    Fill { id: u32, off: u64, len: u64, seed: u64 },
+    Verify { id: u32, off: u64, len: u64, seed: u64 },
+    PostRecv { id: u32, off: u64, len: u64, count: u32 },
+    WaitRecv { count: u32, timeout_ms: u64 },
+    /// Free the memory but keep the MR (invalidation).
+    Free { id: u32 },
+    /// Deregister and free.
+    Drop { id: u32 },
+    /// Peer-client counters of the main client.
+    Counters,
+    /// Answer `iters` WRITE_WITH_IMM pings with pongs into the initiator's buffer.
+    Pong { id: u32, size: u64, iters: u32, rkey: u32, raddr: u64 },
+    Bye,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "resp", rename_all = "snake_case")]
+pub enum Resp {
+    Ok,
+    Hello { proto: u32, mem: String },
+    Buf { id: u32, addr: u64, rkey: u32, len: u64 },
+    Conn { info: ConnInfo },
+    Verified { mismatch: Option<u64> },
+    Recv { completions: Vec<Completion> },
+    Counters { counters: Option<sysfs::PeerCounters> },
+    Err { msg: String, errno: Option<i32> },
+}
+
+/// Errors of peer requests.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("peer: {msg}")]
+    Remote { msg: String, errno: Option<i32> },
+    #[error(transparent)]
+    Oob(#[from] OobError),
+    #[error("peer answered {0:?} to {1}")]
+    Unexpected(Box<Resp>, &'static str),
+}
+
+impl PeerError {
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            PeerError::Remote { errno, .. } => *errno,
+            _ => None,
+        }
+    }
+}
+
+struct TBuf {
+    buf: Box<dyn Buffer>,
+    mr: Option<Mr>,
+}
+
+/// The passive side: owns buffers, MRs and one endpoint at a time.
+pub struct Target {
+    dev: Rc<Device>,
+    backend: Rc<dyn Backend>,
+    reg: Registrar,
+    bufs: HashMap<u32, TBuf>,
+    ep: Option<Endpoint>,
+    next: u32,
+}
+
+fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
+    Resp::Err { msg: msg.into(), errno }
+}
+
+impl Target {
+    pub fn new(dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath) -> Self {
+        let reg = Registrar { pd: Some(dev.pd.clone()), core: None, path };
+        Target { dev, backend, reg, bufs: HashMap::new(), ep: None, next: 1 }
+    }
+
+    /// Handles one request (never panics on bad input; answers `Err`).
+    pub fn handle(&mut self, q: Req) -> Resp {
+        match q {
+            Req::Hello { proto } if proto == PROTO => Resp::Hello { proto: PROTO, mem: self.backend.kind().to_string() },
+            Req::Hello { proto } => err(format!("protocol {proto} not supported (this side speaks {PROTO})"), None),
+            Req::Alloc { size, host } => self.alloc(size, host),
+            Req::Connect { info, depth } => match Endpoint::new(&self.dev, depth) {
+                Ok(mut ep) => match ep.connect(&info) {
+                    Ok(()) => {
+                        let info = ep.info();
+                        self.ep = Some(ep);
+                        Resp::Conn { info }
+                    }
+                    Err(e) => err(e.to_string(), e.errno()),
+                },
+                Err(e) => err(e.to_string(), e.errno()),
+            },
+            Req::Fill { id, off, len, seed } => match self.bufs.get_mut(&id) {
+                Some(b) => match b.buf.write(off as usize, &pattern::generate(seed, off, len as usize)) {
+                    Ok(()) => Resp::Ok,
+                    Err(e) => err(e.to_string(), e.errno()),
+                },
+                None => err(format!("no buffer {id}"), None),
+            },
+            Req::Verify { id, off, len, seed } => match self.bufs.get(&id) {
+                Some(b) => {
+                    let mut v = vec![0u8; len as usize];
+                    match b.buf.read(off as usize, &mut v) {
+                        Ok(()) => Resp::Verified { mismatch: pattern::first_mismatch(seed, off, &v).map(|i| i as u64) },
+                        Err(e) => err(e.to_string(), e.errno()),
+                    }
+                }
+                None => err(format!("no buffer {id}"), None),
+            },
+            Req::PostRecv { id, off, len, count } => {
+                let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
+                    return err("no such buffer or not connected", None);
+                };
+                let Some(mr) = b.mr.as_ref() else { return err("buffer not registered", None) };
+                for i in 0..count {
+                    if let Err(e) = ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len as u32) {
+                        return err(e.to_string(), e.errno());
+                    }
+                }
+                Resp::Ok
+            }
+            Req::WaitRecv { count, timeout_ms } => match self.ep.as_ref() {
+                Some(ep) => match ep.poll(count as usize, Duration::from_millis(timeout_ms)) {
+                    Ok(c) => Resp::Recv { completions: c },
+                    Err(crate::verbs::VerbsError::Timeout(_)) => Resp::Recv { completions: vec![] },
+                    Err(e) => err(e.to_string(), e.errno()),
+                },
+                None => err("not connected", None),
+            },
+            Req::Free { id } => match self.bufs.get_mut(&id) {
+                Some(b) => match b.buf.release() {
+                    Ok(()) => Resp::Ok,
+                    Err(e) => err(e.to_string(), e.errno()),
+                },
+                None => err(format!("no buffer {id}"), None),
+            },
+            Req::Drop { id } => {
+                if let Some(mut b) = self.bufs.remove(&id) {
+                    drop(b.mr.take());
+                    let _ = b.buf.release();
+                }
+                Resp::Ok
+            }
+            Req::Counters => Resp::Counters { counters: sysfs::main_client(std::path::Path::new(sysfs::MEMORY_PEERS)) },
+            Req::Pong { id, size, iters, rkey, raddr } => self.pong(id, size, iters, rkey, raddr),
+            Req::Bye => Resp::Ok,
+        }
+    }
+
+    fn alloc(&mut self, size: u64, host: bool) -> Resp {
+        let host_be;
+        let (be, path): (&dyn Backend, RegPath) = if host {
+            host_be = HostBackend;
+            (&host_be, RegPath::VaMr)
+        } else {
+            (self.backend.as_ref(), self.reg.path)
+        };
+        let buf = match be.alloc(size as usize) {
+            Ok(b) => b,
+            Err(e) => return err(e.to_string(), e.errno()),
+        };
+        let reg = Registrar { path, ..self.reg.clone() };
+        let mr = match reg.register(buf.as_ref(), 0, size as usize) {
+            Ok(m) => m,
+            Err(e) => return err(e.msg, e.errno),
+        };
+        let id = self.next;
+        self.next += 1;
+        let r = Resp::Buf { id, addr: buf.addr(), rkey: mr.rkey(), len: size };
+        self.bufs.insert(id, TBuf { buf, mr: Some(mr) });
+        r
+    }
+
+    /// The passive half of the latency ping-pong: each received WRITE_WITH_IMM is answered with
+    /// one into the initiator's buffer.
+    fn pong(&mut self, id: u32, size: u64, iters: u32, rkey: u32, raddr: u64) -> Resp {
+        let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
+            return err("no such buffer or not connected", None);
+        };
+        let Some(mr) = b.mr.as_ref() else { return err("buffer not registered", None) };
+        let (lkey, addr) = (mr.lkey(), b.buf.addr());
+        for i in 0..iters {
+            if let Err(e) = ep.post_recv(i as u64, lkey, addr, 0) {
+                return err(e.to_string(), e.errno());
+            }
+            let mut got_recv = false;
+            while !got_recv {
+                match ep.poll(1, Duration::from_secs(30)) {
+                    Ok(cs) => {
+                        for c in cs {
+                            if !c.ok() {
+                                return err(format!("pong: completion {}", crate::verbs::wc_status_name(c.status)), None);
+                            }
+                            if c.opcode & 128 != 0 {
+                                got_recv = true;
+                            }
+                        }
+                    }
+                    Err(e) => return err(e.to_string(), e.errno()),
+                }
+            }
+            if let Err(e) = ep.post(Op::WriteImm { rkey, raddr, imm: i }, 1 << 32 | i as u64, lkey, addr, size as u32) {
+                return err(e.to_string(), e.errno());
+            }
+        }
+        // Drain our send completions.
+        let _ = ep.poll(iters as usize, Duration::from_secs(30));
+        Resp::Ok
+    }
+}
+
+/// The far side, local or remote.
+pub enum Peer {
+    Local(Box<Target>),
+    Remote(Channel),
+}
+
+impl Peer {
+    pub fn call(&mut self, q: Req) -> Result<Resp, PeerError> {
+        let r = match self {
+            Peer::Local(t) => t.handle(q),
+            Peer::Remote(c) => c.call(&q)?,
+        };
+        match r {
+            Resp::Err { msg, errno } => Err(PeerError::Remote { msg, errno }),
+            r => Ok(r),
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self, Peer::Local(_))
+    }
+
+    /// Direct access to the local target (loopback ping-pong drives both QPs itself).
+    pub fn local(&mut self) -> Option<&mut Target> {
+        match self {
+            Peer::Local(t) => Some(t),
+            Peer::Remote(_) => None,
+        }
+    }
+
+    pub fn alloc(&mut self, size: u64, host: bool) -> Result<RemoteBuf, PeerError> {
+        match self.call(Req::Alloc { size, host })? {
+            Resp::Buf { id, addr, rkey, len } => Ok(RemoteBuf { id, addr, rkey, len }),
+            r => Err(PeerError::Unexpected(Box::new(r), "alloc")),
+        }
+    }
+
+    pub fn connect(&mut self, info: ConnInfo, depth: u32) -> Result<ConnInfo, PeerError> {
+        match self.call(Req::Connect { info, depth })? {
+            Resp::Conn { info } => Ok(info),
+            r => Err(PeerError::Unexpected(Box::new(r), "connect")),
+        }
+    }
+
+    pub fn verify(&mut self, id: u32, off: u64, len: u64, seed: u64) -> Result<Option<u64>, PeerError> {
+        match self.call(Req::Verify { id, off, len, seed })? {
+            Resp::Verified { mismatch } => Ok(mismatch),
+            r => Err(PeerError::Unexpected(Box::new(r), "verify")),
+        }
+    }
+
+    pub fn wait_recv(&mut self, count: u32, timeout_ms: u64) -> Result<Vec<Completion>, PeerError> {
+        match self.call(Req::WaitRecv { count, timeout_ms })? {
+            Resp::Recv { completions } => Ok(completions),
+            r => Err(PeerError::Unexpected(Box::new(r), "wait_recv")),
+        }
+    }
+
+    pub fn counters(&mut self) -> Result<Option<sysfs::PeerCounters>, PeerError> {
+        match self.call(Req::Counters)? {
+            Resp::Counters { counters } => Ok(counters),
+            r => Err(PeerError::Unexpected(Box::new(r), "counters")),
+        }
+    }
+
+    pub fn unit(&mut self, q: Req) -> Result<(), PeerError> {
+        self.call(q).map(|_| ())
+    }
+}
+
+/// A buffer on the far side.
+#[derive(Debug, Clone, Copy)]
+pub struct RemoteBuf {
+    pub id: u32,
+    pub addr: u64,
+    pub rkey: u32,
+    pub len: u64,
+}
+
+/// `--server`: accept one client and answer its requests until it says bye or disconnects.
+pub fn serve(port: u16, dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath, quiet: bool) -> Result<(), OobError> {
+    if !quiet {
+        eprintln!("nvpeer: waiting for a client on TCP port {port} (device {}, mem {})", dev.name, backend.kind());
+    }
+    let mut ch = Channel::accept(port)?;
+    let mut t = Target::new(dev, backend, path);
+    loop {
+        let q: Req = match ch.recv() {
+            Ok(q) => q,
+            Err(OobError::Closed) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let bye = matches!(q, Req::Bye);
+        let r = t.handle(q);
+        ch.send(&r)?;
+        if bye {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_is_stable_json() {
+        let q = Req::Verify { id: 1, off: 2, len: 3, seed: 4 };
+        let s = serde_json::to_string(&q).unwrap();
+        assert_eq!(s, r#"{"req":"verify","id":1,"off":2,"len":3,"seed":4}"#);
+        let r: Resp = serde_json::from_str(r#"{"resp":"verified","mismatch":null}"#).unwrap();
+        assert!(matches!(r, Resp::Verified { mismatch: None }));
+        assert!(serde_json::from_str::<Req>(r#"{"req":"format_disk"}"#).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! Output: one line per validation case (text or JSON), and perftest-compatible tables and JSON
+//! for benchmarks.
+
+use crate::stats::{mib_to_gbits, BwResult, LatencySummary};
+use serde::Serialize;
+use std::io::IsTerminal;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+}
+
+/// Result of one validation case.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl CaseResult {
+    pub fn pass(name: &str, detail: impl Into<String>) -> Self {
+        CaseResult { name: name.into(), status: Status::Pass, detail: detail.into(), cause: None, duration_ms: 0 }
+    }
+    pub fn fail(name: &str, detail: impl Into<String>, cause: impl Into<String>) -> Self {
+        CaseResult { name: name.into(), status: Status::Fail, detail: detail.into(), cause: Some(cause.into()), duration_ms: 0 }
+    }
+    pub fn skip(name: &str, why: impl Into<String>) -> Self {
+        CaseResult { name: name.into(), status: Status::Skip, detail: why.into(), cause: None, duration_ms: 0 }
+    }
+}
+
+/// Totals of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+pub fn summarize(cases: &[CaseResult]) -> Summary {
+    let mut s = Summary::default();
+    for c in cases {
+        match c.status {
+            Status::Pass => s.passed += 1,
+            Status::Fail => s.failed += 1,
+            Status::Skip => s.skipped += 1,
+        }
+    }
+    s
+}
+
+/// The text line of one case (and its cause line on failure).
+pub fn case_line(c: &CaseResult) -> String {
+    let tag = match c.status {
+        Status::Pass => "PASS",
+        Status::Fail => "FAIL",
+        Status::Skip => "SKIP",
+    };
+    let mut s = format!("{tag:<5}{:<44} {}", c.name, c.detail);
+    if let Some(cause) = &c.cause {
+        s.push_str(&format!("\n     probable cause: {cause}"));
+    }
+    s
+}
+
+/// The closing line, in the form the bench's runners read.
+pub fn summary_line(s: &Summary) -> String {
+    format!("{} passed, {} failed, {} skipped", s.passed, s.failed, s.skipped)
+}
+
+/// The whole validation report (JSON form).
+#[derive(Debug, Serialize)]
+pub struct ValidateReport<'a> {
+    pub tool: &'static str,
+    pub version: &'static str,
+    pub mem: String,
+    pub role: String,
+    pub facts: &'a [(String, String)],
+    pub cases: &'a [CaseResult],
+    pub summary: Summary,
+}
+
+/// perftest's bandwidth header and row format.
+pub fn bw_header(gbits: bool) -> String {
+    let unit = if gbits { "Gb/sec" } else { "MiB/sec" };
+    format!(" {:<10} {:<12} {:<18} {:<21} {:<12}", "#bytes", "#iterations", format!("BW peak[{unit}]"), format!("BW average[{unit}]"), "MsgRate[Mpps]")
+}
+
+pub fn bw_row(r: &BwResult, gbits: bool) -> String {
+    let conv = |v: f64| if gbits { mib_to_gbits(v) } else { v };
+    format!(
+        " {:<10} {:<12} {:<18.2} {:<21.2} {:<12.6}",
+        r.msg_size,
+        r.iterations,
+        conv(r.bw_peak_mib),
+        conv(r.bw_avg_mib),
+        r.msg_rate_mpps
+    )
+}
+
+/// perftest's latency header and row format (microseconds).
+pub fn lat_header() -> String {
+    format!(
+        " {:<10} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12}",
+        "#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"
+    )
+}
+
+pub fn lat_row(size: u64, iters: u64, s: &LatencySummary) -> String {
+    format!(
+        " {:<10} {:<12} {:<12.2} {:<12.2} {:<12.2} {:<12.2} {:<12.2} {:<12.2} {:<12.2}",
+        size, iters, s.t_min, s.t_max, s.t_typical, s.t_avg, s.t_stdev, s.p99, s.p99_9
+    )
+}
+
+/// JSON object of one bandwidth row with perftest's `--out_json` keys.
+pub fn bw_json(r: &BwResult, gbits: bool) -> serde_json::Value {
+    let conv = |v: f64| if gbits { mib_to_gbits(v) } else { v };
+    serde_json::json!({
+        "MsgSize": r.msg_size,
+        "n_iterations": r.iterations,
+        "BW_peak": conv(r.bw_peak_mib),
+        "BW_average": conv(r.bw_avg_mib),
+        "MsgRate": r.msg_rate_mpps,
+        "BW_unit": if gbits { "Gb/sec" } else { "MiB/sec" },
+    })
+}
+
+/// JSON object of one latency row with perftest's keys.
+pub fn lat_json(size: u64, iters: u64, s: &LatencySummary) -> serde_json::Value {
+    serde_json::json!({
+        "MsgSize": size,
+        "n_iterations": iters,
+        "t_min": s.t_min,
+        "t_max": s.t_max,
+        "t_typical": s.t_typical,
+        "t_avg": s.t_avg,
+        "t_stdev": s.t_stdev,
+        "percentile_99": s.p99,
+        "percentile_99_9": s.p99_9,
+    })
+}
+
+/// A progress bar for `len` steps, hidden when stderr is not a terminal or when asked.
+pub fn progress(len: u64, msg: &str, hidden: bool) -> indicatif::ProgressBar {
+    if hidden || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len);
+    if let Ok(st) = indicatif::ProgressStyle::with_template("{msg:>14} [{bar:30}] {pos}/{len} {elapsed}") {
+        pb.set_style(st.progress_chars("=> "));
+    }
+    pb.set_message(msg.to_string());
+    pb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats;
+
+    #[test]
+    fn case_lines_and_summary() {
+        let cases = vec![
+            CaseResult::pass("reg.sizes[ibv_reg_mr]", "14 sizes"),
+            CaseResult::fail("reg.offsets", "EFAULT at offset 1", "peer-memory module not loaded"),
+            CaseResult::skip("inval.free-idle", "host memory is not invalidated"),
+        ];
+        let s = summarize(&cases);
+        assert_eq!(s, Summary { passed: 1, failed: 1, skipped: 1 });
+        assert_eq!(summary_line(&s), "1 passed, 1 failed, 1 skipped");
+        let l = case_line(&cases[1]);
+        assert!(l.starts_with("FAIL reg.offsets"));
+        assert!(l.contains("\n     probable cause: peer-memory module not loaded"));
+        assert!(!case_line(&cases[0]).contains("cause"));
+        let j = serde_json::to_value(&cases[2]).unwrap();
+        assert_eq!(j["status"], "skip");
+        assert!(j.get("cause").is_none());
+    }
+
+    #[test]
+    fn perftest_columns_and_keys() {
+        assert!(bw_header(false).contains("BW peak[MiB/sec]"));
+        assert!(bw_header(true).contains("BW average[Gb/sec]"));
+        assert!(lat_header().contains("t_typical[usec]"));
+        let r = stats::bandwidth(65536, 1000, 1.0, &[]);
+        let row = bw_row(&r, false);
+        assert!(row.trim_start().starts_with("65536"));
+        assert!(row.contains("62.50"));
+        let j = bw_json(&r, false);
+        for k in ["MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"] {
+            assert!(j.get(k).is_some(), "{k}");
+        }
+        let l = stats::summarize(&[1.0, 2.0, 3.0]).unwrap();
+        let j = lat_json(2, 3, &l);
+        for k in ["t_min", "t_max", "t_typical", "t_avg", "t_stdev"] {
+            assert!(j.get(k).is_some(), "{k}");
+        }
+        assert!(lat_row(2, 3, &l).contains("2.00"));
+    }
+}

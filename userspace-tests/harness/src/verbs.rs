@@ -1,0 +1,463 @@
+//! Verbs transport through sideway (dlopened libibverbs): device, port and GID selection, RC queue
+//! pairs connected in loopback or across nodes, and the four operations the harness uses
+//! (RDMA WRITE, WRITE_WITH_IMM, READ, SEND/RECV).
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::completion::{BasicCompletionQueue, PollCompletionQueueError};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::{DeviceContext, Mtu};
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::queue_pair::{
+    BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState, SetScatterGatherEntry,
+    WorkRequestFlags,
+};
+use sideway::ibverbs::AccessFlags;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Verbs-level failures, each with the errno when the library gave one.
+#[derive(Debug, thiserror::Error)]
+pub enum VerbsError {
+    #[error("libibverbs could not be loaded or listed no devices: {0}")]
+    NoLibrary(String),
+    #[error("no RDMA device on this node")]
+    NoDevice,
+    #[error("RDMA device '{0}' not found (present: {1})")]
+    NotFound(String, String),
+    #[error("{dev} port {port} is {state} (needs ACTIVE)")]
+    PortDown { dev: String, port: u8, state: String },
+    #[error("{what}: {msg}")]
+    Call { what: String, msg: String, errno: Option<i32> },
+    #[error("timed out after {0:?} waiting for completions")]
+    Timeout(Duration),
+}
+
+impl VerbsError {
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            VerbsError::Call { errno, .. } => *errno,
+            _ => None,
+        }
+    }
+}
+
+/// errno carried by the first `io::Error` in an error's source chain.
+pub fn errno_of(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.raw_os_error();
+        }
+        src = s.source();
+    }
+    None
+}
+
+fn call_err(what: impl Into<String>, e: impl std::error::Error + 'static) -> VerbsError {
+    let errno = errno_of(&e);
+    let msg = match errno {
+        Some(n) => format!("{e}: {}", std::io::Error::from_raw_os_error(n)),
+        None => e.to_string(),
+    };
+    VerbsError::Call { what: what.into(), msg, errno }
+}
+
+/// A GID table entry as read from sysfs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GidEntry {
+    pub index: u32,
+    pub gid: String,
+    pub kind: String,
+}
+
+/// Picks a GID like perftest does for RoCE: a RoCE v2 entry with an IPv4-mapped address first,
+/// then any RoCE v2 entry, then any non-zero entry. (InfiniBand ports use index 0.)
+pub fn choose_gid(entries: &[GidEntry]) -> Option<u32> {
+    let nonzero: Vec<&GidEntry> =
+        entries.iter().filter(|e| !e.gid.chars().all(|c| c == '0' || c == ':') && !e.gid.is_empty()).collect();
+    let v2 = |e: &&&GidEntry| e.kind.to_ascii_lowercase().contains("v2");
+    let v4mapped = |e: &&&GidEntry| e.gid.to_ascii_lowercase().starts_with("0000:0000:0000:0000:0000:ffff:");
+    nonzero
+        .iter()
+        .filter(v2)
+        .find(v4mapped)
+        .or_else(|| nonzero.iter().find(v2))
+        .or_else(|| nonzero.first())
+        .map(|e| e.index)
+}
+
+/// Reads the GID table of a port from sysfs.
+pub fn read_gid_table(dev: &str, port: u8) -> Vec<GidEntry> {
+    let base = format!("/sys/class/infiniband/{dev}/ports/{port}");
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("{base}/gids")) {
+        for e in rd.flatten() {
+            let Ok(index) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let gid = std::fs::read_to_string(e.path()).unwrap_or_default().trim().to_string();
+            let kind =
+                std::fs::read_to_string(format!("{base}/gid_attrs/types/{index}")).unwrap_or_default().trim().to_string();
+            out.push(GidEntry { index, gid, kind });
+        }
+    }
+    out.sort_by_key(|e| e.index);
+    out
+}
+
+/// Names of the RDMA devices libibverbs sees (empty when none or no library).
+pub fn device_names() -> Result<Vec<String>, VerbsError> {
+    let list = DeviceList::new().map_err(|e| VerbsError::NoLibrary(e.to_string()))?;
+    Ok(list.iter().map(|d| d.name()).collect())
+}
+
+/// An opened device with its protection domain and the chosen port/GID.
+pub struct Device {
+    pub ctx: Arc<DeviceContext>,
+    pub pd: Arc<ProtectionDomain>,
+    pub name: String,
+    pub port: u8,
+    pub gid_index: u32,
+    pub gid: Gid,
+    pub lid: u16,
+    pub mtu: Mtu,
+    pub max_rd_atom: u8,
+    pub max_qp_wr: u32,
+    pub max_mr_size: u64,
+    pub link_layer: String,
+}
+
+impl Device {
+    /// Opens `name` (or the first device with an active `port`), and picks the GID.
+    pub fn open(name: Option<&str>, port: u8, gid_index: Option<u32>) -> Result<Self, VerbsError> {
+        let list = DeviceList::new().map_err(|e| VerbsError::NoLibrary(e.to_string()))?;
+        if list.is_empty() {
+            return Err(VerbsError::NoDevice);
+        }
+        let names: Vec<String> = list.iter().map(|d| d.name()).collect();
+        let mut last_err = None;
+        for dev in list.iter() {
+            let dn = dev.name();
+            if let Some(want) = name {
+                if want != dn {
+                    continue;
+                }
+            }
+            let ctx = dev.open().map_err(|e| call_err(format!("ibv_open_device({dn})"), e))?;
+            let pattr = ctx.query_port(port).map_err(|e| call_err(format!("ibv_query_port({dn}, {port})"), e))?;
+            let state = format!("{:?}", pattr.port_state());
+            if state != "Active" {
+                last_err = Some(VerbsError::PortDown { dev: dn.clone(), port, state });
+                if name.is_some() {
+                    break;
+                }
+                continue;
+            }
+            let dattr = ctx.query_device().map_err(|e| call_err(format!("ibv_query_device({dn})"), e))?;
+            let link_layer = format!("{:?}", pattr.link_layer());
+            let gid_index = match gid_index {
+                Some(i) => i,
+                None if link_layer == "InfiniBand" => 0,
+                None => choose_gid(&read_gid_table(&dn, port)).unwrap_or(0),
+            };
+            let gid = ctx.query_gid(port, gid_index).map_err(|e| call_err(format!("ibv_query_gid({dn}, {gid_index})"), e))?;
+            let pd = ctx.alloc_pd().map_err(|e| call_err("ibv_alloc_pd", e))?;
+            return Ok(Device {
+                pd,
+                name: dn,
+                port,
+                gid_index,
+                gid,
+                lid: pattr.lid(),
+                mtu: pattr.active_mtu(),
+                max_rd_atom: dattr.max_qp_rd_atom().clamp(1, 16) as u8,
+                max_qp_wr: dattr.max_qp_wr().max(1) as u32,
+                max_mr_size: dattr.max_mr_size(),
+                link_layer,
+                ctx,
+            });
+        }
+        Err(match (name, last_err) {
+            (_, Some(e)) => e,
+            (Some(n), None) => VerbsError::NotFound(n.to_string(), names.join(", ")),
+            (None, None) => VerbsError::NoDevice,
+        })
+    }
+
+    /// The `ibv_reg_dmabuf_mr(fd = -1)` probe: EBADF means the kernel and provider support
+    /// dma-buf registration, EOPNOTSUPP/EPROTONOSUPPORT mean they do not.
+    pub fn dmabuf_probe(&self) -> Result<(), i32> {
+        // SAFETY: fd -1 and length 0 make the kernel reject the call before touching memory.
+        match unsafe { self.pd.reg_dmabuf_mr(0, 0, 0, -1, AccessFlags::LocalWrite) } {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let ve = call_err("ibv_reg_dmabuf_mr", e);
+                match ve.errno() {
+                    Some(libc::EBADF) => Ok(()),
+                    Some(n) => Err(n),
+                    None => Err(libc::EOPNOTSUPP),
+                }
+            }
+        }
+    }
+}
+
+/// What one side tells the other to connect an RC QP.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ConnInfo {
+    pub qpn: u32,
+    pub psn: u32,
+    pub lid: u16,
+    pub gid: [u8; 16],
+}
+
+/// One completion, reduced to what the harness checks.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub byte_len: u32,
+    pub imm: u32,
+    pub vendor_err: u32,
+}
+
+impl Completion {
+    pub fn ok(&self) -> bool {
+        self.status == 0
+    }
+}
+
+/// `ibv_wc_status_str`-like names for completion statuses.
+pub fn wc_status_name(s: u32) -> &'static str {
+    const N: [&str; 23] = [
+        "success",
+        "local length error",
+        "local QP operation error",
+        "local EE context operation error",
+        "local protection error",
+        "work request flushed",
+        "memory window bind error",
+        "bad response",
+        "local access error",
+        "remote invalid request",
+        "remote access error",
+        "remote operation error",
+        "transport retry counter exceeded",
+        "RNR retry counter exceeded",
+        "local RDD violation",
+        "remote invalid RD request",
+        "remote aborted",
+        "invalid EE context number",
+        "invalid EE context state",
+        "fatal error",
+        "response timeout",
+        "general error",
+        "tag matching error",
+    ];
+    N.get(s as usize).copied().unwrap_or("unknown status")
+}
+
+/// Access rights every test MR and QP gets.
+pub fn full_access() -> AccessFlags {
+    AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead
+}
+
+/// An RC queue pair with its own completion queue (send and receive share it).
+pub struct Endpoint {
+    pub qp: BasicQueuePair,
+    pub cq: Arc<BasicCompletionQueue>,
+    pub psn: u32,
+    port: u8,
+    gid_index: u32,
+    lid: u16,
+    gid: Gid,
+    mtu: Mtu,
+    rd_atom: u8,
+}
+
+fn pseudo_psn() -> u32 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(7);
+    (t ^ std::process::id().rotate_left(8)) & 0x00ff_ffff
+}
+
+impl Endpoint {
+    /// Creates a QP with room for `depth` outstanding sends and receives.
+    pub fn new(dev: &Device, depth: u32) -> Result<Self, VerbsError> {
+        let depth = depth.clamp(1, dev.max_qp_wr);
+        let cq = dev.ctx.create_cq_builder().setup_cqe(depth * 2 + 1).build().map_err(|e| call_err("ibv_create_cq", e))?;
+        let qp = dev
+            .pd
+            .create_qp_builder()
+            .setup_max_send_wr(depth)
+            .setup_max_recv_wr(depth)
+            .setup_max_inline_data(0)
+            .setup_send_cq(cq.clone())
+            .setup_recv_cq(cq.clone())
+            .build()
+            .map_err(|e| call_err("ibv_create_qp(RC)", e))?;
+        Ok(Endpoint {
+            qp,
+            cq,
+            psn: pseudo_psn(),
+            port: dev.port,
+            gid_index: dev.gid_index,
+            lid: dev.lid,
+            gid: dev.gid,
+            mtu: dev.mtu,
+            rd_atom: dev.max_rd_atom,
+        })
+    }
+
+    pub fn info(&self) -> ConnInfo {
+        ConnInfo { qpn: self.qp.qp_number(), psn: self.psn, lid: self.lid, gid: self.gid.raw }
+    }
+
+    /// INIT → RTR → RTS against `remote`.
+    pub fn connect(&mut self, remote: &ConnInfo) -> Result<(), VerbsError> {
+        let mut a = QueuePairAttribute::new();
+        a.setup_state(QueuePairState::Init).setup_pkey_index(0).setup_port(self.port).setup_access_flags(full_access());
+        self.qp.modify(&a).map_err(|e| call_err("ibv_modify_qp(INIT)", e))?;
+
+        let mut a = QueuePairAttribute::new();
+        a.setup_state(QueuePairState::ReadyToReceive)
+            .setup_path_mtu(self.mtu)
+            .setup_dest_qp_num(remote.qpn)
+            .setup_rq_psn(remote.psn)
+            .setup_max_dest_read_atomic(self.rd_atom)
+            .setup_min_rnr_timer(12);
+        let mut ah = AddressHandleAttribute::new();
+        ah.setup_dest_lid(remote.lid)
+            .setup_port(self.port)
+            .setup_service_level(0)
+            .setup_grh_src_gid_index(self.gid_index as u8)
+            .setup_grh_dest_gid(&Gid { raw: remote.gid })
+            .setup_grh_hop_limit(64);
+        a.setup_address_vector(&ah);
+        self.qp.modify(&a).map_err(|e| call_err("ibv_modify_qp(RTR)", e))?;
+
+        let mut a = QueuePairAttribute::new();
+        a.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(self.psn)
+            .setup_timeout(14)
+            .setup_retry_cnt(7)
+            .setup_rnr_retry(7)
+            .setup_max_read_atomic(self.rd_atom);
+        self.qp.modify(&a).map_err(|e| call_err("ibv_modify_qp(RTS)", e))
+    }
+
+    /// Posts one signalled send-queue work request.
+    pub fn post(&mut self, op: Op, wr_id: u64, lkey: u32, laddr: u64, len: u32) -> Result<(), VerbsError> {
+        let mut g = self.qp.start_post_send();
+        let wr = g.construct_wr(wr_id, WorkRequestFlags::Signaled);
+        let h = match op {
+            Op::Write { rkey, raddr } => wr.setup_write(rkey, raddr),
+            Op::WriteImm { rkey, raddr, imm } => wr.setup_write_imm(rkey, raddr, imm),
+            Op::Read { rkey, raddr } => wr.setup_read(rkey, raddr),
+            Op::Send => wr.setup_send(),
+        };
+        // SAFETY: the caller keeps the registered buffer alive until the completion is polled
+        // (every caller polls before dropping its MR); the NIC checks lkey against the range.
+        unsafe { h.setup_sge(lkey, laddr, len) };
+        g.post().map_err(|e| call_err(format!("ibv_post_send({})", op.name()), e))
+    }
+
+    /// Posts one receive of `len` bytes at `laddr` (zero-length allowed for WRITE_WITH_IMM).
+    pub fn post_recv(&mut self, wr_id: u64, lkey: u32, laddr: u64, len: u32) -> Result<(), VerbsError> {
+        let mut g = self.qp.start_post_recv();
+        let wr = g.construct_wr(wr_id);
+        // SAFETY: as for `post`: the buffer outlives the receive's completion.
+        unsafe { wr.setup_sge(lkey, laddr, len) };
+        g.post().map_err(|e| call_err("ibv_post_recv", e))
+    }
+
+    /// Polls until `n` completions arrived or `timeout` passed.
+    pub fn poll(&self, n: usize, timeout: Duration) -> Result<Vec<Completion>, VerbsError> {
+        let mut out = Vec::with_capacity(n);
+        let start = Instant::now();
+        while out.len() < n {
+            self.poll_now(n - out.len(), &mut out)?;
+            if out.len() < n && start.elapsed() > timeout {
+                if out.is_empty() {
+                    return Err(VerbsError::Timeout(timeout));
+                }
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Polls whatever is there now, without waiting. Every completion the poller dequeued is
+    /// appended (a poller drains its batch; stopping early would lose completions), so `out` may
+    /// grow by more than `_hint`.
+    pub fn poll_now(&self, _hint: usize, out: &mut Vec<Completion>) -> Result<(), VerbsError> {
+        match self.cq.start_poll() {
+            Ok(p) => {
+                for wc in p {
+                    out.push(Completion {
+                        wr_id: wc.wr_id(),
+                        status: wc.status(),
+                        opcode: wc.opcode(),
+                        byte_len: wc.byte_len(),
+                        imm: u32::from_be(wc.imm_data()),
+                        vendor_err: wc.vendor_err(),
+                    });
+                }
+                Ok(())
+            }
+            Err(PollCompletionQueueError::CompletionQueueEmpty) => Ok(()),
+            Err(e) => Err(call_err("ibv_poll_cq", e)),
+        }
+    }
+}
+
+/// A send-queue operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Write { rkey: u32, raddr: u64 },
+    WriteImm { rkey: u32, raddr: u64, imm: u32 },
+    Read { rkey: u32, raddr: u64 },
+    Send,
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Write { .. } => "RDMA_WRITE",
+            Op::WriteImm { .. } => "RDMA_WRITE_WITH_IMM",
+            Op::Read { .. } => "RDMA_READ",
+            Op::Send => "SEND",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(i: u32, g: &str, k: &str) -> GidEntry {
+        GidEntry { index: i, gid: g.into(), kind: k.into() }
+    }
+
+    #[test]
+    fn gid_choice_prefers_roce_v2_ipv4() {
+        let t = vec![
+            e(0, "fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1"),
+            e(1, "fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2"),
+            e(2, "0000:0000:0000:0000:0000:ffff:0a63:0001", "IB/RoCE v1"),
+            e(3, "0000:0000:0000:0000:0000:ffff:0a63:0001", "RoCE v2"),
+        ];
+        assert_eq!(choose_gid(&t), Some(3));
+        assert_eq!(choose_gid(&t[..2]), Some(1));
+        assert_eq!(choose_gid(&t[..1]), Some(0));
+        assert_eq!(choose_gid(&[e(0, "0000:0000:0000:0000:0000:0000:0000:0000", "RoCE v2")]), None);
+        assert_eq!(choose_gid(&[]), None);
+    }
+
+    #[test]
+    fn status_names() {
+        assert_eq!(wc_status_name(0), "success");
+        assert_eq!(wc_status_name(10), "remote access error");
+        assert_eq!(wc_status_name(5), "work request flushed");
+        assert_eq!(wc_status_name(999), "unknown status");
+    }
+}
