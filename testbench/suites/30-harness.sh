@@ -1,0 +1,184 @@
+# Validation harness (nvpeer validate / nvpeer bench) run for real over soft-RoCE: rxe on a veth
+# pair whose ends live in two network namespaces (testbench-recipe.md §5), loopback on one device
+# and two-node mode across the namespaces; then the emulated-GPU registration path through
+# nvp2p_emu + peer_mem_emu + a peer client. Sizes and iteration counts are small: the guest moves
+# about 1 MiB/s over rxe.
+
+HV_A=10.99.0.1
+HV_B=10.99.0.2
+OUT=/bench/harness
+mkdir -p "$OUT"
+
+hv_rxe_up() {
+    modprobe rdma_rxe || return 1
+    mkdir -p /run/netns
+    ip netns add hva && ip netns add hvb || return 1
+    ip link add hveth-a type veth peer name hveth-b || return 1
+    ip link set hveth-a netns hva && ip link set hveth-b netns hvb || return 1
+    ip -n hva addr add $HV_A/24 dev hveth-a && ip -n hvb addr add $HV_B/24 dev hveth-b || return 1
+    ip -n hva link set hveth-a up && ip -n hvb link set hveth-b up && ip -n hva link set lo up && ip -n hvb link set lo up
+    ip netns exec hva rdma link add rxea type rxe netdev hveth-a || return 1
+    ip netns exec hvb rdma link add rxeb type rxe netdev hveth-b || return 1
+    # Wait for both ports to become ACTIVE and get their IPv4-mapped GIDs.
+    local i
+    for i in $(seq 1 30); do
+        if grep -qi active /sys/class/infiniband/rxea/ports/1/state 2>/dev/null &&
+           grep -qi active /sys/class/infiniband/rxeb/ports/1/state 2>/dev/null; then
+            rdma link show; return 0
+        fi
+        sleep 1
+    done
+    echo "rxe ports did not become ACTIVE"; rdma link show; return 1
+}
+
+hv_rxe_down() {
+    ip netns exec hva rdma link delete rxea 2>/dev/null
+    ip netns exec hvb rdma link delete rxeb 2>/dev/null
+    ip netns del hva 2>/dev/null; ip netns del hvb 2>/dev/null
+    modprobe -r rdma_rxe 2>/dev/null
+    true
+}
+
+# Every case prints the harness output; success = exit 0 and a closing "N passed, 0 failed" line.
+hv_validate_loopback() {
+    ip netns exec hva "$NVPEER" validate --mem host -d rxea --max-size 256K --xfer-size 16K \
+        --small-mrs 16 --churn 8 | tee "$OUT/validate-loopback.txt"
+    local rc=${PIPESTATUS[0]}
+    grep -q '^[1-9][0-9]* passed, 0 failed' "$OUT/validate-loopback.txt" || return 1
+    # Every operation must have run and passed.
+    local op
+    for op in write write-imm read send-recv; do
+        grep -q "^PASS xfer\.$op\.host->host" "$OUT/validate-loopback.txt" || { echo "xfer.$op did not pass"; return 1; }
+    done
+    return "$rc"
+}
+
+hv_validate_two_node() {
+    ip netns exec hva "$NVPEER" validate --server -d rxea -p 18601 >"$OUT/validate-server.txt" 2>&1 &
+    local srv=$!
+    ip netns exec hvb "$NVPEER" validate --client $HV_A -p 18601 --mem host -d rxeb --max-size 64K \
+        --xfer-size 16K --small-mrs 8 --churn 4 | tee "$OUT/validate-client.txt"
+    local rc=${PIPESTATUS[0]}
+    wait $srv; local src=$?
+    echo "server exit $src"; cat "$OUT/validate-server.txt"
+    [ "$rc" = 0 ] && [ "$src" = 0 ] && grep -q '^PASS xfer\.read\.host->host' "$OUT/validate-client.txt"
+}
+
+hv_validate_json() {
+    ip netns exec hva "$NVPEER" validate --mem host -d rxea --json --only reg.sizes,cap. --max-size 64K \
+        >"$OUT/validate.json" || return 1
+    python3 - "$OUT/validate.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [c["name"] for c in d["cases"]]
+assert d["summary"]["failed"] == 0, d["summary"]
+assert "reg.sizes[ibv_reg_mr]" in names and "cap.rdma-device" in names, names
+assert all(c["status"] in ("pass", "skip") for c in d["cases"])
+print("json ok:", d["summary"])
+PY
+}
+
+hv_bench_two_node() {
+    ip netns exec hva "$NVPEER" bench --server -d rxea -p 18602 >"$OUT/bench-server.txt" 2>&1 &
+    local srv=$!
+    ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18602 --mem host -d rxeb \
+        -t reg,write_bw,read_bw,send_bw,write_lat -s 4096 -n 20 --tx-depth 8 --no-progress \
+        --out-json-file "$OUT/bench.json" | tee "$OUT/bench-client.txt"
+    local rc=${PIPESTATUS[0]}
+    wait $srv; local src=$?
+    [ "$rc" = 0 ] && [ "$src" = 0 ] || { echo "client $rc server $src"; cat "$OUT/bench-server.txt"; return 1; }
+    grep -q 'BW peak\[MiB/sec\]' "$OUT/bench-client.txt" && grep -q 't_typical\[usec\]' "$OUT/bench-client.txt" || return 1
+    python3 - "$OUT/bench.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = {x["test"]: x for x in d["tests"]}
+for k in ("reg", "write_bw", "read_bw", "send_bw", "write_lat"):
+    assert k in t and "error" not in t[k], (k, t.get(k))
+for k in ("write_bw", "read_bw", "send_bw"):
+    r = t[k]["results"][0]
+    assert r["MsgSize"] == 4096 and r["n_iterations"] == 20 and r["BW_average"] > 0, r
+assert t["write_lat"]["results"][0]["t_typical"] > 0
+print("bench json ok")
+PY
+}
+
+hv_bench_sweep() {
+    ip netns exec hva "$NVPEER" bench --mem host -d rxea -t write_bw -a --max-size 16K -n 5 --no-progress |
+        tee "$OUT/bench-sweep.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || return 1
+    # 2 .. 16384: 13 rows.
+    [ "$(grep -cE '^ [0-9]+ +5 ' "$OUT/bench-sweep.txt")" = 13 ]
+}
+
+hv_bad_input() {
+    local out
+    out=$("$NVPEER" validate --max-size 0 2>&1) && { echo "accepted --max-size 0"; return 1; }
+    echo "$out" | grep -q 'at least 1 byte' || { echo "$out"; return 1; }
+    out=$("$NVPEER" bench --gpu zz:00 2>&1) && { echo "accepted --gpu zz:00"; return 1; }
+    echo "$out" | grep -q 'PCI bus id' || { echo "$out"; return 1; }
+    out=$("$NVPEER" validate --mem host -d nosuchdev 2>&1) && { echo "passed with a missing device"; return 1; }
+    echo "$out" | grep -q "not found" || { echo "$out"; return 1; }
+    echo "bad input rejected cleanly"
+}
+
+# ---- emulated GPU memory: registration through peer_mem_emu and the loaded peer client
+HV_CLIENT=
+hv_emu_up() {
+    modprobe nvp2p_emu && modprobe peer_mem_emu || return 1
+    if modprobe nvpeer 2>/dev/null; then HV_CLIENT=nvpeer
+    elif modprobe classic_peer 2>/dev/null; then HV_CLIENT=classic_peer
+    else echo "no peer client module (nvpeer or classic_peer) could be loaded"; return 1; fi
+    echo "peer client: $HV_CLIENT"; ls /sys/kernel/mm/memory_peers/
+}
+
+hv_emu_no_client() {
+    # Without a client the registration must fail with an explanation, not crash.
+    modprobe nvp2p_emu && modprobe peer_mem_emu || return 1
+    local out
+    out=$("$NVPEER" validate --mem emu --only reg.sizes --max-size 64K 2>&1)
+    local rc=$?
+    echo "$out"
+    rmmod peer_mem_emu nvp2p_emu
+    [ "$rc" = 1 ] && echo "$out" | grep -q 'probable cause: .*peer' 
+}
+
+hv_validate_emu() {
+    "$NVPEER" validate --mem emu --max-size 1M --small-mrs 16 --churn 8 | tee "$OUT/validate-emu.txt"
+    local rc=${PIPESTATUS[0]}
+    grep -q '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu.txt" || { echo "invalidation case did not pass"; return 1; }
+    grep -q '^PASS reg.offsets\[peer_mem_emu\]' "$OUT/validate-emu.txt" || return 1
+    return "$rc"
+}
+
+hv_bench_emu() {
+    "$NVPEER" bench --mem emu -t reg -a --max-size 1M -n 10 --no-progress | tee "$OUT/bench-emu.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] && grep -q '^ 1048576 ' "$OUT/bench-emu.txt"
+}
+
+hv_emu_down() {
+    rmmod "$HV_CLIENT" && rmmod peer_mem_emu && rmmod nvp2p_emu
+}
+
+tb_case bad-input hv_bad_input
+tb_case emu-no-client hv_emu_no_client
+if hv_rxe_up >"$OUT/rxe-setup.txt" 2>&1; then
+    tb_result rxe-setup pass "rxea/rxeb over veth in netns hva/hvb"
+    tb_case validate-host-loopback hv_validate_loopback
+    tb_case validate-host-two-node hv_validate_two_node
+    tb_case validate-host-json hv_validate_json
+    tb_case bench-host-two-node hv_bench_two_node
+    tb_case bench-host-sweep hv_bench_sweep
+else
+    tb_result rxe-setup fail "$(tail -n 5 "$OUT/rxe-setup.txt")"
+fi
+hv_rxe_down
+if hv_emu_up >"$OUT/emu-setup.txt" 2>&1; then
+    tb_result emu-setup pass "$(tail -n 2 "$OUT/emu-setup.txt" | tr '\n' ' ')"
+    tb_case validate-emu hv_validate_emu
+    tb_case bench-emu-reg hv_bench_emu
+    tb_case emu-unload hv_emu_down
+else
+    tb_result emu-setup fail "$(tail -n 5 "$OUT/emu-setup.txt")"
+    rmmod nvpeer classic_peer peer_mem_emu nvp2p_emu 2>/dev/null
+fi
+true
