@@ -1,0 +1,702 @@
+#!/usr/bin/env python3
+"""Tests of nvp2p_emu.ko through /dev/nvp2p_emu (run as root in the bench guest).
+
+Usage: test_nvp2p.py CASE...   runs the cases in this one process (the bench guest is slow to
+                               start Python); prints one line per case:
+                               "RESULT <case> pass|fail <seconds> <details>"; exit 1 if any failed
+       test_nvp2p.py --list
+
+The ioctl ABI is testbench/emu/include/nvp2p_emu_ioctl.h, mirrored here with ctypes.
+"""
+import ctypes
+import errno
+import os
+import sys
+import threading
+import time
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.ioctl.restype = ctypes.c_int
+
+U64, U32, S32 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32
+MAGIC = 0xE7
+GPU_PAGE = 0x10000
+ENOTSUPP = 524
+
+
+def _s(name, fields):
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
+
+
+Alloc = _s("Alloc", [("size", U64), ("flags", U32), ("reserved", U32), ("va", U64),
+                     ("handle", U64), ("p2p_token", U64), ("va_space", U32), ("pad", U32)])
+Free = _s("Free", [("va", U64), ("handle", U64), ("callbacks", U32), ("pad", U32)])
+PidOp = _s("PidOp", [("tgid", S32), ("callbacks", U32), ("allocs", U32), ("pad", U32)])
+AllocInfo = _s("AllocInfo", [("handle", U64), ("va", U64), ("size", U64), ("tgid", S32),
+                             ("flags", U32), ("state", U32), ("pins", U32), ("first_phys", U64)])
+PinInfo = _s("PinInfo", [("id", U64), ("alloc_handle", U64), ("va", U64), ("len", U64),
+                         ("tgid", S32), ("persistent", U32), ("state", U32), ("mappings", U32)])
+List = _s("List", [("kind", U32), ("cap", U32), ("buf", U64), ("count", U32), ("pad", U32)])
+Fault = _s("Fault", [("op", U32), ("mode", U32), ("err", S32), ("n", U32), ("skip", U32),
+                     ("pad", U32), ("injected", U64)])
+Config = _s("Config", [("pt_abi", U32), ("reserved0", U32), ("bar1_budget", U64),
+                       ("cb_delay_ns", U64), ("cb_after_delay_ns", U64),
+                       ("reg_window_delay_ns", U64), ("call_cost_ns", U64),
+                       ("page_cost_ns", U64), ("unmap_delay_ns", U64), ("reserved", U64 * 4)])
+Stats = _s("Stats", [("calls", U64 * 16), ("failures", U64 * 16), ("violations", U64 * 32),
+                     ("violations_total", U64), ("live_allocs", U64), ("live_pins", U64),
+                     ("live_persistent_pins", U64), ("pinned_pages", U64),
+                     ("live_mappings", U64), ("callbacks", U64), ("put_after_teardown", U64),
+                     ("bar1_used", U64), ("quarantined", U64), ("free_calls_in_callback", U64),
+                     ("reserved", U64 * 5)])
+Client = _s("Client", [("op", U32), ("flags", U32), ("handle", U64), ("va", U64), ("len", U64),
+                       ("peer_bdf", U32), ("peer_domain", U32), ("ret", S32), ("callbacks", U32),
+                       ("pt_version", U32), ("pt_entries", U32), ("pt_page_size", U32),
+                       ("pt_flags", U32), ("phys0", U64), ("phys1", U64), ("map_version", U32),
+                       ("map_entries", U32), ("dma0", U64), ("dma1", U64), ("state", U32),
+                       ("pad", U32)])
+
+SIZES = {Alloc: 48, Free: 24, PidOp: 16, AllocInfo: 48, PinInfo: 48, List: 24, Fault: 32,
+         Config: 96, Stats: 640, Client: 112}
+
+
+def _iowr(nr, st):
+    return (3 << 30) | (ctypes.sizeof(st) << 16) | (MAGIC << 8) | nr
+
+
+def _io(nr):
+    return (MAGIC << 8) | nr
+
+
+IOC_ALLOC, IOC_FREE, IOC_LIST = _iowr(0, Alloc), _iowr(1, Free), _iowr(2, List)
+IOC_DESTROY_CONTEXT, IOC_PROCESS_EXIT, IOC_GPU_TEARDOWN = (_iowr(3, PidOp), _iowr(4, PidOp),
+                                                          _iowr(5, PidOp))
+IOC_SET_FAULT, IOC_GET_CONFIG, IOC_SET_CONFIG = _iowr(6, Fault), _iowr(7, Config), _iowr(8, Config)
+IOC_STATS, IOC_RESET, IOC_CLIENT, IOC_CHECK_LEAKS = (_iowr(9, Stats), _io(0x0a),
+                                                     _iowr(0x0b, Client), _io(0x0c))
+
+ALLOC_COHERENT, ALLOC_MIG = 1, 2
+OP_GET, OP_GET_P, OP_PUT, OP_PUT_P, OP_MAP, OP_UNMAP = range(6)
+FAULT_OFF, FAULT_ONCE, FAULT_EVERY_N = 0, 1, 2
+(V_CALL_IN_CB, V_UNMAP_IN_CB, V_FREED_TABLE, V_UNKNOWN_TABLE, V_WRONG_PEER, V_WRONG_PROCESS_PUT,
+ V_DOUBLE_PUT, V_LEAKED_PIN, V_STALE_MAPPING) = range(9)
+C_PIN, C_MAP, C_UNMAP, C_UNPIN, C_STATUS, C_CLOSE = range(6)
+F_PERSISTENT, F_PUT_IN_CB, F_UNMAP_IN_CB, F_NULL_CB, F_NULL_DATA, F_FORCE_BAR1, F_TOKEN, \
+    F_WRONG_PEER, F_FREE_IN_CB = (1 << i for i in range(9))
+S_PINNED, S_MAPPED, S_REVOKED = 1, 2, 4
+EDU = 0xffffffff
+
+
+class Fail(Exception):
+    pass
+
+
+NOTES = []
+
+
+def note(msg):
+    NOTES.append(msg)
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+OPEN = []   # devices a case left open (closed after each case, so cases stay independent)
+
+
+class Dev:
+    def __init__(self):
+        self.fd = os.open("/dev/nvp2p_emu", os.O_RDWR)
+        OPEN.append(self)
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def ioctl(self, cmd, arg=None):
+        """Returns the ioctl result, or -errno."""
+        r = libc.ioctl(self.fd, cmd, ctypes.byref(arg) if arg is not None else None)
+        return -ctypes.get_errno() if r < 0 else r
+
+    def must(self, cmd, arg=None):
+        r = self.ioctl(cmd, arg)
+        if r < 0:
+            raise Fail(f"ioctl {cmd:#x} failed: {os.strerror(-r)}")
+        return r
+
+    def alloc(self, size, flags=0):
+        a = Alloc(size=size, flags=flags)
+        self.must(IOC_ALLOC, a)
+        return a
+
+    def free(self, va):
+        f = Free(va=va)
+        self.must(IOC_FREE, f)
+        return f.callbacks
+
+    def stats(self):
+        s = Stats()
+        self.must(IOC_STATS, s)
+        return s
+
+    def config(self):
+        c = Config()
+        self.must(IOC_GET_CONFIG, c)
+        return c
+
+    def set_config(self, **kw):
+        c = self.config()
+        for k, v in kw.items():
+            setattr(c, k, v)
+        self.must(IOC_SET_CONFIG, c)
+
+    def fault(self, op, mode, err=0, n=1, skip=0):
+        f = Fault(op=op, mode=mode, err=err, n=n, skip=skip)
+        self.must(IOC_SET_FAULT, f)
+        return f
+
+    def client(self, op, handle=0, va=0, length=0, flags=0, peer=EDU):
+        c = Client(op=op, handle=handle, va=va, len=length, flags=flags, peer_bdf=peer)
+        self.must(IOC_CLIENT, c)
+        return c
+
+    def pin(self, va, length, flags=0):
+        return self.client(C_PIN, va=va, length=length, flags=flags)
+
+    def listing(self, kind, rec):
+        lst = List(kind=kind, cap=0)
+        self.must(IOC_LIST, lst)
+        n = lst.count
+        buf = (rec * max(n, 1))()
+        lst = List(kind=kind, cap=n, buf=ctypes.addressof(buf))
+        self.must(IOC_LIST, lst)
+        return list(buf[:min(n, lst.count)])
+
+
+def fresh():
+    d = Dev()
+    d.must(IOC_RESET)
+    return d
+
+
+def violations(d, rule=None):
+    s = d.stats()
+    return s.violations_total if rule is None else s.violations[rule]
+
+
+# ---------------------------------------------------------------- cases
+
+def case_abi_sizes():
+    for st, size in SIZES.items():
+        check(ctypes.sizeof(st) == size, f"{st.__name__}: {ctypes.sizeof(st)} != {size}")
+    note("ioctl structure sizes match the header")
+
+
+def case_alloc_list_free():
+    d = fresh()
+    a = d.alloc(3 * GPU_PAGE + 100)      # rounded up to 4 GPU pages
+    check(a.va % GPU_PAGE == 0, f"va {a.va:#x} not 64 KiB aligned")
+    check(a.handle > 0 and a.p2p_token != 0, "no handle/token")
+    allocs = d.listing(0, AllocInfo)
+    mine = [x for x in allocs if x.handle == a.handle]
+    check(len(mine) == 1, f"allocation not listed: {allocs}")
+    check(mine[0].size == 4 * GPU_PAGE and mine[0].tgid == os.getpid(), "wrong size/tgid in LIST")
+    # The range is real, CPU-accessible memory of this process.
+    buf = (ctypes.c_char * 16).from_address(a.va + GPU_PAGE + 8)
+    buf.value = b"gpu-page-1"
+    check((ctypes.c_char * 16).from_address(a.va + GPU_PAGE + 8).value == b"gpu-page-1",
+          "CPU write/read through the mapping failed")
+    check(d.stats().live_allocs == 1, "live_allocs != 1")
+    check(d.free(a.va) == 0, "callbacks on a free without pins")
+    check(d.stats().live_allocs == 0, "allocation still live after FREE")
+    check(d.ioctl(IOC_FREE, Free(va=a.va)) == -errno.EINVAL, "double FREE not rejected")
+    d.close()
+    note(f"alloc at {a.va:#x}, listed, CPU-accessible, freed")
+
+
+def case_gup_fails():
+    """Like cudaMalloc memory: get_user_pages on the range must fail."""
+    d = fresh()
+    a = d.alloc(2 * GPU_PAGE)
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        try:
+            os.pread(fd, 16, a.va)
+            raise Fail("reading the GPU range through /proc/self/mem (GUP) succeeded")
+        except OSError as e:
+            check(e.errno in (errno.EIO, errno.EFAULT), f"unexpected errno {e.errno}")
+    finally:
+        os.close(fd)
+    d.free(a.va)
+    d.close()
+    note("GUP on the emulated GPU range fails, as on a real one")
+
+
+def case_pin_map_unmap_put():
+    d = fresh()
+    a = d.alloc(4 * GPU_PAGE)
+    c = d.pin(a.va, 2 * GPU_PAGE)
+    check(c.ret == 0, f"get_pages failed: {c.ret}")
+    check(c.pt_version == 0x00020000, f"pt version {c.pt_version:#x}")
+    check(c.pt_entries == 2 and c.pt_page_size == 1, "entries/page_size")
+    check(c.phys0 and c.phys1 and c.phys1 != c.phys0 + GPU_PAGE,
+          f"GPU pages physically contiguous ({c.phys0:#x}, {c.phys1:#x})")
+    check(c.phys0 % GPU_PAGE == 0, "physical address not 64 KiB aligned")
+    m = d.client(C_MAP, handle=c.handle)
+    check(m.ret == 0, f"dma_map_pages failed: {m.ret}")
+    check(m.map_version == 0x00020003 and m.map_entries == 2, "mapping version/entries")
+    check(m.dma0 != 0 and m.dma1 != 0, "no DMA addresses")
+    s = d.stats()
+    check(s.live_pins == 1 and s.live_mappings == 1 and s.pinned_pages == 2, "gauges after map")
+    check(s.bar1_used == 2 * GPU_PAGE, f"bar1_used {s.bar1_used}")
+    pins = d.listing(1, PinInfo)
+    check(len(pins) == 1 and pins[0].mappings == 1 and pins[0].tgid == os.getpid(), "pin LIST")
+    u = d.client(C_UNMAP, handle=c.handle)
+    check(u.ret == 0, f"dma_unmap_pages: {u.ret}")
+    p = d.client(C_UNPIN, handle=c.handle)
+    check(p.ret == 0 and not (p.state & S_PINNED), f"put_pages: {p.ret} state {p.state}")
+    s = d.stats()
+    check(s.live_pins == 0 and s.live_mappings == 0 and s.bar1_used == 0, "gauges after put")
+    check(s.calls[OP_GET] == 1 and s.calls[OP_MAP] == 1 and s.calls[OP_UNMAP] == 1
+          and s.calls[OP_PUT] == 1, "call counters")
+    check(s.violations_total == 0, "violations on a correct sequence")
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(a.va)
+    d.close()
+    note(f"pin/map/unmap/put ok: phys {c.phys0:#x},{c.phys1:#x} dma {m.dma0:#x},{m.dma1:#x}")
+
+
+def case_get_pages_validation():
+    d = fresh()
+    a = d.alloc(4 * GPU_PAGE)
+    host = ctypes.create_string_buffer(4 * GPU_PAGE)
+    bad = [
+        ("misaligned va", dict(va=a.va + 0x1000, length=GPU_PAGE)),
+        ("length not 64K multiple", dict(va=a.va, length=GPU_PAGE + 0x1000)),
+        ("zero length", dict(va=a.va, length=0)),
+        ("NULL callback", dict(va=a.va, length=GPU_PAGE, flags=F_NULL_CB)),
+        ("NULL data", dict(va=a.va, length=GPU_PAGE, flags=F_NULL_DATA)),
+        ("beyond allocation", dict(va=a.va + 2 * GPU_PAGE, length=4 * GPU_PAGE)),
+        ("host memory", dict(va=(ctypes.addressof(host) + GPU_PAGE) & ~(GPU_PAGE - 1),
+                             length=GPU_PAGE)),
+    ]
+    for name, kw in bad:
+        c = d.pin(**kw)
+        check(c.ret == -errno.EINVAL, f"{name}: ret {c.ret}, expected -EINVAL")
+        d.client(C_CLOSE, handle=c.handle)
+    m = d.pin(a.va, GPU_PAGE, flags=F_PERSISTENT | F_FORCE_BAR1)
+    check(m.ret == -ENOTSUPP, f"FORCE_BAR1 on non-coherent: {m.ret}")
+    d.client(C_CLOSE, handle=m.handle)
+    s = d.stats()
+    check(s.live_pins == 0 and s.violations_total == 0, "state after rejected pins")
+    check(s.failures[OP_GET] == 7, f"get_pages failures {s.failures[OP_GET]}")
+    d.free(a.va)
+    d.close()
+    note("misaligned, NULL callback/data, out-of-range and host VA all -EINVAL")
+
+
+def case_free_runs_callback():
+    d = fresh()
+    a = d.alloc(2 * GPU_PAGE)
+    c = d.pin(a.va, 2 * GPU_PAGE)
+    check(c.ret == 0, f"pin {c.ret}")
+    check(d.client(C_MAP, handle=c.handle).ret == 0, "map")
+    check(d.free(a.va) == 1, "FREE did not run exactly one callback")
+    st = d.client(C_STATUS, handle=c.handle)
+    check(st.callbacks == 1 and st.state & S_REVOKED and not st.state & S_PINNED,
+          f"client state after free: cb {st.callbacks} state {st.state}")
+    s = d.stats()
+    check(s.live_pins == 0 and s.live_mappings == 0 and s.callbacks == 1, "teardown after callback")
+    p = d.client(C_UNPIN, handle=c.handle)   # legal: returns 0, touches nothing
+    check(p.ret == 0, f"put after teardown returned {p.ret}")
+    s = d.stats()
+    check(s.put_after_teardown == 1 and s.violations_total == 0, "put-after-teardown accounting")
+    d.client(C_CLOSE, handle=c.handle)
+    d.close()
+    note("cudaFree ran the callback synchronously, tore down the mapping; later put returned 0")
+
+
+def case_persistent_outlives_free():
+    d = fresh()
+    a = d.alloc(2 * GPU_PAGE)
+    c = d.pin(a.va, 2 * GPU_PAGE, flags=F_PERSISTENT)
+    check(c.ret == 0, f"persistent pin {c.ret}")
+    check(d.client(C_MAP, handle=c.handle).ret == 0, "map persistent")
+    check(d.free(a.va) == 0, "callback ran for a persistent pin")
+    st = d.client(C_STATUS, handle=c.handle)
+    check(st.state & S_PINNED and st.pt_entries == 2 and st.map_entries == 2,
+          "persistent pin did not outlive cudaFree")
+    s = d.stats()
+    check(s.live_pins == 1 and s.live_persistent_pins == 1 and s.live_allocs == 0, "gauges")
+    check(d.client(C_UNMAP, handle=c.handle).ret == 0, "unmap")
+    check(d.client(C_UNPIN, handle=c.handle).ret == 0, "put_pages_persistent")
+    s = d.stats()
+    check(s.live_pins == 0 and s.violations_total == 0, "after put_persistent")
+    d.client(C_CLOSE, handle=c.handle)
+    mig = d.alloc(GPU_PAGE, ALLOC_MIG)
+    m = d.pin(mig.va, GPU_PAGE, flags=F_PERSISTENT)
+    check(m.ret == -ENOTSUPP, f"persistent on MIG: {m.ret}")
+    d.client(C_CLOSE, handle=m.handle)
+    d.free(mig.va)
+    d.close()
+    note("persistent pin outlived cudaFree until put_pages_persistent; MIG -> -ENOTSUPP")
+
+
+def case_pt_abi_and_flags():
+    d = fresh()
+    a = d.alloc(GPU_PAGE, ALLOC_COHERENT)
+    c = d.pin(a.va, GPU_PAGE)
+    check(c.pt_version == 0x00020000 and c.pt_flags == 1, f"v2 coherent: {c.pt_version:#x} {c.pt_flags}")
+    d.client(C_CLOSE, handle=c.handle)
+    d.set_config(pt_abi=1)
+    c = d.pin(a.va, GPU_PAGE)
+    check(c.ret == 0 and c.pt_version == 0x00010002 and c.pt_flags == 0,
+          f"v1: {c.pt_version:#x} flags {c.pt_flags}")
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.ioctl(IOC_SET_CONFIG, Config(pt_abi=3)) == -errno.EINVAL, "pt_abi=3 accepted")
+    d.must(IOC_RESET)
+    check(d.config().pt_abi == 2, "reset did not restore pt_abi")
+    d.free(a.va)
+    d.close()
+    note("page table v2 (flags) and v1 (0x00010002) selectable at run time")
+
+
+def case_bar1_budget():
+    d = fresh()
+    a = d.alloc(4 * GPU_PAGE)
+    d.set_config(bar1_budget=2 * GPU_PAGE)
+    c1 = d.pin(a.va, 2 * GPU_PAGE)
+    check(c1.ret == 0, f"first pin {c1.ret}")
+    c2 = d.pin(a.va + 2 * GPU_PAGE, GPU_PAGE)
+    check(c2.ret == -errno.ENOMEM, f"over budget: {c2.ret}")
+    d.client(C_CLOSE, handle=c1.handle)
+    c3 = d.pin(a.va + 2 * GPU_PAGE, GPU_PAGE)
+    check(c3.ret == 0, f"pin after release: {c3.ret}")
+    d.client(C_CLOSE, handle=c3.handle)
+    d.client(C_CLOSE, handle=c2.handle)
+    d.must(IOC_RESET)
+    d.free(a.va)
+    d.close()
+    note("BAR1 budget exhaustion -> -ENOMEM, released on put")
+
+
+def case_fault_injection():
+    d = fresh()
+    a = d.alloc(2 * GPU_PAGE)
+    d.fault(OP_GET, FAULT_ONCE, -errno.EIO, skip=1)
+    c1 = d.pin(a.va, GPU_PAGE)
+    c2 = d.pin(a.va, GPU_PAGE)
+    c3 = d.pin(a.va, GPU_PAGE)
+    check((c1.ret, c2.ret, c3.ret) == (0, -errno.EIO, 0), f"ONCE/skip: {c1.ret},{c2.ret},{c3.ret}")
+    d.fault(OP_MAP, FAULT_EVERY_N, -ENOTSUPP, n=2)
+    rets = [d.client(C_MAP, handle=h).ret for h in (c1.handle, c3.handle)]
+    check(rets == [0, -ENOTSUPP], f"EVERY_N map: {rets}")
+    f = d.fault(OP_MAP, FAULT_OFF)
+    check(f.injected == 1, f"injected count {f.injected}")
+    d.fault(OP_PUT, FAULT_ONCE, -errno.EIO)
+    p = d.client(C_UNPIN, handle=c1.handle)
+    check(p.ret == -errno.EIO and p.state & S_PINNED, "injected put failure must leave the pin")
+    s = d.stats()
+    check(s.failures[OP_GET] == 1 and s.failures[OP_MAP] == 1 and s.failures[OP_PUT] == 1,
+          "failure counters")
+    for h in (c1.handle, c2.handle, c3.handle):
+        d.client(C_CLOSE, handle=h)
+    check(d.stats().live_pins == 0 and d.stats().violations_total == 0, "cleanup")
+    check(d.ioctl(IOC_SET_FAULT, Fault(op=9, mode=1, err=-5)) == -errno.EINVAL, "bad op accepted")
+    check(d.ioctl(IOC_SET_FAULT, Fault(op=0, mode=1, err=5)) == -errno.EINVAL, "positive err accepted")
+    check(d.ioctl(IOC_SET_FAULT, Fault(op=0, mode=2, err=-5, n=0)) == -errno.EINVAL, "n=0 accepted")
+    d.free(a.va)
+    d.close()
+    note("once/skip and every-N faults injected on get_pages, dma_map, put_pages")
+
+
+def case_put_blocks_behind_callback():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    b = d.alloc(GPU_PAGE)
+    ca = d.pin(a.va, GPU_PAGE)
+    cb = d.pin(b.va, GPU_PAGE)
+    check(ca.ret == 0 and cb.ret == 0, "pins")
+    d.set_config(cb_delay_ns=1_500_000_000)
+    t = threading.Thread(target=lambda: d.free(a.va))
+    t.start()
+    time.sleep(0.4)
+    start = time.monotonic()
+    p = d.client(C_UNPIN, handle=cb.handle)
+    waited = time.monotonic() - start
+    t.join()
+    check(p.ret == 0, f"put {p.ret}")
+    check(waited > 0.6, f"put_pages did not wait for the running callback ({waited:.2f} s)")
+    d.must(IOC_RESET)
+    for h in (ca.handle, cb.handle):
+        d.client(C_CLOSE, handle=h)
+    d.free(b.va)
+    check(d.stats().violations_total == 0, "violations")
+    d.close()
+    note(f"put_pages blocked {waited:.2f} s behind an in-flight free callback (RM lock)")
+
+
+def case_process_exit():
+    d = fresh()
+    base = d.stats().callbacks
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ga = Dev()        # lower fd: the "nvidia" fd, closed first at exit
+            rd = Dev()        # the "RDMA" fd holding the pin
+            a = ga.alloc(2 * GPU_PAGE)
+            c = rd.pin(a.va, 2 * GPU_PAGE)
+            os.write(w, b"1" if c.ret == 0 else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    ok = os.read(r, 1)
+    os.waitpid(pid, 0)
+    os.close(r)
+    check(ok == b"1", "child could not pin")
+    s = d.stats()
+    check(s.callbacks == base + 1, f"exit ran {s.callbacks - base} callbacks")
+    check(s.live_pins == 0 and s.live_allocs == 0 and s.violations_total == 0, "after exit")
+
+    # SIMULATE_PROCESS_EXIT of a live process from another one.
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            x = Dev()
+            a = x.alloc(GPU_PAGE)
+            c = x.pin(a.va, GPU_PAGE)
+            os.write(w, b"1" if c.ret == 0 else b"0")
+            os.read(r2, 1)
+            st = x.client(C_STATUS, handle=c.handle)
+            os._exit(0 if st.callbacks == 1 and st.state & S_REVOKED else 3)
+        finally:
+            os._exit(4)
+    check(os.read(r, 1) == b"1", "child 2 could not pin")
+    op = PidOp(tgid=pid)
+    d.must(IOC_PROCESS_EXIT, op)
+    check(op.allocs == 1 and op.callbacks == 1, f"PROCESS_EXIT: {op.allocs} allocs {op.callbacks} cbs")
+    os.write(w2, b"x")
+    _, status = os.waitpid(pid, 0)
+    check(os.WEXITSTATUS(status) == 0, f"child saw no callback ({os.WEXITSTATUS(status)})")
+    for f in (r, w, r2, w2):
+        os.close(f)
+    check(d.stats().violations_total == 0, "violations")
+    d.close()
+    note("fd close at exit and SIMULATE_PROCESS_EXIT(pid) both ran the callback")
+
+
+def case_gpu_teardown():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    p = d.pin(a.va, GPU_PAGE, flags=F_PERSISTENT)
+    op = PidOp()
+    d.must(IOC_GPU_TEARDOWN, op)
+    check(op.allocs == 1 and op.callbacks == 1, f"teardown {op.allocs}/{op.callbacks}")
+    check(d.stats().live_pins == 1, "persistent pin should remain until put")
+    d.client(C_CLOSE, handle=p.handle)
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.stats().live_pins == 0 and d.stats().violations_total == 0, "after close")
+    d.close()
+    note("GPU teardown revoked callback pins, kept the persistent one until put")
+
+
+def case_token_lookup():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE, flags=F_TOKEN)
+    check(c.ret == 0, f"token lookup pin: {c.ret}")
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(a.va)
+    d.close()
+    note("get_pages with p2p_token/va_space found the allocation")
+
+
+def case_bad_ioctl_input():
+    d = fresh()
+    check(d.ioctl(IOC_ALLOC, Alloc(size=0)) == -errno.EINVAL, "size 0")
+    check(d.ioctl(IOC_ALLOC, Alloc(size=GPU_PAGE, flags=0x80)) == -errno.EINVAL, "bad flags")
+    check(d.ioctl(IOC_ALLOC, Alloc(size=GPU_PAGE, reserved=1)) == -errno.EINVAL, "reserved")
+    check(d.ioctl(IOC_ALLOC, Alloc(size=1 << 50)) == -errno.ENOMEM, "huge size")
+    check(d.ioctl(IOC_FREE, Free()) == -errno.EINVAL, "free nothing")
+    check(d.ioctl(IOC_LIST, List(kind=7)) == -errno.EINVAL, "list kind")
+    check(d.ioctl(IOC_LIST, List(kind=0, cap=1 << 20, buf=8)) == -errno.EINVAL, "list cap")
+    check(d.ioctl(IOC_CLIENT, Client(op=99)) == -errno.EINVAL, "client op")
+    check(d.ioctl(IOC_CLIENT, Client(op=C_MAP, handle=12345)) == -errno.ENOENT, "client handle")
+    check(d.ioctl(IOC_PROCESS_EXIT, PidOp(tgid=-1)) == -errno.EINVAL, "negative pid")
+    check(d.ioctl(_io(0x7f)) == -errno.ENOTTY, "unknown ioctl")
+    check(d.ioctl(IOC_STATS, None) == -errno.EFAULT, "NULL arg")
+    import mmap
+    try:
+        mmap.mmap(d.fd, GPU_PAGE)
+        raise Fail("plain mmap of the device succeeded")
+    except OSError as e:
+        check(e.errno == errno.EINVAL, f"plain mmap errno {e.errno}")
+    check(d.stats().live_allocs == 0, "something leaked")
+    d.close()
+    note("bad ioctl input rejected with clear errnos")
+
+
+# ---- strictness: each provokes one violation on purpose
+
+def _expect_violation(d, rule, before):
+    s = d.stats()
+    check(s.violations[rule] == before[rule] + 1,
+          f"violation {rule} count {s.violations[rule]} (before {before[rule]})")
+    check(s.violations_total == sum(before) + 1, f"other violations: {list(s.violations)[:14]}")
+
+
+def case_violation_put_in_callback():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE, flags=F_PUT_IN_CB)
+    before = list(d.stats().violations)
+    check(d.free(a.va) == 1, "callback")
+    _expect_violation(d, V_CALL_IN_CB, before)
+    check(d.stats().live_pins == 0, "pin not torn down")
+    d.client(C_CLOSE, handle=c.handle)
+    d.close()
+    note("put_pages inside the free callback recorded (no deadlock)")
+
+
+def case_violation_unmap_in_callback():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE, flags=F_UNMAP_IN_CB)
+    check(d.client(C_MAP, handle=c.handle).ret == 0, "map")
+    before = list(d.stats().violations)
+    d.free(a.va)
+    _expect_violation(d, V_UNMAP_IN_CB, before)
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.stats().live_mappings == 0, "mapping leaked")
+    d.close()
+    note("dma_unmap_pages inside the free callback recorded")
+
+
+def case_violation_freed_table():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    d.free(a.va)
+    before = list(d.stats().violations)
+    m = d.client(C_MAP, handle=c.handle)      # dma_map on the torn-down table
+    check(m.ret == -errno.EINVAL, f"map on freed table returned {m.ret}")
+    _expect_violation(d, V_FREED_TABLE, before)
+    d.client(C_CLOSE, handle=c.handle)
+    d.close()
+    note("dma_map_pages on a freed page table recorded")
+
+
+def case_violation_double_put():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE, flags=F_PERSISTENT)
+    check(d.client(C_UNPIN, handle=c.handle).ret == 0, "first put")
+    before = list(d.stats().violations)
+    p = d.client(C_UNPIN, handle=c.handle)
+    check(p.ret == -errno.EINVAL, f"second put_persistent returned {p.ret}")
+    _expect_violation(d, V_DOUBLE_PUT, before)
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(a.va)
+    d.close()
+    note("second put_pages_persistent recorded")
+
+
+def case_violation_wrong_peer_and_stale_mapping():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    check(d.client(C_MAP, handle=c.handle).ret == 0, "map")
+    before = list(d.stats().violations)
+    u = d.client(C_UNMAP, handle=c.handle, flags=F_WRONG_PEER)
+    check(u.ret == 0, f"unmap {u.ret}")
+    _expect_violation(d, V_WRONG_PEER, before)
+    before = list(d.stats().violations)
+    u = d.client(C_UNMAP, handle=c.handle)    # the mapping is gone
+    _expect_violation(d, V_STALE_MAPPING, before)
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(a.va)
+    d.close()
+    note("unmap with the wrong peer and unmap of an unmapped mapping recorded")
+
+
+def case_violation_wrong_process_put():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    before = list(d.stats().violations)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            p = d.client(C_UNPIN, handle=c.handle)
+            os._exit(0 if p.ret == 0 else 3)
+        finally:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    check(os.WEXITSTATUS(status) == 0, "child put did not return 0")
+    _expect_violation(d, V_WRONG_PROCESS_PUT, before)
+    check(d.stats().live_pins == 1, "wrong-process put released the pin")
+    check(d.free(a.va) == 1, "callback must still fire after a wrong-process put")
+    d.client(C_CLOSE, handle=c.handle)
+    d.close()
+    note("put_pages from a forked child: returned 0, did nothing, recorded; callback still fired")
+
+
+def case_violation_leak_check():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    before = list(d.stats().violations)
+    check(d.must(IOC_CHECK_LEAKS) == 1, "CHECK_LEAKS count")
+    _expect_violation(d, V_LEAKED_PIN, before)
+    txt = open("/sys/kernel/debug/nvp2p_emu/violations").read()
+    check("leaked-pin" in txt, f"debugfs violations: {txt[:300]}")
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(a.va)
+    d.close()
+    note("live pin reported by CHECK_LEAKS and in debugfs")
+
+
+CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
+
+def run(names):
+    failed = 0
+    for name in names:
+        fn = CASES.get(name.replace("-", "_"))
+        start = time.monotonic()
+        status = "pass"
+        if fn is None:
+            status, details = "fail", "no such case"
+        else:
+            NOTES.clear()
+            try:
+                fn()
+                details = "; ".join(NOTES)
+            except Fail as e:
+                status, details = "fail", f"FAIL: {e}"
+            except Exception as e:  # an unexpected error is a failure of the case
+                status, details = "fail", f"ERROR: {type(e).__name__}: {e}"
+            finally:
+                while OPEN:
+                    OPEN.pop().close()
+        failed += status == "fail"
+        details = details.replace("\n", " ")
+        print(f"RESULT {name} {status} {time.monotonic() - start:.3f} {details}", flush=True)
+    return failed
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    if sys.argv[1] == "--list":
+        print("\n".join(n.replace("_", "-") for n in CASES))
+        sys.exit(0)
+    sys.exit(1 if run(sys.argv[1:]) else 0)
