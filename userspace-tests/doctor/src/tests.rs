@@ -435,6 +435,16 @@ fn bar1_sizes() {
     let r = f.report();
     assert_eq!(status(&r, "gpu.bar1"), Status::Warn);
     assert!(check(&r, "gpu.bar1").summary.contains("below 1 GiB"));
+    // 64-bit BAR0 (lines 0-1), BAR1 at index 2: still found.
+    let gpu = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0";
+    f.file(
+        &format!("{gpu}/resource"),
+        "0x00000000f0000000 0x00000000f0ffffff 0x0000000000140204\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n0x0000200000000000 0x0000203fffffffff 0x000000000014220c\n0x0000000000001000 0x000000000000107f 0x0000000000040101\n",
+    );
+    assert_eq!(check(&f.report(), "gpu.bar1").data["gpus"][0]["bar1_bytes"], 256u64 << 30);
+    // Only BAR0 and an I/O BAR: no BAR1.
+    f.file(&format!("{gpu}/resource"), "0x00000000f0000000 0x00000000f0ffffff 0x0000000000040200\n0x0000000000001000 0x000000000000107f 0x0000000000040101\n");
+    assert_eq!(status(&f.report(), "gpu.bar1"), Status::Unknown);
 }
 
 // ---------------------------------------------------------------- RDMA stack
@@ -484,6 +494,22 @@ fn nvpeer_parameters_listed() {
     assert_eq!(c.status, Status::Pass);
     assert_eq!(c.data["parameters"]["persistent_api_support"], "1");
     assert_eq!(c.data["version"], "0.1.0");
+    assert_eq!(c.data["parameters_source"], "/sys/module/nvpeer/parameters");
+    // Linux 7.2 Rust modules: no sysfs parameters, values from debugfs `config`.
+    let f = Fx::healthy();
+    f.rm("/sys/module/nvpeer/parameters");
+    f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\npersistent_api_support 0\npeerdirect_support 0\nclient nv_mem invalidating, INVALIDATE_UNMAPS\nclient nv_mem_nc persistent\n");
+    let r = f.report();
+    let c = check(&r, "nvpeer.module");
+    assert_eq!(c.data["parameters"]["persistent_api_support"], "0");
+    assert_eq!(c.data["parameters_source"], "/sys/kernel/debug/nvpeer/config");
+    assert_eq!(c.data["clients"][1], "nv_mem_nc persistent");
+    assert!(c.summary.contains("persistent_api_support=0"), "{}", c.summary);
+    // Neither readable (not root): loaded, parameters unknown.
+    f.rm("/sys/kernel/debug/nvpeer");
+    let r = f.report();
+    assert_eq!(status(&r, "nvpeer.module"), Status::Pass);
+    assert!(check(&r, "nvpeer.module").data["parameters_source"].is_null());
 }
 
 #[test]
@@ -570,7 +596,9 @@ fn dmabuf_verdicts() {
     p.verbs = VerbsProbe::Probed { results: vec![DmabufProbe { device: "mlx5_0".into(), errno: Some(95), verdict: "unsupported" }] };
     assert!(check(&f.report_with(p.clone()), "rdma.dmabuf").summary.starts_with("not available"));
     p.verbs = VerbsProbe::NoDevices;
-    assert_eq!(status(&f.report_with(p), "rdma.dmabuf"), Status::Skip);
+    let r = f.report_with(p);
+    assert_eq!(status(&r, "rdma.dmabuf"), Status::Skip);
+    assert!(check(&r, "rdma.dmabuf").summary.contains("no RDMA provider"));
     // Kernel without dma-buf import.
     let syms = nv_syms("nvidia");
     f.file("/proc/kallsyms", syms + "0 T ib_register_peer_memory_client\t[ib_core]\n");

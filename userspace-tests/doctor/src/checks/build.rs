@@ -5,9 +5,18 @@ use super::Ctx;
 use crate::report::{Check, Status};
 use serde_json::json;
 
-/// Files an out-of-tree Rust module build needs in the kernel build tree (x86_64, 7.x).
-pub const RUST_ARTIFACTS: [&str; 5] =
-    ["rust/libcore.rmeta", "rust/libkernel.rmeta", "rust/libmacros.so", "rust/libbindings.rmeta", "scripts/target.json"];
+/// Files an out-of-tree Rust module build needs in the kernel build tree (x86_64, 7.x); the same
+/// list as the build preflight (src/preflight.sh).
+pub const RUST_ARTIFACTS: [&str; 8] = [
+    "rust/libcore.rmeta",
+    "rust/libkernel.rmeta",
+    "rust/libbindings.rmeta",
+    "rust/libpin_init.rmeta",
+    "rust/libcompiler_builtins.rmeta",
+    "rust/libffi.rmeta",
+    "rust/libmacros.so",
+    "scripts/target.json",
+];
 
 /// `kernel.rust`: CONFIG_RUST and the Rust artifacts in `/lib/modules/$(uname -r)/build`.
 pub fn rust(ctx: &Ctx) -> Check {

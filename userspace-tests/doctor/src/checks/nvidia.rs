@@ -184,16 +184,24 @@ fn yn(v: Option<i32>) -> &'static str {
     }
 }
 
-/// Size of BAR `index` from the sysfs `resource` file.
-pub fn bar_size(ctx: &Ctx, dev: &crate::pci::PciDev, index: usize) -> Option<u64> {
+/// `IORESOURCE_MEM` in the flags column of the sysfs `resource` file.
+const IORESOURCE_MEM: u64 = 0x200;
+
+/// Size of NVIDIA's "BAR1" (the second memory BAR) from the sysfs `resource` file. Counting
+/// populated memory BARs instead of reading line 1 keeps it right when BAR0 is 64-bit and BAR1
+/// moves to index 2 (as some hypervisors present it).
+pub fn bar1_size(ctx: &Ctx, dev: &crate::pci::PciDev) -> Option<u64> {
     let text = ctx.root.read(&format!("{}/resource", dev.sysfs()))?;
-    let line = text.lines().nth(index)?;
-    let mut it = line.split_whitespace().map(crate::root::parse_num);
-    let (start, end) = (it.next()??, it.next()??);
-    (end > start).then(|| end - start + 1)
+    let mut mem_bars = text.lines().take(6).filter_map(|line| {
+        let mut it = line.split_whitespace().map(crate::root::parse_num);
+        let (start, end, flags) = (it.next()??, it.next()??, it.next()??);
+        (end > start && flags & IORESOURCE_MEM != 0).then(|| end - start + 1)
+    });
+    mem_bars.nth(1)
 }
 
 /// `gpu.bar1`: BAR1 bounds how much GPU memory can be pinned for RDMA at once.
+/// (BAR1 here is the second memory BAR, see [`bar1_size`].)
 pub fn bar1(ctx: &Ctx) -> Check {
     const ID: &str = "gpu.bar1";
     const T: &str = "GPU BAR1 size";
@@ -208,7 +216,7 @@ pub fn bar1(ctx: &Ctx) -> Check {
     let mut small = Vec::new();
     let mut rows = Vec::new();
     for g in &ctx.gpus {
-        let size = bar_size(ctx, g, 1);
+        let size = bar1_size(ctx, g);
         let fbm = fb(&g.bdf);
         let mib = |b: u64| b >> 20;
         details.push(match (size, fbm) {

@@ -8,6 +8,8 @@ use serde_json::json;
 
 const PEERS: &str = "/sys/kernel/mm/memory_peers";
 const REGISTER: &str = "ib_register_peer_memory_client";
+/// nvpeer's debugfs summary (uapi/debugfs.md).
+const DEBUGFS_CONFIG: &str = "/sys/kernel/debug/nvpeer/config";
 
 /// Module.symvers files that may carry the OFED ib_core exports for `release`.
 fn ofed_symvers(release: &str) -> Vec<String> {
@@ -117,16 +119,33 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
     }
     let version = ctx.root.read_trim("/sys/module/nvpeer/version");
     let mut params = serde_json::Map::new();
+    let mut source = "/sys/module/nvpeer/parameters";
     for p in ctx.root.list("/sys/module/nvpeer/parameters") {
         let v = ctx.root.read_trim(&format!("/sys/module/nvpeer/parameters/{p}")).unwrap_or_else(|| "(unreadable)".into());
         params.insert(p, json!(v));
+    }
+    // Rust `module!` parameters (Linux 7.2) do not appear in sysfs; nvpeer reports the values in
+    // effect in debugfs `config` (`<name> <value>` lines; root only).
+    let mut clients = Vec::new();
+    if let Some(cfg) = ctx.root.read(DEBUGFS_CONFIG) {
+        for line in cfg.lines() {
+            match line.split_once(' ') {
+                Some(("client", rest)) => clients.push(rest.to_string()),
+                Some(("version", _)) | None => {}
+                Some((k, v)) if params.is_empty() || source == DEBUGFS_CONFIG => {
+                    source = DEBUGFS_CONFIG;
+                    params.insert(k.to_string(), json!(v.trim()));
+                }
+                Some(_) => {}
+            }
+        }
     }
     let taint = ctx.root.read_trim("/sys/module/nvpeer/taint").unwrap_or_default();
     let details: Vec<String> = params.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
     let v = version.clone().unwrap_or_else(|| "no version".into());
     Check::new(ID, T, true, Status::Pass, format!("loaded, {v}{}", if details.is_empty() { String::new() } else { format!(", {}", details.join(" ")) }))
         .details(details)
-        .data(json!({"loaded": true, "version": version, "parameters": params, "taint": taint}))
+        .data(json!({"loaded": true, "version": version, "parameters": params, "parameters_source": if params.is_empty() { None } else { Some(source) }, "clients": clients, "taint": taint}))
 }
 
 /// One registered peer-memory client and its counters.
@@ -317,6 +336,10 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
             .data(data)
     } else if kernel == Some(false) || gpu == Some(false) || verbs == Some(false) {
         Check::new(ID, T, false, Status::Pass, "not available: libraries will use the peer-memory path (nvpeer)").details(details).data(data)
+    } else if kernel == Some(true) && gpu == Some(true) {
+        Check::new(ID, T, false, Status::Skip, "kernel and GPUs support dma-buf; no RDMA provider to probe")
+            .details(details)
+            .data(data)
     } else {
         Check::new(ID, T, false, Status::Skip, "not fully determined (see details)").details(details).data(data)
     }
