@@ -13,7 +13,7 @@ import sys
 REPORT = re.compile(
     r"BUG:|KASAN|WARNING:|Oops|general protection fault|Kernel panic|kernel BUG at|"
     r"possible circular locking|possible recursive locking|inconsistent lock state|"
-    r"lockdep|DEADLOCK|suspicious RCU usage|unreferenced object|UBSAN|"
+    r"DEADLOCK|suspicious RCU usage|unreferenced object|UBSAN|"
     r"panicked at|rust_panic|self-detected stall|hung_task|INFO: task .* blocked|"
     r"VIOLATION"
 )
