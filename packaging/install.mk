@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: GPL-2.0
+# Installation rules of nvpeer, included by the top-level Makefile (docs/install.md).
+#
+#   make install            build, install nvpeer.ko for KDIR's kernel (extra/), the modprobe.d
+#                           file and the systemd unit, run depmod
+#   make uninstall          remove all of that again
+#   make sign KEY=k CERT=c  sign nvpeer.ko with the kernel's scripts/sign-file (HASH=sha256)
+#   make dkms-install       copy the sources to $(DKMS_SOURCE_TREE)/nvpeer-<version>, dkms
+#                           add/build/install, install the modprobe.d file and the unit
+#   make dkms-uninstall     dkms remove --all, delete the source copy, the modprobe.d file, the unit
+#
+# Variables: KDIR, DESTDIR (staging root; skips depmod), INSTALL_MOD_DIR (default extra),
+# SYSTEMD_DIR, MODPROBE_DIR, DKMS (dkms command), DKMS_SOURCE_TREE (default /usr/src),
+# DKMS_FLAGS (more dkms options, e.g. --dkmstree/--installtree), NVPEER_MAKE_ARGS (extra make
+# arguments for the DKMS build: OFED_DIR=, NVIDIA_SRC=, RUSTC=, BENCH=1).
+
+NVPEER_TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+NVPEER_VERSION := $(shell sed -n 's/^NVPEER_VERSION[[:space:]]*:=[[:space:]]*//p' $(NVPEER_TOP)/Kbuild)
+NVPEER_KREL = $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
+INSTALL_MOD_DIR ?= extra
+MODPROBE_DIR ?= /etc/modprobe.d
+SYSTEMD_DIR ?= /etc/systemd/system
+DKMS ?= dkms
+DKMS_SOURCE_TREE ?= /usr/src
+DKMS_FLAGS ?=
+DKMS_ALL_FLAGS = --sourcetree "$(DKMS_SOURCE_TREE)" $(DKMS_FLAGS)
+DKMS_SRC = $(DKMS_SOURCE_TREE)/nvpeer-$(NVPEER_VERSION)
+HASH ?= sha256
+
+# What a DKMS source tree needs: the build system, the module sources, the headers the build may
+# fall back to, and (for the test bench, BENCH=1) the emulators' Module.symvers.
+NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src uapi packaging testbench/emu/include
+
+.PHONY: install uninstall sign dkms-install dkms-uninstall dkms-source
+
+install: modules
+	@[ -n "$(NVPEER_KREL)" ] || { echo "nvpeer install: cannot read $(KDIR)/include/config/kernel.release" >&2; exit 1; }
+	$(MAKE) -C "$(KDIR)" M="$(NVPEER_TOP)" INSTALL_MOD_DIR="$(INSTALL_MOD_DIR)" \
+		$(if $(DESTDIR),INSTALL_MOD_PATH="$(DESTDIR)") DEPMOD=/bin/true modules_install
+	install -D -m 0644 "$(NVPEER_TOP)/packaging/modprobe.d/nvpeer.conf" "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf"
+	install -D -m 0644 "$(NVPEER_TOP)/packaging/systemd/nvpeer.service" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
+	@if [ -z "$(DESTDIR)" ]; then depmod -a "$(NVPEER_KREL)"; fi
+	@echo "nvpeer $(NVPEER_VERSION) installed for $(NVPEER_KREL): 'modprobe nvpeer', then 'nvpeer doctor'; at boot: 'systemctl enable nvpeer'"
+
+uninstall:
+	@[ -n "$(NVPEER_KREL)" ] || { echo "nvpeer uninstall: cannot read $(KDIR)/include/config/kernel.release" >&2; exit 1; }
+	rm -f $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko \
+	      $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko.xz \
+	      $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko.zst \
+	      $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko.gz
+	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
+	@if [ -z "$(DESTDIR)" ]; then depmod -a "$(NVPEER_KREL)"; fi
+
+# Signs the built module in place (before `make install`, or re-run install afterwards).
+sign:
+	@[ -n "$(KEY)" ] && [ -n "$(CERT)" ] || { echo "nvpeer sign: usage: make sign KEY=<private key (PEM)> CERT=<certificate (DER or PEM)> [HASH=sha256]" >&2; exit 1; }
+	@[ -r "$(KEY)" ] || { echo "nvpeer sign: cannot read KEY=$(KEY)" >&2; exit 1; }
+	@[ -r "$(CERT)" ] || { echo "nvpeer sign: cannot read CERT=$(CERT)" >&2; exit 1; }
+	@[ -x "$(KDIR)/scripts/sign-file" ] || { echo "nvpeer sign: $(KDIR)/scripts/sign-file missing: install the kernel headers (they ship it) or pass KDIR=" >&2; exit 1; }
+	@[ -f "$(NVPEER_TOP)/nvpeer.ko" ] || { echo "nvpeer sign: nvpeer.ko not built yet: run 'make' first" >&2; exit 1; }
+	"$(KDIR)/scripts/sign-file" "$(HASH)" "$(KEY)" "$(CERT)" "$(NVPEER_TOP)/nvpeer.ko"
+	@tail -c 28 "$(NVPEER_TOP)/nvpeer.ko" | grep -q "Module signature appended" && echo "nvpeer.ko signed ($(HASH)); enroll $(CERT) with 'mokutil --import' if Secure Boot is on"
+
+# Copies the DKMS source tree (no build outputs).
+dkms-source:
+	@grep -q '^PACKAGE_VERSION="$(NVPEER_VERSION)"' "$(NVPEER_TOP)/dkms.conf" || { echo "nvpeer: dkms.conf PACKAGE_VERSION differs from Kbuild NVPEER_VERSION=$(NVPEER_VERSION)" >&2; exit 1; }
+	rm -rf "$(DKMS_SRC)"
+	mkdir -p "$(DKMS_SRC)"
+	cd "$(NVPEER_TOP)" && tar -c --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
+		--exclude='.*.cmd' --exclude='*.rmeta' --exclude='*.d' --exclude='Module.symvers' --exclude='modules.order' \
+		--exclude='src/logic/target' $(NVPEER_DKMS_FILES) | tar -x -C "$(DKMS_SRC)"
+	@if [ "$(filter BENCH=1,$(NVPEER_MAKE_ARGS))" ]; then \
+		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
+
+dkms-install: dkms-source
+	$(DKMS) add $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION)
+	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) build $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
+	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) install $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
+	install -D -m 0644 "$(NVPEER_TOP)/packaging/modprobe.d/nvpeer.conf" "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf"
+	install -D -m 0644 "$(NVPEER_TOP)/packaging/systemd/nvpeer.service" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
+
+dkms-uninstall:
+	-$(DKMS) remove $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) --all
+	rm -rf "$(DKMS_SRC)"
+	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
