@@ -1,0 +1,117 @@
+# nvpeer-specific guarantees, read from nvpeer's debugfs and the provider emulator's counters:
+# exactly one nvidia_p2p_get_pages* per registration (no probe pin), host ranges fall through,
+# a free under a live MR takes the callback path once, rmmod with live MRs is refused, a foreign
+# process release leaves the pin to the callback (H5), fault injection at every provider call
+# leaks nothing, non-PCI DMA devices are refused (H6), and a register/free/deregister race stress.
+# bench: own-boot
+. /src/testbench/suites/nvpeer-lib.sh.inc
+
+gpu_calls() { # OP: provider emulator call count
+    $NVPEER emu gpu counters --json | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['$1']['calls'])"
+}
+
+one_pin_per_registration() { # MODE(persistent|invalidating) N
+    local mode=$1 n=$2 op steps=() i
+    if [ "$mode" = invalidating ]; then
+        np_up 5.5 2 persistent_api_support=0 || return 1; op=get_pages
+    else
+        np_up 5.5 2 || return 1; op=get_pages_persistent
+    fi
+    $NVPEER emu gpu reset >/dev/null || return 1
+    steps=(alloc:1M)
+    for i in $(seq "$n"); do steps+=(reg:0x1234:300K dereg); done
+    $NVPEER emu steps "${steps[@]}" >/tmp/np-steps.log || { cat /tmp/np-steps.log; return 1; }
+    local emu_get emu_other ours
+    emu_get=$(gpu_calls "$op")
+    emu_other=$(gpu_calls "$([ "$op" = get_pages ] && echo get_pages_persistent || echo get_pages)")
+    ours=$(np_stat "provider_$op")
+    echo "$n registrations ($mode): provider $op calls $emu_get, other pin API $emu_other, nvpeer counted $ours, repins $(np_stat repins)"
+    [ "$emu_get" = "$n" ] && [ "$emu_other" = 0 ] && [ "$ours" = "$n" ] || return 1
+    [ "$(np_stat acquire_claimed)" = "$n" ] || { grep acquire $NP_DBG/stats; return 1; }
+    np_clean
+}
+tb_case one-get-pages-per-registration-persistent one_pin_per_registration persistent 5
+tb_case one-get-pages-per-registration-invalidating one_pin_per_registration invalidating 5
+
+host_fallthrough() {
+    np_up 5.5 2 persistent_api_support=0 || return 1
+    $NVPEER emu scenario host-memory --module nvpeer || return 1
+    echo "acquire_calls $(np_stat acquire_calls) acquire_declined $(np_stat acquire_declined) err_pin $(np_stat err_pin)"
+    [ "$(np_stat acquire_claimed)" = 0 ] || return 1
+    [ "$(np_stat pinned_bytes)" = 0 ] || return 1
+    np_clean
+}
+tb_case host-range-falls-through host_fallthrough
+
+free_under_live_mr() {
+    np_up 5.5 2 persistent_api_support=0 || return 1
+    $NVPEER emu steps alloc:512K reg show free show dereg | tee /tmp/np-free.log || return 1
+    grep -qE 'invalidated|torn' /tmp/np-free.log || { echo "MR not invalidated by the free"; return 1; }
+    echo "callbacks $(np_stat callbacks) invalidations $(np_stat invalidations) stale $(np_stat callbacks_stale)"
+    [ "$(np_stat callbacks)" = 1 ] && [ "$(np_stat invalidations)" = 1 ] || return 1
+    [ "$(np_stat provider_put_pages)" = 0 ] || { echo "put_pages after the callback revoked the pin"; return 1; }
+    [ "$(np_stat provider_free_page_table)" = 1 ] || return 1
+    if [ -r $NP_PEERS/nv_mem/num_free_callbacks ]; then
+        [ "$(cat $NP_PEERS/nv_mem/num_free_callbacks)" = 1 ] || return 1
+    fi
+    np_clean
+}
+tb_case free-under-live-mr-callback-path free_under_live_mr
+
+rmmod_refused() {
+    np_up 5.5 2 || return 1
+    $NVPEER emu core register --size 256K --hold 8 >/tmp/np-hold.log 2>&1 &
+    local pid=$! i
+    for i in $(seq 100); do [ -s $NP_DBG/mrs ] && break; sleep 0.1; done
+    cat $NP_DBG/mrs
+    grep -q 'state=mapped' $NP_DBG/mrs || { kill $pid; return 1; }
+    if rmmod nvpeer 2>/tmp/np-rmmod.err; then echo "rmmod succeeded with a live MR"; return 1; fi
+    echo "rmmod refused: $(cat /tmp/np-rmmod.err)"
+    wait $pid || { cat /tmp/np-hold.log; return 1; }
+    np_clean || return 1
+    rmmod nvpeer || return 1
+    echo "rmmod after the MR went away: ok"
+}
+tb_case rmmod-with-live-mr-refused rmmod_refused
+unload_live() { np_up 5.5 2 persistent_api_support=0 && np_scenario unload-live; }
+tb_case rmmod-scenario-unload-live unload_live
+
+foreign_release() {
+    np_up 5.5 2 persistent_api_support=0 || return 1
+    $NVPEER emu scenario dereg-other-pid --module nvpeer || return 1
+    echo "orphaned_pins $(np_stat orphaned_pins) callbacks $(np_stat callbacks) invalidations $(np_stat invalidations)"
+    [ "$(np_stat orphaned_pins)" = 1 ] || return 1
+    # The orphaned pin ended in the callback, without telling the core (its id was stale).
+    [ "$(np_stat callbacks_unmapped)" = 1 ] && [ "$(np_stat invalidations)" = 0 ] || return 1
+    np_clean
+}
+tb_case foreign-process-release-orphans-pin foreign_release
+
+faults() { # params...
+    np_up 5.5 2 "$@" || return 1
+    np_scenario fault-provider || return 1
+    np_scenario fault-core || return 1
+    $NVPEER emu gpu check-leaks || return 1
+    echo "err_pin $(np_stat err_pin) err_dma_map $(np_stat err_dma_map) err_put $(np_stat err_put) err_unmap $(np_stat err_unmap)"
+}
+tb_case fault-injection-no-leaks-persistent faults
+tb_case fault-injection-no-leaks-invalidating faults persistent_api_support=0
+
+non_pci() {
+    np_up 5.5 2 || return 1
+    np_scenario non-pci || return 1
+    [ "$(np_stat err_not_pci)" -ge 1 ] || return 1
+    dmesg | grep -q 'nvpeer: dma_map for a DMA device that is not a PCI function' || return 1
+    echo "non-PCI dma_device refused: err_not_pci $(np_stat err_not_pci)"
+}
+tb_case non-pci-dma-device-refused non_pci
+
+stress() {
+    np_up 5.5 2 persistent_api_support=0 || return 1
+    $NVPEER emu scenario race-stress --module nvpeer --iterations "${NP_STRESS_ITER:-2500}" --threads 4 || return 1
+    np_clean || return 1
+    echo "registrations $(np_stat registrations) callbacks $(np_stat callbacks) invalidations $(np_stat invalidations) stale $(np_stat callbacks_stale) revoked $(np_stat err_revoked)"
+}
+tb_case race-stress stress
+
+np_down
