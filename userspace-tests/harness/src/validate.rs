@@ -623,20 +623,20 @@ impl Suite {
             Some(Err(e)) => return CaseResult::fail(name, e.to_string(), "cannot query the MR"),
             None => return CaseResult::fail(name, "not an emulated MR", "internal"),
         };
-        use mem::emu::*;
-        let stopped = matches!(q.state, PME_ST_INVALIDATED | PME_ST_TORN_DOWN) || q.flags & PME_QF_REVOKED != 0 || q.state != PME_ST_MAPPED;
+        use mem::emu::{qflags, state};
+        let stopped = q.state != state::MAPPED || q.flags & qflags::REVOKED != 0;
         drop(mr);
         let cb = match (&before, self.counters()) {
             (Some(b), Some(a)) => a.get("num_free_callbacks").saturating_sub(b.get("num_free_callbacks")),
             _ => 0,
         };
         if !stopped {
-            return CaseResult::fail(name, format!("MR still MAPPED after free (state {}, flags {:#x})", q.state, q.flags), "the peer client did not invalidate on the free callback");
+            return CaseResult::fail(name, format!("MR still {} after free (flags {:#x})", state::name(q.state), q.flags), "the peer client did not invalidate on the free callback");
         }
         if cb == 0 {
             return CaseResult::fail(name, "num_free_callbacks did not move", "the client did not call the core's invalidate from the free callback");
         }
-        CaseResult::pass(name, format!("freed under a live MR: state {} (revoked), {} invalidations, num_free_callbacks +{cb}, dereg afterwards ok", q.state, q.invalidations))
+        CaseResult::pass(name, format!("freed under a live MR: state {}, {} invalidation(s), num_free_callbacks +{cb}, dereg afterwards ok", state::name(q.state), q.invalidations))
     }
 
     fn inval_verbs(&mut self, name: &str, path: RegPath, inflight: bool) -> Result<CaseResult, CaseResult> {

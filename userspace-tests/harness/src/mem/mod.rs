@@ -66,10 +66,6 @@ pub trait Buffer {
     fn release(&mut self) -> Result<(), MemError>;
     /// Whether `release` already ran.
     fn is_released(&self) -> bool;
-    /// Emulator allocation handle, for the emu backend only.
-    fn emu_handle(&self) -> Option<u64> {
-        None
-    }
 }
 
 /// Checks an access against a buffer length.
