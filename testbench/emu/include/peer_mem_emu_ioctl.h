@@ -21,7 +21,7 @@
 
 #define PME_DEVICE_PATH		"/dev/peer_mem_emu"
 #define PME_ABI_VERSION		1
-#define PME_IOC_MAGIC		0xE7
+#define PME_IOC_MAGIC		0xE8	/* 0xE7 is nvp2p_emu */
 
 #define PME_NAME_MAX		64	/* = IB_PEER_MEMORY_NAME_MAX */
 #define PME_VERSION_MAX		16	/* = IB_PEER_MEMORY_VER_MAX */

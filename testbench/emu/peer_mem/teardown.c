@@ -210,6 +210,7 @@ void pme_release_ctx(struct pme_mr *mr)
 	mr->released = true;
 	mr->n_release++;
 	atomic64_inc(&pme_cnt.releases);
+	pme_probe_untrack(mr);
 	pme_client_put_use(c);
 }
 
@@ -329,6 +330,9 @@ void pme_mr_destroy(struct pme_mr *mr)
 	if (mr->mm && mr->npages)
 		atomic64_sub(mr->npages, &mr->mm->pinned_vm);
 	mr->npages = 0;
+	if (mr->probe_ref)
+		pme_probe_put();
+	mr->probe_ref = false;
 	atomic64_dec(&pme_cnt.live_mrs);
 	atomic64_inc(&pme_cnt.deregs);
 }

@@ -353,7 +353,8 @@ static int pme_register_peer_49(struct pme_mr *mr)
 	if (ret)
 		goto out_put;
 	mr->n_dma_map_ok++;
-	pme_check_sgl(mr);
+	if (pme_check_sgl(mr))
+		pme_probe_track(mr);
 	mr->sgt_seen = mr->sgt;
 	mr->sg_hash = pme_sg_hash(&mr->sgt, mr->nmap);
 	mr->state = PME_ST_MAPPED;
@@ -397,6 +398,7 @@ static int pme_register_peer_5x(struct pme_mr *mr)
 {
 	struct pme_client *c = mr->client;
 	unsigned long ps;
+	bool sg_ok;
 	int ret;
 
 	mr->xa_id = PME_NO_INVALIDATION_ID;
@@ -426,7 +428,10 @@ static int pme_register_peer_5x(struct pme_mr *mr)
 	if (ret)
 		goto out_put;
 	mr->n_dma_map_ok++;
-	if (pme_check_sgl(mr) && mr->model == PME_MODEL_5_5) {
+	sg_ok = pme_check_sgl(mr);
+	if (sg_ok)
+		pme_probe_track(mr);
+	if (sg_ok && mr->model == PME_MODEL_5_5) {
 		ps = pme_call_page_size(mr);
 		mr->page_size = ps;
 		mr->page_shift = PAGE_SHIFT;
@@ -535,6 +540,8 @@ static void pme_mr_abort(struct pme_file *f, struct pme_mr *mr)
 	if (mr->handle)
 		xa_erase(&f->mrs, mr->handle);
 	pme_unaccount_memlock(mr);
+	if (mr->probe_ref)
+		pme_probe_put();
 	atomic64_dec(&pme_cnt.live_mrs);
 	atomic64_inc(&pme_cnt.regs_failed);
 	pme_mr_put(mr);
@@ -592,6 +599,8 @@ int pme_mr_register(struct pme_file *f, struct pme_reg *r)
 		ret = gup_err;
 		goto fail;
 	}
+	pme_probe_get();
+	mr->probe_ref = true;
 	mr->client = pme_get_peer_client(mr);
 	if (!mr->client) {
 		ret = gup_err;

@@ -1,0 +1,247 @@
+# Peer-memory core emulator (peer_mem_emu.ko): load, exported API, registration validation
+# (mandatory ops, name collision, extended-client detection, *inv handling), the
+# /sys/kernel/mm/memory_peers layout, host-memory registrations through /dev/peer_mem_emu, fd
+# teardown, and the client-struct modification check. Registration clients come from
+# testbench/emu/peer_mem/selftest (pme_selftest.ko, driven by module parameters).
+
+PMECTL="python3 /src/testbench/emu/peer_mem/selftest/pmectl.py"
+MP=/sys/kernel/mm/memory_peers
+ST_RESULT=/sys/module/pme_selftest/parameters/result
+
+# PME_CL_* flags of peer_mem_emu_ioctl.h
+CL_INV=1; CL_EX=2; CL_UNMAPS=4; CL_SYSFS=32
+
+# jget KEY...: value of KEY (parts joined with '.') in pmectl's KEY=VALUE output on stdin
+jget() { local IFS=.; sed -n "s/^$*=//p" | head -n1; }
+
+# st_load CLIENT_SPEC...: load the selftest client with these specs, print its result line.
+st_load() {
+    local IFS=,
+    modprobe pme_selftest "clients=$*" || return 1
+    cat "$ST_RESULT"
+}
+st_unload() { rmmod pme_selftest; }
+
+expect_eq() { # NAME GOT WANT
+    if [ "$2" != "$3" ]; then echo "$1: got '$2', want '$3'"; return 1; fi
+    echo "$1 = $2"
+}
+
+core_load() {
+    modprobe peer_mem_emu || return 1
+    [ -c /dev/peer_mem_emu ] || { echo "no /dev/peer_mem_emu"; return 1; }
+    [ -r /sys/kernel/debug/peer_mem_emu/violations ] || { echo "no debugfs violations"; return 1; }
+    dmesg | grep -q 'peer_mem_emu: loaded, model 5.5' || { echo "no load message"; return 1; }
+    local s
+    for s in ib_register_peer_memory_client ib_unregister_peer_memory_client; do
+        # plain EXPORT_SYMBOL, as in MLNX_OFED
+        grep -qE "\s__ksymtab_$s\s+\[peer_mem_emu\]" /proc/kallsyms ||
+            grep -qE "\s$s\s+\[peer_mem_emu\]" /proc/kallsyms || { echo "missing $s"; return 1; }
+    done
+    expect_eq abi "$($PMECTL abi | jget abi)" 1 || return 1
+    expect_eq model "$($PMECTL config | jget model)" 4 || return 1
+    # No client yet: no memory_peers directory.
+    [ ! -e $MP ] || { echo "$MP exists without clients"; return 1; }
+}
+tb_case load core_load
+
+# Two clients as nvidia-peermem registers them with persistent_api_support=0.
+sysfs_layout() {
+    local r f
+    r=$(st_load nv_mem:inv:ex:ver=580.65.06 nv_mem_nc:ver=580.65.06) || return 1
+    expect_eq result "$r" "nv_mem=ok/inv-set;nv_mem_nc=ok/inv-none;" || return 1
+    for c in nv_mem nv_mem_nc; do
+        for f in version num_alloc_mrs num_dealloc_mrs num_reg_pages num_dereg_pages \
+                 num_reg_bytes num_dereg_bytes num_free_callbacks; do
+            [ -r $MP/$c/$f ] || { echo "missing $MP/$c/$f"; return 1; }
+            [ "$(stat -c %a $MP/$c/$f)" = 444 ] || { echo "$MP/$c/$f not 0444"; return 1; }
+        done
+        expect_eq "$c/version" "$(cat $MP/$c/version)" 580.65.06 || return 1
+        for f in num_alloc_mrs num_reg_bytes num_free_callbacks; do
+            expect_eq "$c/$f" "$(cat $MP/$c/$f)" 0 || return 1
+        done
+    done
+    expect_eq "dir count" "$(ls $MP | wc -l)" 2 || return 1
+    # registration order and what the core detected
+    local cl; cl=$($PMECTL clients)
+    expect_eq "client0" "$(echo "$cl" | jget 0 name)" nv_mem || return 1
+    expect_eq "client1" "$(echo "$cl" | jget 1 name)" nv_mem_nc || return 1
+    expect_eq "client0 flags" "$(echo "$cl" | jget 0 flags)" $((CL_INV | CL_EX | CL_UNMAPS | CL_SYSFS)) || return 1
+    expect_eq "client1 flags" "$(echo "$cl" | jget 1 flags)" $CL_SYSFS || return 1
+    expect_eq live_clients "$($PMECTL stats | jget live_clients)" 2 || return 1
+    st_unload || return 1
+    [ ! -e $MP ] || { echo "$MP still there after the last client left"; return 1; }
+    expect_eq live_clients "$($PMECTL stats | jget live_clients)" 0
+}
+tb_case sysfs-layout sysfs_layout
+
+missing_ops() {
+    local op r before after
+    before=$($PMECTL stats | jget rejected_clients)
+    for op in acquire get_pages put_pages dma_map dma_unmap; do
+        r=$(st_load "c_$op:inv:missing=$op") || return 1
+        expect_eq "missing $op" "$r" "c_$op=null/inv-untouched;" || return 1
+        dmesg | grep -q "Peer memory c_$op is missing mandatory function $op" ||
+            { echo "no message for $op"; return 1; }
+        [ ! -e $MP/c_$op ] || { echo "sysfs dir for rejected client"; return 1; }
+        st_unload || return 1
+    done
+    after=$($PMECTL stats | jget rejected_clients)
+    expect_eq rejected "$((after - before))" 5 || return 1
+    # optional in 5.x: release; get_page_size is not checked by 5.x cores
+    r=$(st_load c_rel:inv:missing=release c_gps:missing=get_page_size) || return 1
+    expect_eq "optional ops (5.5)" "$r" "c_rel=ok/inv-set;c_gps=ok/inv-none;" || return 1
+    st_unload || return 1
+    # the 4.9 core also demands get_page_size
+    local cfg flags; cfg=$($PMECTL config); flags=$(echo "$cfg" | jget flags)
+    $PMECTL setconfig 1 "$flags" 20000 10000 >/dev/null || return 1
+    r=$(st_load c_gps49:missing=get_page_size); local rc=$?
+    $PMECTL setconfig 4 "$flags" 20000 10000 >/dev/null || return 1
+    [ $rc = 0 ] || return 1
+    expect_eq "get_page_size (4.9)" "$r" "c_gps49=null/inv-none;" || return 1
+    st_unload
+}
+tb_case missing-ops missing_ops
+
+name_collision() {
+    local r
+    r=$(st_load dup:inv dup:inv other) || return 1
+    expect_eq collision "$r" "dup=ok/inv-set;dup=null/inv-untouched;other=ok/inv-none;" || return 1
+    expect_eq "dir count" "$(ls $MP | wc -l)" 2 || return 1
+    st_unload || return 1
+    # With sysfs off (OFED >= 24.04 on a kernel without exported mm_kobj) names may repeat.
+    local cfg flags; cfg=$($PMECTL config); flags=$(echo "$cfg" | jget flags)
+    $PMECTL setconfig 4 $((flags & ~2)) 20000 10000 >/dev/null || return 1
+    r=$(st_load dup:inv dup:inv); local rc=$?
+    $PMECTL setconfig 4 "$flags" 20000 10000 >/dev/null || return 1
+    [ $rc = 0 ] || return 1
+    expect_eq "no sysfs" "$r" "dup=ok/inv-set;dup=ok/inv-set;" || return 1
+    [ ! -e $MP ] || { echo "$MP exists with sysfs off"; return 1; }
+    st_unload
+}
+tb_case name-collision name_collision
+
+ex_detection() {
+    local r cl
+    r=$(st_load e_unmaps:inv:ex e_flags0:inv:ex0 e_small:inv:exsmall e_nob15:inv:nobyte15) || return 1
+    expect_eq result "$r" "e_unmaps=ok/inv-set;e_flags0=ok/inv-set;e_small=ok/inv-set;e_nob15=ok/inv-set;" || return 1
+    cl=$($PMECTL clients)
+    expect_eq "ex+UNMAPS" "$(echo "$cl" | jget 0 flags)" $((CL_INV | CL_EX | CL_UNMAPS | CL_SYSFS)) || return 1
+    expect_eq "ex, flags 0" "$(echo "$cl" | jget 1 flags)" $((CL_INV | CL_EX | CL_SYSFS)) || return 1
+    # ex_size 144 < offsetofend(flags) = 148, and byte 15 zero: plain clients
+    expect_eq "ex_size 144" "$(( $(echo "$cl" | jget 2 flags) & (CL_EX | CL_UNMAPS) ))" 0 || return 1
+    expect_eq "byte 15 zero" "$(( $(echo "$cl" | jget 3 flags) & (CL_EX | CL_UNMAPS) ))" 0 || return 1
+    st_unload
+}
+tb_case ex-detection ex_detection
+
+# Host memory is pinned by GUP first and never offered to peer clients.
+host_mr() {
+    local r before
+    st_load nv_mem:inv:ex nv_mem_nc >/dev/null || return 1
+    before=$($PMECTL stats | jget acquires)
+    r=$($PMECTL reghost 200000 3) || { st_unload; return 1; }
+    echo "$r"
+    st_unload || return 1
+    expect_eq state "$(echo "$r" | jget state)" 1 || return 1           # PME_ST_HOST
+    expect_eq peer-flag "$(( $(echo "$r" | jget query flags) & 1 ))" 0 || return 1
+    expect_eq live_during "$(echo "$r" | jget stats_live)" 1 || return 1
+    expect_eq second_dereg "$(echo "$r" | jget second_dereg)" 2 || return 1   # ENOENT
+    expect_eq acquires "$($PMECTL stats | jget acquires)" "$before" || return 1
+    expect_eq live_mrs "$($PMECTL stats | jget live_mrs)" 0
+}
+tb_case host-mr-not-claimed host_mr
+
+# GUP fails and no client claims the range: the GUP error comes back; without ALLOW too.
+unclaimed() {
+    st_load nv_mem:inv:ex >/dev/null || return 1
+    local a b; a=$($PMECTL regbad 3); b=$($PMECTL regbad 0); st_unload || return 1
+    expect_eq "ALLOW|INVAL_SUPP" "$(echo "$a" | jget errno)" 14 || return 1
+    expect_eq "no ALLOW" "$(echo "$b" | jget errno)" 14 || return 1
+    expect_eq regs_failed_min "$(( $($PMECTL stats | jget regs_failed) >= 2 ))" 1
+}
+tb_case unclaimed-range unclaimed
+
+# Closing the fd (process exit) deregisters what it still owns.
+fd_teardown() {
+    local r; r=$($PMECTL exitleak) || return 1
+    expect_eq live_during "$(echo "$r" | jget stats_live)" 1 || return 1
+    expect_eq live_after_exit "$($PMECTL stats | jget live_mrs)" 0
+}
+tb_case fd-teardown fd_teardown
+
+bad_input() {
+    python3 - <<'EOF'
+import errno, os, struct, sys
+sys.path.insert(0, "/src/testbench/emu/peer_mem/selftest")
+import pmectl as p
+fd = os.open(p.DEV, os.O_RDWR)
+def expect(fn, want, what):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno != want:
+            sys.exit(f"{what}: errno {e.errno}, want {want}")
+        print(f"{what}: errno {e.errno} ok"); return
+    sys.exit(f"{what}: accepted")
+expect(lambda: p.register(fd, 0x1000, 0, 3), errno.EINVAL, "zero length")
+expect(lambda: p.register(fd, 2**64 - 4096, 8192, 3), errno.EINVAL, "wrapping range")
+expect(lambda: p.register(fd, 0x1000, 4096, 3, access=2), errno.EOPNOTSUPP, "ON_DEMAND")
+expect(lambda: p.register(fd, 0x1000, 4096, 0x80), errno.EINVAL, "unknown peer flag")
+expect(lambda: p.register(fd, 0x1000, 4096, 3, device=9), errno.EINVAL, "unknown device")
+expect(lambda: p._call(fd, p.IOC_DEREGISTER, p.F_OP, 12345, 0), errno.ENOENT, "dereg unknown")
+expect(lambda: p._call(fd, p.IOC_QUERY, p.F_QUERY, 777, *([0] * 12)), errno.ENOENT, "query unknown")
+expect(lambda: p._call(fd, p.IOC_ACTIVATE, p.F_OP, 0, 0), errno.ENOENT, "activate none held")
+expect(lambda: p._call(fd, p.IOC_SET_CONFIG, p.F_CFG, 9, 0, 0, 0), errno.EINVAL, "bad model")
+expect(lambda: p._call(fd, p.IOC_SET_FAULT, p.F_FAULT, 99, 0, 1, 1), errno.EINVAL, "bad fault point")
+expect(lambda: p._call(fd, p.IOC_SET_DELAY, p.F_DELAY, 99, 1), errno.EINVAL, "bad delay point")
+import fcntl
+expect(lambda: fcntl.ioctl(fd, p._ioc(3, 0x7f, 8), bytearray(8)), errno.ENOTTY, "unknown ioctl")
+EOF
+}
+tb_case bad-input bad_input
+
+# ENOMEM at the registration allocation points of the core.
+fault_points() {
+    local r
+    $PMECTL fault 3 1 1 >/dev/null || return 1      # PME_FP_CLIENT_ALLOC, next hit
+    r=$(st_load f_alloc:inv) || return 1
+    expect_eq client-alloc "$r" "f_alloc=null/inv-untouched;" || return 1
+    st_unload || return 1
+    $PMECTL fault 4 1 1 >/dev/null || return 1      # PME_FP_SYSFS
+    r=$(st_load f_sysfs:inv) || return 1
+    expect_eq sysfs "$r" "f_sysfs=null/inv-untouched;" || return 1
+    st_unload || return 1
+    [ ! -e $MP ] || { echo "$MP left behind"; return 1; }
+    $PMECTL fault 0 1 1 >/dev/null || return 1      # PME_FP_UMEM_ALLOC on the next REGISTER
+    r=$($PMECTL reghost 4096 3 2>&1) && { echo "register survived the fault: $r"; return 1; }
+    echo "$r" | grep -q "Errno 12" || { echo "want ENOMEM: $r"; return 1; }
+    expect_eq fired "$($PMECTL stats | jget fault_fired 0)" 1 || return 1
+    expect_eq live_mrs "$($PMECTL stats | jget live_mrs)" 0
+}
+tb_case fault-points fault_points
+
+# A client that changes its struct while registered is reported, by rule name.
+tb_expect_begin 'peer_mem_emu: VIOLATION client-struct-modified'
+modified() {
+    local before; before=$($PMECTL stats | jget violations)
+    st_load m_client:inv:modify >/dev/null || return 1
+    st_unload || return 1
+    expect_eq violations "$(( $($PMECTL stats | jget violations) - before ))" 1 || return 1
+    dmesg | grep -q 'peer_mem_emu: VIOLATION client-struct-modified: client m_client' ||
+        { echo "no violation line"; return 1; }
+    grep -q 'client-struct-modified' /sys/kernel/debug/peer_mem_emu/violations ||
+        { echo "not in debugfs"; return 1; }
+    $PMECTL violations | grep -q 'm_client changed' || { echo "not in ioctl records"; return 1; }
+}
+tb_case client-modified modified
+tb_expect_end
+
+core_unload() {
+    $PMECTL reset >/dev/null || return 1
+    expect_eq violations "$($PMECTL stats | jget violations)" 0 || return 1
+    rmmod peer_mem_emu || return 1
+    [ ! -e /dev/peer_mem_emu ] || { echo "device still present"; return 1; }
+    dmesg | grep -q 'peer_mem_emu: unloaded, 0 violations' || { echo "no clean unload message"; return 1; }
+}
+tb_case unload core_unload
