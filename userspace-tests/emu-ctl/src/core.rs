@@ -309,7 +309,7 @@ pub mod abi {
 
 mod ioc {
     use super::abi;
-    const MAGIC: u8 = 0xE7;
+    const MAGIC: u8 = 0xE8; // peer_mem_emu_ioctl.h PME_IOC_MAGIC (0xE7 is nvp2p_emu)
     nix::ioctl_read!(abi_version, MAGIC, 0x00, u32);
     nix::ioctl_readwrite!(register, MAGIC, 0x01, abi::Reg);
     nix::ioctl_write_ptr!(activate, MAGIC, 0x02, abi::HandleOp);
