@@ -9,11 +9,11 @@ if [ ! -f debs.ok ]; then
     apt-get -o Acquire::Check-Valid-Until=false update -qq
     rm -rf debs x; mkdir -p debs x
     (cd debs && apt-get download -qq "linux-binary-$flavour" "linux-headers-$flavour" \
-        "linux-headers-${flavour%-amd64}-common")
+        "linux-headers-${flavour%-amd64}-common") 2>&1 | grep -v "unsandboxed" || true
     for d in debs/*.deb; do dpkg-deb -x "$d" x; done
     touch debs.ok
 fi
-vmlinuz=$(ls x/boot/vmlinuz-"$flavour")
+vmlinuz=$(ls x/boot/vmlinuz-"$flavour" x/usr/lib/modules/"$flavour"/vmlinuz 2>/dev/null | head -n1 || true)
 hdr=x/usr/src/linux-headers-$flavour
 mkdir -p obj
 cp "$hdr/.config" obj/.config
