@@ -57,8 +57,13 @@ pub fn matrix_sizes(max: u64) -> Vec<u64> {
 pub const OFFSETS: [u64; 7] = [1, 4095, 4096, 65535, 65536, 65537, 3 * 65536 + 123];
 
 impl Suite {
+    /// Whether a case runs under `--only`. The two setup cases always run: every other case
+    /// needs the memory backend and the device they open.
     fn wanted(&self, name: &str) -> bool {
-        self.args.only.is_empty() || self.args.only.iter().any(|w| name.contains(w.as_str()))
+        name == "cap.memory"
+            || name == "cap.rdma-device"
+            || self.args.only.is_empty()
+            || self.args.only.iter().any(|w| name.contains(w.as_str()))
     }
 
     fn record(&mut self, mut r: CaseResult, start: Instant) {
