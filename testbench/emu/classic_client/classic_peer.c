@@ -478,6 +478,7 @@ static void cp_put_pages(struct sg_table *sg_head, void *client_context)
 	struct cp_ctx *ctx = client_context;
 	bool persistent, drop_ref = false;
 	struct nvidia_p2p_page_table *pt;
+	int ret = 0;
 
 	if (!ctx)
 		return;
@@ -529,20 +530,31 @@ static void cp_put_pages(struct sg_table *sg_head, void *client_context)
 
 	if (persistent) {
 		if (!CP_BUG(leaked_pin))
-			nvidia_p2p_put_pages_persistent(ctx->va_start, pt, 0);
+			ret = nvidia_p2p_put_pages_persistent(ctx->va_start, pt, 0);
+		if (ret)
+			pr_err(CP_MODNAME ": put_pages_persistent failed: %d; pin leaked\n",
+			       ret);
 	} else {
 		/*
 		 * Waits for an in-flight callback; afterwards no callback can
 		 * fire for this table.  Returns 0 when the callback already tore
 		 * it down.
 		 */
-		nvidia_p2p_put_pages(0, 0, ctx->va_start, pt);
+		ret = nvidia_p2p_put_pages(0, 0, ctx->va_start, pt);
 	}
 
 	mutex_lock(&ctx->lock);
 	if (ctx->state == CP_UNPINNING) {
-		ctx->state = CP_UNPINNED;
-		drop_ref = !persistent;	/* the callback will never run now */
+		if (ret && !persistent) {
+			/*
+			 * The pin may still be registered: keep the provider's
+			 * reference so its callback finds a live context.
+			 */
+			ctx->state = CP_ORPHANED;
+		} else {
+			ctx->state = CP_UNPINNED;
+			drop_ref = !persistent;	/* the callback will never run now */
+		}
 	}
 	mutex_unlock(&ctx->lock);
 	if (drop_ref)

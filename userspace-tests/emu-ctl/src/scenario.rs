@@ -155,6 +155,7 @@ pub static SCENARIOS: &[Scenario] = &[
     sc!("dereg-vs-free-before-stop", "free while dereg is between HW revoke and stop-notifier", |e| dereg_vs_free(e, "dereg_before_stop")),
     sc!("dereg-vs-free-in-stop", "free while dereg is inside stop-notifier (before dma_unmap)", |e| dereg_vs_free(e, "in_stop")),
     sc!("dereg-vs-free-stop-to-release", "free between stop-notifier and release()", |e| dereg_vs_free(e, "stop_to_release")),
+    sc!("dereg-vs-free-in-unmap", "free while dereg's dma_unmap_pages is running (H2)", dereg_vs_free_unmap),
     sc!("free-vs-dereg-invalidating", "dereg while invalidate holds mapping_lock", free_vs_dereg),
     sc!("dereg-then-free", "free right after dereg returned", dereg_then_free),
     sc!("overlap", "three MRs over overlapping ranges of one allocation, one free", overlap),
@@ -208,6 +209,11 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
     }
     for op in 0..nvp2p::FAULT_OPS as u32 {
         let _ = env.gpu.set_fault(op, nvp2p::fault_mode::OFF, 0, 0, 0);
+    }
+    // A pin still live after the body is a leak: have the provider record it by name.
+    if env.gpu.stats()?.live_pins != 0 {
+        let n = env.gpu.check_leaks()?;
+        env.note(format!("{n} pin(s) live after the scenario: leak check run"));
     }
     let found = recorded(&env)?;
     let log = env.log.lock().map(|l| l.clone()).unwrap_or_default();
@@ -481,6 +487,27 @@ fn dereg_vs_free(e: &Env, point: &str) -> Result<()> {
     })?;
     e.note(format!("free ran {cbs} callback(s) while dereg was at {point}"));
     Ok(())
+}
+
+fn dereg_vs_free_unmap(e: &Env) -> Result<()> {
+    let a = e.alloc()?;
+    let mr = e.reg(&a)?;
+    let mut cfg = e.gpu.config()?;
+    let saved = cfg;
+    cfg.unmap_delay_ns = u64::from(e.opts.delay_ms) * 1_000_000;
+    e.gpu.set_config(cfg)?;
+    let unmaps = |e: &Env| -> Result<u64> { Ok(e.gpu.stats()?.calls[5]) };
+    let before = unmaps(e)?;
+    let res = std::thread::scope(|s| -> Result<()> {
+        let t = s.spawn(|| e.core.deregister(mr.handle, false));
+        let hit = wait_until(Duration::from_secs(30), || Ok(unmaps(e)? > before))?;
+        e.note(format!("dma_unmap_pages running: {hit}"));
+        let cbs = e.gpu.free(a.va)?;
+        e.note(format!("free ran {cbs} callback(s) during dma_unmap_pages"));
+        t.join().map_err(|_| EmuError::Check("dereg thread panicked".into()))?
+    });
+    e.gpu.set_config(saved)?;
+    res
 }
 
 fn free_vs_dereg(e: &Env) -> Result<()> {

@@ -1,0 +1,99 @@
+# Emulator scenario suite: every concurrency scenario of contracts.md §5.2, for the invalidating
+# and the persistent client, with fault injection at every provider call, core fault point and
+# slab allocation, in each OFED core model and both page-table ABIs.
+#
+# Client under test: CLIENT (default classic_peer, the C baseline). The same file runs against
+# nvpeer: `CLIENT=nvpeer source 12-emu-scenarios.sh` (20-nvpeer-*.sh do that). The client module
+# must take nvidia-peermem's parameters persistent_api_support= and peerdirect_support=.
+# Each case runs `nvpeer emu scenario NAME` (see `nvpeer emu scenario --list`): it passes only if
+# the scenario's own checks hold and neither emulator recorded a violation, a deadlock, a leaked
+# pin/mapping/MR or an unreleased acquire; the failure message names the broken rule.
+#
+# Knobs (environment): CLIENT, EMU_ITER (iterations of repeated scenarios), EMU_DELAY_MS (delay
+# armed at race points; TCG guests are slow), EMU_QUICK=1 (5.5 model only).
+
+CLIENT=${CLIENT:-classic_peer}
+EMU_ITER=${EMU_ITER:-6}
+EMU_DELAY_MS=${EMU_DELAY_MS:-1200}
+
+# Scenarios run in the default (OFED 5.5+) model, for each client kind.
+EMU_ALL=${EMU_SCENARIOS:-$($NVPEER emu scenario --list | awk '{print $1}')}
+# A cross-section for the other models / ABIs (races that differ per model).
+EMU_MODEL_SET="basic free-then-dereg free-after-get-pages free-before-activate dereg-vs-free-in-stop
+  free-vs-dereg-invalidating overlap process-exit exit-gpu-first dereg-other-pid race-stress"
+
+emu_up() {
+    modprobe nvp2p_emu "$@" && modprobe peer_mem_emu
+}
+
+emu_down() {
+    rmmod "$CLIENT" 2>/dev/null
+    rmmod peer_mem_emu && rmmod nvp2p_emu
+}
+
+# client_up KIND [peerdirect]: KIND inval = invalidating "nv_mem" (+ persistent "nv_mem_nc"),
+# persist = one persistent "nv_mem".
+client_up() {
+    local kind=$1 pd=${2:-0} p=1
+    [ "$kind" = inval ] && p=0
+    modprobe "$CLIENT" persistent_api_support=$p peerdirect_support="$pd" || return 1
+    $NVPEER emu core clients
+}
+
+client_down() {
+    # No MR may be left, so the unload must succeed, and no pin may survive it.
+    rmmod "$CLIENT" || { echo "rmmod $CLIENT failed with no live MR"; lsmod | grep "$CLIENT"; return 1; }
+    $NVPEER emu gpu check-leaks || { echo "pins left after unloading $CLIENT (rule: every pin is put)"; return 1; }
+}
+
+scen() {
+    $NVPEER emu scenario "$1" --module "$CLIENT" --iterations "$EMU_ITER" --threads 3 \
+        --delay-ms "$EMU_DELAY_MS" --hang-timeout-ms 8000
+}
+
+# run_set LABEL SCENARIO...
+run_set() {
+    local label=$1 s; shift
+    for s in "$@"; do
+        tb_case "$CLIENT/$label/$s" scen "$s"
+    done
+}
+
+# one_config KIND MODEL PEERDIRECT SCENARIO...   (EMU_TAG: extra label part, e.g. pt-abi-1)
+one_config() {
+    local kind=$1 model=$2 pd=$3; shift 3
+    local label="$kind/ofed-$model${EMU_TAG:+/$EMU_TAG}"
+    [ "$pd" = 1 ] && label="$label/legacy-client"
+    tb_case "$CLIENT/$label/model" $NVPEER emu core model "$model" --stop-notifier-bug false
+    tb_case "$CLIENT/$label/load" client_up "$kind" "$pd"
+    if lsmod | grep -q "^$CLIENT "; then
+        run_set "$label" "$@"
+        tb_case "$CLIENT/$label/unload" client_down
+    fi
+}
+
+tb_case "$CLIENT/emulators-load" emu_up
+for kind in inval persist; do
+    # shellcheck disable=SC2086
+    one_config "$kind" 5.5 0 $EMU_ALL
+done
+if [ "${EMU_QUICK:-0}" != 1 ]; then
+    for kind in inval persist; do
+        # shellcheck disable=SC2086
+        one_config "$kind" 5.4hf 0 $EMU_MODEL_SET
+        # shellcheck disable=SC2086
+        one_config "$kind" 5.1 0 $EMU_MODEL_SET
+        # OFED 4.9 only selects clients with the legacy layout (peerdirect_support=1).
+        # shellcheck disable=SC2086
+        one_config "$kind" 4.9 1 $EMU_MODEL_SET
+    done
+    # Legacy (non-ex) invalidating client on a modern core: the core unmaps inside invalidate.
+    one_config inval 5.5 1 basic free-then-dereg dereg-vs-free-in-stop free-vs-dereg-invalidating overlap
+    # Page-table ABI v1 (0x00010002, drivers 515..575).
+    pt_abi_1() { emu_down && emu_up pt_abi=1; }
+    tb_case "$CLIENT/pt-abi-1/reload" pt_abi_1
+    for kind in inval persist; do
+        EMU_TAG=pt-abi-1 one_config "$kind" 5.5 0 basic free-then-dereg unaligned overlap
+    done
+fi
+tb_case "$CLIENT/emulators-unload" emu_down

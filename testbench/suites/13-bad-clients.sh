@@ -1,0 +1,87 @@
+# Proof that the emulators are strict: bad_peer.ko is classic_peer with exactly one rule broken
+# (bug=NAME). Each case loads it, runs the scenario that exercises the broken rule, and passes only
+# if the named violation was recorded (or, for rules the real stack answers with an error, if that
+# error surfaced with a message naming the rule). The emulators' VIOLATION log lines are expected
+# inside each case. Bugs that KASAN or lockdep catch run in own-boot suites:
+# 13-bad-clients-kasan.sh and 13-bad-clients-deadlock.sh.
+
+BAD=bad_peer
+
+bad_reload_emus() {
+    rmmod $BAD 2>/dev/null
+    rmmod peer_mem_emu 2>/dev/null
+    rmmod nvp2p_emu 2>/dev/null
+    modprobe nvp2p_emu && modprobe peer_mem_emu
+}
+
+# bad_case BUG KIND(inval|persist) MODEL PEERDIRECT SCENARIO EXPECT
+# Passes when `nvpeer emu scenario SCENARIO --expect EXPECT` reports "caught".
+bad_case() {
+    local bug=$1 kind=$2 model=$3 pd=$4 sc=$5 expect=$6 p=1 out rc=0
+    [ "$kind" = inval ] && p=0
+    bad_reload_emus || return 1
+    $NVPEER emu core model "$model" --stop-notifier-bug false >/dev/null || return 1
+    modprobe $BAD bug="$bug" persistent_api_support=$p peerdirect_support="$pd" || {
+        echo "cannot load $BAD bug=$bug"; return 1; }
+    out=$($NVPEER emu scenario "$sc" --module $BAD --iterations 2 --delay-ms 1200 \
+        --hang-timeout-ms 4000 --expect "$expect" 2>&1) || rc=$?
+    echo "$out"
+    bad_reload_emus >/dev/null 2>&1
+    [ $rc = 0 ] || { echo "bug=$bug NOT caught by scenario $sc (expected rule: $expect)"; return 1; }
+    echo "bug=$bug caught: $(echo "$out" | grep -o 'caught: .*' | head -n1)"
+}
+
+# The client hands get_pages a range that is not whole 64 KiB GPU pages: the provider answers
+# -EINVAL (as NVIDIA does), so an unaligned registration fails. The scenario must fail and name
+# the rule.
+bad_unaligned() {
+    local out rc=0
+    bad_reload_emus || return 1
+    modprobe $BAD bug=unaligned persistent_api_support=0 || return 1
+    out=$($NVPEER emu scenario unaligned --module $BAD 2>&1) || rc=$?
+    echo "$out"
+    bad_reload_emus >/dev/null 2>&1
+    [ $rc != 0 ] || { echo "bug=unaligned NOT caught: unaligned registration succeeded"; return 1; }
+    echo "$out" | grep -q '64 KiB' || { echo "failure message does not name the 64 KiB rule"; return 1; }
+    echo "bug=unaligned caught: registration refused, message names the 64 KiB alignment rule"
+}
+
+# A client missing a mandatory op must be refused at registration (module load fails).
+bad_missing_op() {
+    local before after
+    bad_reload_emus || return 1
+    before=$($NVPEER emu core counters --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rejected_clients"])')
+    if modprobe $BAD bug=missing_op persistent_api_support=1 2>/dev/null; then
+        rmmod $BAD; echo "bug=missing_op NOT caught: client without dma_map registered"; return 1
+    fi
+    after=$($NVPEER emu core counters --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rejected_clients"])')
+    [ "$after" -gt "$before" ] || { echo "core did not count a rejected client"; return 1; }
+    dmesg | tail -n 50 | grep -i 'mandatory' | tail -n 1
+    echo "bug=missing_op caught: registration refused (rule: acquire/get_pages/put_pages/dma_map/dma_unmap are mandatory)"
+}
+
+# to_pci_dev() on a faux device: caught by the provider's peer check when it has one (violation),
+# else by the DMA API's WARN on a device without a DMA mask (expected here, nowhere else).
+bad_no_pci() {
+    local n0 n1
+    n0=$(dmesg | grep -c 'WARNING:.*dma')
+    bad_case no_pci_check inval 5.5 0 non-pci 'not_pci_peer|wrong_peer|unknown_table' && return 0
+    n1=$(dmesg | grep -c 'WARNING:.*dma')
+    [ "$n1" -gt "$n0" ] || { echo "bug=no_pci_check NOT caught: no violation and no DMA API warning"; return 1; }
+    echo "bug=no_pci_check caught by the kernel DMA API (WARN: non-PCI device used as DMA peer); rule: check dev_is_pci() before to_pci_dev()"
+}
+
+tb_expect_begin 'VIOLATION|peer_mem_emu|nvp2p_emu|bad_peer|WARNING:.*dma'
+tb_case put_in_callback        bad_case put_in_callback    inval   5.5 0 free-then-dereg        call_in_callback
+tb_case unmap_in_callback      bad_case unmap_in_callback  inval   5.5 0 free-then-dereg        'unmap_in_callback|call_in_callback'
+tb_case unmap_unserialized     bad_case unmap_unserialized inval   5.5 0 dereg-vs-free-in-unmap 'unmap_races_teardown|freed_table|stale_mapping'
+tb_case wrong_process_put      bad_case wrong_process_put  inval   5.5 0 dereg-other-pid        wrong_process_put
+tb_case leaked_pin             bad_case leaked_pin         persist 5.5 0 basic                  leaked_pin
+tb_case mutate_client          bad_case mutate_client      inval   5.5 0 basic                  client_modified
+tb_case bad_sg_len             bad_case bad_sg_len         inval   5.5 0 basic                  sg_entry
+tb_case bad_nmap               bad_case bad_nmap           persist 5.5 0 basic                  sg_nmap
+tb_case no_pci_check           bad_no_pci
+tb_case unaligned              bad_unaligned
+tb_case missing_op             bad_missing_op
+rmmod peer_mem_emu 2>/dev/null; rmmod nvp2p_emu 2>/dev/null
+tb_expect_end
