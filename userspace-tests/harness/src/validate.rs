@@ -53,6 +53,16 @@ pub fn matrix_sizes(max: u64) -> Vec<u64> {
     v
 }
 
+/// (local is GPU, remote is GPU) pairs to test: GPU→GPU, GPU→host and host→GPU when either side
+/// has GPU memory (each once), host→host only when neither has.
+pub fn direction_pairs(local_gpu: bool, remote_gpu: bool) -> Vec<(bool, bool)> {
+    let mut v = vec![(local_gpu, remote_gpu), (local_gpu, false), (false, remote_gpu)];
+    v.sort();
+    v.dedup();
+    v.reverse();
+    v
+}
+
 /// Offsets not aligned to the 64 KiB GPU page (and one that is, as a control).
 pub const OFFSETS: [u64; 7] = [1, 4095, 4096, 65535, 65536, 65537, 3 * 65536 + 123];
 
@@ -453,18 +463,9 @@ impl Suite {
 
     // ---------------------------------------------------------------- data integrity
 
-    /// Local and remote memory kinds to test: GPU↔GPU, GPU→host, host→GPU (host↔host for host).
+    /// Local and remote memory kinds to test (see [`direction_pairs`]).
     fn directions(&self) -> Vec<(bool, bool)> {
-        let remote_gpu = self.remote_mem != "host";
-        if !self.gpu() && !remote_gpu {
-            return vec![(false, false)];
-        }
-        let mut v = vec![(self.gpu(), remote_gpu), (self.gpu(), false), (false, remote_gpu)];
-        v.dedup();
-        v.sort();
-        v.dedup();
-        v.reverse();
-        v
+        direction_pairs(self.gpu(), self.remote_mem != "host")
     }
 
     fn side(&self, gpu: bool, remote: bool) -> String {
@@ -518,12 +519,14 @@ impl Suite {
 
     fn xfer(&mut self, name: &str, op: &str, lg: bool, rg: bool, path: RegPath) -> Result<String, CaseResult> {
         let len = self.args.xfer_size;
-        let fail = |d: String, c: String| CaseResult::fail(name, d, c);
         let (mut lbuf, lmr) = self.local_buf(name, lg, path, len)?;
-        let peer_err = |e: peer::PeerError| CaseResult::fail(name, e.to_string(), match e.errno() {
-            Some(n) => causes::registration(if rg { MemKind::Cuda } else { MemKind::Host }, RegPath::VaMr, Some(n), len, &NodeFacts::default()),
-            None => "peer failed".to_string(),
-        });
+        let peer_err = |e: peer::PeerError| {
+            let cause = match e.errno() {
+                Some(n) => causes::registration(if rg { MemKind::Cuda } else { MemKind::Host }, RegPath::VaMr, Some(n), len, &NodeFacts::default()),
+                None => "peer failed".to_string(),
+            };
+            CaseResult::fail(name, e.to_string(), cause)
+        };
         let rbuf: RemoteBuf = self.peer.as_mut().ok_or_else(|| CaseResult::skip(name, "no peer"))?.alloc(len, !rg).map_err(peer_err)?;
         let mut ep = self.connect(8).map_err(|mut r| {
             r.name = name.into();
@@ -531,57 +534,18 @@ impl Suite {
         })?;
         let seed = self.seed ^ (len << 8) ^ op.len() as u64;
         let peer = self.peer.as_mut().ok_or_else(|| CaseResult::skip(name, "no peer"))?;
-        let opv = match op {
-            "write" => Op::Write { rkey: rbuf.rkey, raddr: rbuf.addr },
-            "write-imm" => Op::WriteImm { rkey: rbuf.rkey, raddr: rbuf.addr, imm: 0x5eed_0001 },
-            "read" => Op::Read { rkey: rbuf.rkey, raddr: rbuf.addr },
-            _ => Op::Send,
-        };
-        // Prepare the source side.
-        if matches!(op, "read") {
-            peer.unit(Req::Fill { id: rbuf.id, off: 0, len, seed }).map_err(|e| fail(e.to_string(), "peer could not fill its buffer".into()))?;
-        } else {
-            lbuf.write(0, &pattern::generate(seed, 0, len as usize)).map_err(|e| fail(e.to_string(), "could not fill the local buffer".into()))?;
+        let mut x = Xfer { name, ep: &mut ep, peer, lbuf: lbuf.as_mut(), lkey: lmr.lkey(), rbuf };
+        // The whole buffer, then a range at offsets not aligned to pages on either side.
+        let us = x.once(op, 0, 0, len, seed)?;
+        let mut detail = format!("{len} bytes ({us:.0} us)");
+        if len > 8192 {
+            let (lo, ro, l) = (3, 4099, len - 8192);
+            x.once(op, lo, ro, l, seed.rotate_left(17))?;
+            detail.push_str(&format!(" + {l} bytes at offsets {lo} -> {ro}"));
         }
-        if matches!(op, "write-imm" | "send-recv") {
-            let rlen = if op == "send-recv" { len } else { 0 };
-            peer.unit(Req::PostRecv { id: rbuf.id, off: 0, len: rlen, count: 1 }).map_err(|e| fail(e.to_string(), "peer could not post a receive".into()))?;
-        }
-        let t = Instant::now();
-        ep.post(opv, 7, lmr.lkey(), lbuf.addr(), len as u32).map_err(|e| fail(e.to_string(), "post failed".into()))?;
-        let cs = ep.poll(1, POLL).map_err(|e| fail(e.to_string(), "no completion: the NIC never finished the request".into()))?;
-        let c = cs[0];
-        if !c.ok() {
-            return Err(fail(format!("{} completed with '{}' (vendor err {:#x})", opv.name(), verbs::wc_status_name(c.status), c.vendor_err), causes::completion(c.status, false)));
-        }
-        if matches!(op, "write-imm" | "send-recv") {
-            let rc = peer.wait_recv(1, POLL.as_millis() as u64).map_err(|e| fail(e.to_string(), "peer receive failed".into()))?;
-            let Some(r) = rc.first() else { return Err(fail("no receive completion at the peer".into(), "the peer's QP got nothing".into())) };
-            if !r.ok() {
-                return Err(fail(format!("peer receive completed with '{}'", verbs::wc_status_name(r.status)), causes::completion(r.status, false)));
-            }
-            if op == "write-imm" && r.imm != 0x5eed_0001 {
-                return Err(fail(format!("immediate {:#x}, expected 0x5eed0001", r.imm), "immediate data corrupted".into()));
-            }
-            if op == "send-recv" && r.byte_len as u64 != len {
-                return Err(fail(format!("received {} bytes, expected {len}", r.byte_len), "message truncated".into()));
-            }
-        }
-        let us = t.elapsed().as_secs_f64() * 1e6;
-        // Verify at the destination.
-        let mismatch = if op == "read" {
-            let mut v = vec![0u8; len as usize];
-            lbuf.read(0, &mut v).map_err(|e| fail(e.to_string(), "could not read back".into()))?;
-            pattern::first_mismatch(seed, 0, &v).map(|i| i as u64)
-        } else {
-            peer.verify(rbuf.id, 0, len, seed).map_err(|e| fail(e.to_string(), "peer could not verify".into()))?
-        };
-        let _ = peer.unit(Req::Drop { id: rbuf.id });
+        let _ = x.peer.unit(Req::Drop { id: rbuf.id });
         drop(lmr);
-        if let Some(i) = mismatch {
-            return Err(fail(format!("data mismatch at byte {i} of {len}"), "payload corrupted between the NIC and memory (PCIe ordering/relaxed ordering, wrong DMA address, IOMMU)".into()));
-        }
-        Ok(format!("{len} bytes, pattern verified at the destination ({us:.0} us)"))
+        Ok(format!("{detail}, pattern verified at the destination"))
     }
 
     // ---------------------------------------------------------------- invalidation
@@ -760,6 +724,83 @@ impl Suite {
     }
 }
 
+/// One data-integrity transfer between a local MR and a peer buffer.
+struct Xfer<'a> {
+    name: &'a str,
+    ep: &'a mut Endpoint,
+    peer: &'a mut Peer,
+    lbuf: &'a mut dyn Buffer,
+    lkey: u32,
+    rbuf: RemoteBuf,
+}
+
+impl Xfer<'_> {
+    fn fail(&self, d: String, c: impl Into<String>) -> CaseResult {
+        CaseResult::fail(self.name, d, c)
+    }
+
+    /// Moves `len` bytes between local offset `lo` and remote offset `ro` with `op`, then checks
+    /// the pattern (keyed by the remote offsets) at the destination. Returns microseconds.
+    fn once(&mut self, op: &str, lo: u64, ro: u64, len: u64, seed: u64) -> Result<f64, CaseResult> {
+        let (rkey, raddr) = (self.rbuf.rkey, self.rbuf.addr + ro);
+        let imm = 0x5eed_0000 | (ro as u32 & 0xffff);
+        let opv = match op {
+            "write" => Op::Write { rkey, raddr },
+            "write-imm" => Op::WriteImm { rkey, raddr, imm },
+            "read" => Op::Read { rkey, raddr },
+            _ => Op::Send,
+        };
+        let id = self.rbuf.id;
+        if op == "read" {
+            self.peer.unit(Req::Fill { id, off: ro, len, seed }).map_err(|e| self.fail(e.to_string(), "peer could not fill its buffer"))?;
+        } else {
+            let p = pattern::generate(seed, ro, len as usize);
+            self.lbuf.write(lo as usize, &p).map_err(|e| self.fail(e.to_string(), "could not fill the local buffer"))?;
+        }
+        if matches!(op, "write-imm" | "send-recv") {
+            let rlen = if op == "send-recv" { len } else { 0 };
+            self.peer.unit(Req::PostRecv { id, off: ro, len: rlen, count: 1 }).map_err(|e| self.fail(e.to_string(), "peer could not post a receive"))?;
+        }
+        let t = Instant::now();
+        self.ep.post(opv, 7, self.lkey, self.lbuf.addr() + lo, len as u32).map_err(|e| self.fail(e.to_string(), "post failed"))?;
+        let cs = self.ep.poll(1, POLL).map_err(|e| self.fail(e.to_string(), "no completion: the NIC never finished the request"))?;
+        if let Some(c) = cs.iter().find(|c| !c.ok()) {
+            return Err(self.fail(
+                format!("{} completed with '{}' (vendor err {:#x})", opv.name(), verbs::wc_status_name(c.status), c.vendor_err),
+                causes::completion(c.status, false),
+            ));
+        }
+        if matches!(op, "write-imm" | "send-recv") {
+            let rc = self.peer.wait_recv(1, POLL.as_millis() as u64).map_err(|e| self.fail(e.to_string(), "peer receive failed"))?;
+            let Some(r) = rc.first() else { return Err(self.fail("no receive completion at the peer".into(), "the peer's QP got nothing")) };
+            if !r.ok() {
+                return Err(self.fail(format!("peer receive completed with '{}'", verbs::wc_status_name(r.status)), causes::completion(r.status, false)));
+            }
+            if op == "write-imm" && r.imm != imm {
+                return Err(self.fail(format!("immediate {:#x}, expected {imm:#x}", r.imm), "immediate data corrupted"));
+            }
+            if op == "send-recv" && r.byte_len as u64 != len {
+                return Err(self.fail(format!("received {} bytes, expected {len}", r.byte_len), "message truncated"));
+            }
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        let mismatch = if op == "read" {
+            let mut v = vec![0u8; len as usize];
+            self.lbuf.read(lo as usize, &mut v).map_err(|e| self.fail(e.to_string(), "could not read back"))?;
+            pattern::first_mismatch(seed, ro, &v).map(|i| i as u64)
+        } else {
+            self.peer.verify(id, ro, len, seed).map_err(|e| self.fail(e.to_string(), "peer could not verify"))?
+        };
+        if let Some(i) = mismatch {
+            return Err(self.fail(
+                format!("data mismatch at byte {i} of {len} (local offset {lo}, remote offset {ro})"),
+                "payload corrupted between the NIC and memory (wrong DMA address or SGL trimming, PCIe ordering, IOMMU)",
+            ));
+        }
+        Ok(us)
+    }
+}
+
 /// Entry point of `nvpeer validate`.
 pub fn run(args: ValidateArgs) -> u8 {
     let seed = args.seed.unwrap_or_else(|| {
@@ -817,6 +858,15 @@ fn serve(args: &ValidateArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directions_cover_every_pairing_once() {
+        assert_eq!(direction_pairs(true, true), vec![(true, true), (true, false), (false, true)]);
+        assert_eq!(direction_pairs(false, false), vec![(false, false)]);
+        // Host client against a GPU server: host→GPU and host→host.
+        assert_eq!(direction_pairs(false, true), vec![(false, true), (false, false)]);
+        assert_eq!(direction_pairs(true, false), vec![(true, false), (false, false)]);
+    }
 
     #[test]
     fn matrix_covers_edges() {
