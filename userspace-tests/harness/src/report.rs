@@ -82,7 +82,7 @@ pub struct ValidateReport<'a> {
     pub version: &'static str,
     pub mem: String,
     pub role: String,
-    pub facts: &'a [(String, String)],
+    pub facts: serde_json::Map<String, serde_json::Value>,
     pub cases: &'a [CaseResult],
     pub summary: Summary,
 }

@@ -712,7 +712,7 @@ impl Suite {
                 version: env!("CARGO_PKG_VERSION"),
                 mem: self.args.common.mem.to_string(),
                 role: format!("{:?}", self.args.common.role()).to_lowercase(),
-                facts: &self.info,
+                facts: self.info.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
                 cases: &self.results,
                 summary: s,
             };
