@@ -119,15 +119,17 @@ fn ioctl_numbers_match_headers() {
     // nix's request_code_* macros compute what _IOWR/_IOW/_IO do; compare with the header.
     let out = probe();
     let rw = |nr: u8, sz: usize| nix::request_code_readwrite!(0xE7, nr, sz) as usize;
-    let w = |nr: u8, sz: usize| nix::request_code_write!(0xE7, nr, sz) as usize;
-    let r = |nr: u8, sz: usize| nix::request_code_read!(0xE7, nr, sz) as usize;
+    // The core emulator uses magic 0xE8.
+    let crw = |nr: u8, sz: usize| nix::request_code_readwrite!(0xE8, nr, sz) as usize;
+    let w = |nr: u8, sz: usize| nix::request_code_write!(0xE8, nr, sz) as usize;
+    let r = |nr: u8, sz: usize| nix::request_code_read!(0xE8, nr, sz) as usize;
     assert_eq!(get(&out, "NVP2P_EMU_IOC_ALLOC"), rw(0, size_of::<p::Alloc>()));
     assert_eq!(get(&out, "NVP2P_EMU_IOC_STATS"), rw(9, size_of::<p::Stats>()));
     assert_eq!(get(&out, "NVP2P_EMU_IOC_CLIENT"), rw(0x0b, size_of::<p::Client>()));
     assert_eq!(get(&out, "NVP2P_EMU_IOC_CHECK_LEAKS"), nix::request_code_none!(0xE7, 0x0c) as usize);
-    assert_eq!(get(&out, "PME_IOC_REGISTER"), rw(1, size_of::<c::Reg>()));
+    assert_eq!(get(&out, "PME_IOC_REGISTER"), crw(1, size_of::<c::Reg>()));
     assert_eq!(get(&out, "PME_IOC_ACTIVATE"), w(2, size_of::<c::HandleOp>()));
     assert_eq!(get(&out, "PME_IOC_GET_STATS"), r(9, size_of::<c::Stats>()));
-    assert_eq!(get(&out, "PME_IOC_GET_CLIENT"), rw(0x0b, size_of::<c::ClientInfo>()));
-    assert_eq!(get(&out, "PME_IOC_RESET"), nix::request_code_none!(0xE7, 0x0c) as usize);
+    assert_eq!(get(&out, "PME_IOC_GET_CLIENT"), crw(0x0b, size_of::<c::ClientInfo>()));
+    assert_eq!(get(&out, "PME_IOC_RESET"), nix::request_code_none!(0xE8, 0x0c) as usize);
 }
