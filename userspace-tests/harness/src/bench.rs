@@ -157,6 +157,9 @@ impl Bench {
         self.say(&report::lat_header());
         let mut rows = Vec::new();
         let pb = report::progress(sz.len() as u64, "write_lat", self.args.no_progress || self.args.common.json);
+        // The far side's first receive; every pong re-arms the next, across sizes too.
+        let p = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?;
+        p.unit(Req::PostRecv { id: rb.id, off: 0, len: 0, count: 1 }).map_err(be("peer post_recv"))?;
         for s in sz {
             let mut samples = Vec::with_capacity(iters as usize);
             let local = self.peer.as_ref().is_some_and(Peer::is_local);

@@ -35,7 +35,8 @@ pub enum Req {
     Drop { id: u32 },
     /// Peer-client counters of the main client.
     Counters,
-    /// Answer `iters` WRITE_WITH_IMM pings with pongs into the initiator's buffer.
+    /// Answer `iters` WRITE_WITH_IMM pings with pongs into the initiator's buffer. The first
+    /// receive must have been posted (`PostRecv`, length 0); each pong re-arms the next one.
     Pong { id: u32, size: u64, iters: u32, rkey: u32, raddr: u64 },
     Bye,
 }
@@ -197,7 +198,7 @@ impl Target {
     }
 
     /// The passive half of the latency ping-pong: each received WRITE_WITH_IMM is answered with
-    /// one into the initiator's buffer.
+    /// one into the initiator's buffer (one receive is expected to be posted already).
     fn pong(&mut self, id: u32, size: u64, iters: u32, rkey: u32, raddr: u64) -> Resp {
         let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
             return err("no such buffer or not connected", None);
@@ -206,9 +207,6 @@ impl Target {
         let (lkey, addr) = (mr.lkey(), b.buf.addr());
         let mut sends_done = 0u32;
         for i in 0..iters {
-            if let Err(e) = ep.post_recv(i as u64, lkey, addr, 0) {
-                return err(e.to_string(), e.errno());
-            }
             let mut got_recv = false;
             while !got_recv {
                 match ep.poll(1, Duration::from_secs(30)) {
@@ -226,6 +224,11 @@ impl Target {
                     }
                     Err(e) => return err(e.to_string(), e.errno()),
                 }
+            }
+            // Re-arm for the next ping before answering this one, so a ping never meets an empty
+            // receive queue (an RNR NAK would add a retry delay to the measurement).
+            if let Err(e) = ep.post_recv(i as u64 + 1, lkey, addr, 0) {
+                return err(e.to_string(), e.errno());
             }
             if let Err(e) = ep.post(Op::WriteImm { rkey, raddr, imm: i }, 1 << 32 | i as u64, lkey, addr, size as u32) {
                 return err(e.to_string(), e.errno());
