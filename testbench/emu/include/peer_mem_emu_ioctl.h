@@ -54,7 +54,10 @@ enum pme_model {
 #define PME_CFG_SYSFS		  (1u << 1) /* /sys/kernel/mm/memory_peers (default on) */
 #define PME_CFG_DEREG_PAGES_QUIRK (1u << 2) /* num_dereg_pages reads the zeroed table (default on) */
 #define PME_CFG_STRICT_SG	  (1u << 3) /* header rule: put_pages frees the sg_table (H9 flagged) */
-#define PME_CFG_ALL_FLAGS	  0xfu
+#define PME_CFG_LOCKDEP_INVAL	  (1u << 4) /* tell lockdep that invalidate takes mapping_lock
+					     * (reports the inherent H4 / #2696789 cycle with
+					     * the provider's lock; default off) */
+#define PME_CFG_ALL_FLAGS	  0x1fu
 
 struct pme_config {
 	__u32 model;		/* enum pme_model */

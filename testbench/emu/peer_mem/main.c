@@ -24,6 +24,9 @@ MODULE_PARM_DESC(dereg_pages_quirk, "num_dereg_pages reads the zeroed sg table, 
 static bool strict_sg;
 module_param(strict_sg, bool, 0444);
 MODULE_PARM_DESC(strict_sg, "require put_pages to free the sg_table (header rule; flags hazard H9; default off)");
+static bool lockdep_invalidate;
+module_param(lockdep_invalidate, bool, 0444);
+MODULE_PARM_DESC(lockdep_invalidate, "annotate invalidate's mapping_lock wait for lockdep (reports the H4 cycle; default off)");
 static uint hang_timeout_ms = 20000;
 module_param(hang_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(hang_timeout_ms, "lock waits longer than this are recorded as deadlocks and abandoned (0 = wait forever)");
@@ -63,7 +66,8 @@ static int __init pme_init(void)
 	pme_cfg.flags = (stop_notifier_bug ? PME_CFG_STOP_NOTIFIER_BUG : 0) |
 			(sysfs ? PME_CFG_SYSFS : 0) |
 			(dereg_pages_quirk ? PME_CFG_DEREG_PAGES_QUIRK : 0) |
-			(strict_sg ? PME_CFG_STRICT_SG : 0);
+			(strict_sg ? PME_CFG_STRICT_SG : 0) |
+			(lockdep_invalidate ? PME_CFG_LOCKDEP_INVAL : 0);
 	pme_cfg.hang_timeout_ms = min(hang_timeout_ms, 600000u);
 	pme_cfg.hold_timeout_ms = min(hold_timeout_ms, 600000u);
 

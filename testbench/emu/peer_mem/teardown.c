@@ -16,19 +16,24 @@
 /*
  * Take mapping_lock.  With detect (paths that a client callback drives, i.e.
  * invalidate), a wait longer than the hang timeout is recorded as a deadlock
- * and abandoned (returns false) instead of hanging the machine.  lockdep
- * still learns the dependency through might_lock().
+ * and abandoned (returns false) instead of hanging the machine.  That wait is
+ * a trylock loop, invisible to lockdep, unless PME_CFG_LOCKDEP_INVAL asks for
+ * a might_lock() annotation: then lockdep reports the provider-lock ->
+ * mapping_lock -> provider-lock cycle that every real OFED + NVIDIA pairing
+ * has (hazard H4) as soon as both orders were seen, and turns itself off for
+ * the rest of the boot.
  */
 bool pme_lock_mapping(struct pme_mr *mr, const char *step, bool detect)
 {
 	u32 ms = READ_ONCE(pme_cfg.hang_timeout_ms);
 	unsigned long deadline;
 
-	might_lock(&mr->mapping_lock);
 	if (!detect || !ms) {
 		mutex_lock(&mr->mapping_lock);
 		goto owned;
 	}
+	if (READ_ONCE(pme_cfg.flags) & PME_CFG_LOCKDEP_INVAL)
+		might_lock(&mr->mapping_lock);
 	deadline = jiffies + msecs_to_jiffies(ms);
 	while (!mutex_trylock(&mr->mapping_lock)) {
 		if (time_after(jiffies, deadline)) {
