@@ -41,7 +41,7 @@ pub(crate) fn check() -> Result {
         let theirs = unsafe { ffi::nvpeer_shim_layout(fact) };
         if theirs != ours {
             pr_err!(
-                "nvpeer: ABI mismatch: {} is {} in the C headers but {} in src/ffi.rs; run 'make ffi-check' and rebuild\n",
+                "ABI mismatch: {} is {} in the C headers but {} in src/ffi.rs; run 'make ffi-check' and rebuild\n",
                 what,
                 theirs,
                 ours
@@ -52,7 +52,7 @@ pub(crate) fn check() -> Result {
     // SAFETY: the shim returns a static NUL-terminated string.
     let c = unsafe { CStr::from_char_ptr(ffi::nvpeer_shim_version()) };
     if c.to_bytes() != VERSION.as_bytes() {
-        pr_err!("nvpeer: version mismatch between the C shim and the Rust code; rebuild from one tree\n");
+        pr_err!("version mismatch between the C shim and the Rust code; rebuild from one tree\n");
         return Err(EINVAL);
     }
     Ok(())

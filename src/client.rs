@@ -157,7 +157,7 @@ impl Registration {
         // SAFETY: `cname` is a NUL-terminated string.
         if unsafe { ffi::nvpeer_shim_peer_client_visible(cname.as_char_ptr()) } {
             pr_err!(
-                "nvpeer: a peer-memory client named '{}' is already registered (nvidia_peermem or nv_peer_mem loaded?): unload it first, e.g. 'rmmod nvidia_peermem'\n",
+                "a peer-memory client named '{}' is already registered (nvidia_peermem or nv_peer_mem loaded?): unload it first, e.g. 'rmmod nvidia_peermem'\n",
                 name
             );
             return Err(EBUSY);
@@ -169,14 +169,14 @@ impl Registration {
         let h = unsafe { ffi::ib_register_peer_memory_client(&which.table().client, inv) };
         let Some(handle) = NonNull::new(h) else {
             pr_err!(
-                "nvpeer: ib_register_peer_memory_client('{}') failed: the peer-memory core refused the client (see the ib_core message above; out of memory or a name collision)\n",
+                "ib_register_peer_memory_client('{}') failed: the peer-memory core refused the client (see the ib_core message above; out of memory or a name collision)\n",
                 name
             );
             return Err(EINVAL);
         };
         if invalidating {
             if INVALIDATE.get().is_none() {
-                pr_err!("nvpeer: the peer-memory core returned no invalidate entry point for '{}'; use persistent_api_support=1\n", name);
+                pr_err!("the peer-memory core returned no invalidate entry point for '{}'; use persistent_api_support=1\n", name);
                 // SAFETY: `h` was just returned by the core and is not used again.
                 unsafe { ffi::ib_unregister_peer_memory_client(h) };
                 return Err(EINVAL);
@@ -215,7 +215,7 @@ pub(crate) fn invalidate(core_context: Option<u64>) {
             // while a registration holds a module reference); `cc` came from get_pages.
             unsafe { f(h, cc) };
         }
-        _ => pr_err!("nvpeer: free callback without an invalidating registration; HCA access not revoked\n"),
+        _ => pr_err!("free callback without an invalidating registration; HCA access not revoked\n"),
     }
 }
 

@@ -194,13 +194,13 @@ impl Mr {
         let bad = if info.abi.is_none() {
             STATS.err_version.inc();
             pr_err_once!(
-                "nvpeer: NVIDIA page table version {:#010x} is not supported (known: 0x0001xxxx >= 0x00010002, 0x0002xxxx); update nvpeer\n",
+                "NVIDIA page table version {:#010x} is not supported (known: 0x0001xxxx >= 0x00010002, 0x0002xxxx); update nvpeer\n",
                 info.version
             );
             true
         } else if info.page_size != PAGE_SIZE_64KB {
             STATS.err_page_size.inc();
-            pr_err_once!("nvpeer: NVIDIA page table with page size type {} (only 64 KiB is supported)\n", info.page_size);
+            pr_err_once!("NVIDIA page table with page size type {} (only 64 KiB is supported)\n", info.page_size);
             true
         } else if u64::from(info.entries) != cover.pages() {
             STATS.err_entries.inc();
@@ -234,7 +234,7 @@ impl Mr {
         if s == State::Orphaned {
             STATS.orphaned_pins.inc();
             pr_warn_once!(
-                "nvpeer: pin released from process {} but taken by {}; left to NVIDIA's free callback (see docs/design.md, H5)\n",
+                "pin released from process {} but taken by {}; left to NVIDIA's free callback (see docs/design.md, H5)\n",
                 current_tgid(),
                 self.owner
             );
@@ -248,7 +248,7 @@ impl Mr {
         if let Some(pt) = pt {
             if let Err(e) = p2p::put_pages(self.persistent, start, pt) {
                 STATS.err_put.inc();
-                pr_warn!("nvpeer: nvidia_p2p_put_pages{} failed: {:?}\n", if self.persistent { "_persistent" } else { "" }, e);
+                pr_warn!("nvidia_p2p_put_pages{} failed: {:?}\n", if self.persistent { "_persistent" } else { "" }, e);
             }
         }
         let mut g = self.inner.lock();
@@ -310,7 +310,7 @@ impl Mr {
         STATS.dma_map_calls.inc();
         let pdev = pdev.ok_or_else(|| {
             STATS.err_not_pci.inc();
-            pr_err_once!("nvpeer: dma_map for a DMA device that is not a PCI function; GPUDirect RDMA needs a PCI HCA\n");
+            pr_err_once!("dma_map for a DMA device that is not a PCI function; GPUDirect RDMA needs a PCI HCA\n");
             EINVAL
         })?;
         let pt = {
@@ -367,7 +367,7 @@ impl Mr {
     fn drop_mapping(pdev: PciDev, pt: PageTable, dm: DmaMapping) {
         if let Err(e) = p2p::dma_unmap_pages(pdev, pt, dm) {
             STATS.err_unmap.inc();
-            pr_warn!("nvpeer: nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
+            pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
         }
     }
 
@@ -382,7 +382,7 @@ impl Mr {
         let (ver, entries) = dm.header();
         if !version::dma_mapping_compatible(ver) {
             STATS.err_dma_version.inc();
-            pr_err_once!("nvpeer: NVIDIA DMA mapping version {:#010x} is not supported (need 0x0002xxxx >= 0x00020003)\n", ver);
+            pr_err_once!("NVIDIA DMA mapping version {:#010x} is not supported (need 0x0002xxxx >= 0x00020003)\n", ver);
             return Err(EINVAL);
         }
         let n = sgl::plan(&g.cover, entries).map_err(|_| {
@@ -423,7 +423,7 @@ impl Mr {
         if let Some(rec) = rec {
             if !rec.free(sgt) {
                 STATS.err_sg_mismatch.inc();
-                pr_warn_once!("nvpeer: put_pages got an sg_table other than the one dma_map filled\n");
+                pr_warn_once!("put_pages got an sg_table other than the one dma_map filled\n");
             }
         }
     }

@@ -67,7 +67,7 @@ impl kernel::Module for NvPeer {
         let pas = *module_parameters::persistent_api_support.value();
         let pds = *module_parameters::peerdirect_support.value();
         let cfg = params::config(pas, pds).map_err(|e| {
-            pr_err!("nvpeer: invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);
+            pr_err!("invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);
             EINVAL
         })?;
         // SAFETY: called once, before any client can call into the registry.
@@ -92,7 +92,7 @@ impl kernel::Module for NvPeer {
         })?;
         for r in clients.iter() {
             let w = r.which();
-            pr_info!("nvpeer {}: registered peer-memory client {} ({})\n", client::VERSION, w.name().1, w.describe());
+            pr_info!("registered peer-memory client {} ({}), version {}\n", w.name().1, w.describe(), client::VERSION);
         }
         Ok(NvPeer {
             _clients: clients,

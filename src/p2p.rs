@@ -204,13 +204,13 @@ pub(crate) fn free_in_callback(pt: PageTable, dm: Option<DmaMapping>) {
         // SAFETY: inside the free callback the mapping is still live; we give up the handle.
         let rc = unsafe { ffi::nvidia_p2p_free_dma_mapping(dm.0.as_ptr()) };
         if rc != 0 {
-            pr_warn!("nvpeer: nvidia_p2p_free_dma_mapping failed: {}\n", rc);
+            pr_warn!("nvidia_p2p_free_dma_mapping failed: {}\n", rc);
         }
     }
     STATS.p_free_page_table.inc();
     // SAFETY: inside the free callback the table is still live; we give up the handle.
     let rc = unsafe { ffi::nvidia_p2p_free_page_table(pt.0.as_ptr()) };
     if rc != 0 {
-        pr_warn!("nvpeer: nvidia_p2p_free_page_table failed: {}\n", rc);
+        pr_warn!("nvidia_p2p_free_page_table failed: {}\n", rc);
     }
 }

@@ -20,7 +20,7 @@ load_default() {
         [ ! -e $PEERS/nv_mem_nc ] || { echo "unexpected nv_mem_nc"; return 1; }
     fi
     $NVPEER emu core clients
-    dmesg | grep -q 'nvpeer 0.1.0: registered peer-memory client nv_mem (persistent)' || { echo "no load line"; return 1; }
+    dmesg | grep -q 'nvpeer: registered peer-memory client nv_mem (persistent), version 0.1.0' || { echo "no load line"; return 1; }
     np_unload
     [ ! -e $PEERS/nv_mem ] || { echo "nv_mem still in sysfs after rmmod"; return 1; }
     echo "default: one persistent nv_mem, version 0.1.0, unloaded cleanly"
