@@ -440,6 +440,43 @@ def case_put_blocks_behind_callback():
     note(f"put_pages blocked {waited:.2f} s behind an in-flight free callback (RM lock)")
 
 
+def case_free_in_registration_window():
+    """cudaFree between pinning and callback registration makes get_pages fail."""
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    d.set_config(reg_window_delay_ns=1_200_000_000)
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("pin", d.pin(a.va, GPU_PAGE)))
+    t.start()
+    time.sleep(0.4)
+    cbs = d.free(a.va)
+    t.join()
+    c = res["pin"]
+    check(cbs == 0, f"free in the window ran {cbs} callbacks")
+    check(c.ret == -errno.EINVAL, f"get_pages after a free in the window returned {c.ret}")
+    s = d.stats()
+    check(s.live_pins == 0 and s.bar1_used == 0 and s.violations_total == 0, "state after window race")
+    d.must(IOC_RESET)
+    d.close()
+    note("free during the registration window: get_pages -EINVAL, no callback, nothing leaked")
+
+
+def case_rm_cost_model():
+    d = fresh()
+    a = d.alloc(4 * GPU_PAGE)
+    d.set_config(call_cost_ns=100_000_000, page_cost_ns=50_000_000)
+    start = time.monotonic()
+    c = d.pin(a.va, 4 * GPU_PAGE)
+    took = time.monotonic() - start
+    check(c.ret == 0, f"pin {c.ret}")
+    check(took >= 0.3, f"get_pages of 4 pages took {took:.3f} s, modelled cost 0.3 s")
+    d.must(IOC_RESET)
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(a.va)
+    d.close()
+    note(f"modelled RM cost: 4-page get_pages took {took:.2f} s")
+
+
 def case_process_exit():
     d = fresh()
     base = d.stats().callbacks
