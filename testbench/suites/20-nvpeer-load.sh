@@ -99,11 +99,14 @@ kunit() {
     dmesg -C
     modprobe nvpeer || return 1
     np_unload
-    local k
-    k=$(dmesg | grep -E 'nvpeer_logic|# Subtest: nvpeer_logic' )
-    echo "$k" | grep -qE '^.*ok [0-9]+ nvpeer_logic' || { dmesg | tail -n 30; return 1; }
+    local k n
+    k=$(dmesg | sed -n '/# Subtest: nvpeer_logic/,/ok [0-9]* nvpeer_logic/p')
+    [ -n "$k" ] || { echo "no KUnit output for nvpeer_logic"; dmesg | tail -n 20; return 1; }
     echo "$k" | grep -q 'not ok' && { echo "$k"; return 1; }
-    echo "KUnit nvpeer_logic: $(echo "$k" | grep -c 'ok [0-9]') lines, all ok"
+    echo "$k" | grep -qE '(^|[^t] )ok [0-9]+ nvpeer_logic' || { echo "$k"; return 1; }
+    n=$(echo "$k" | grep -E ' ok [0-9]+ [a-z0-9_]+$' | grep -vc 'nvpeer_logic$')
+    [ "$n" -ge 5 ] || { echo "$k"; return 1; }
+    echo "KUnit nvpeer_logic: $n test(s), all ok"
 }
 tb_case kunit-nvpeer_logic kunit
 
