@@ -1,7 +1,7 @@
 # Demo (used by `make demo` through testbench/demo): load the emulators and nvpeer, allocate
 # emulated GPU memory, register it as an MR, free it under the live registration, and say at each
 # step what the peer-memory core (/sys/kernel/mm/memory_peers/nv_mem/*) and nvpeer
-# (/sys/kernel/debug/nvpeer/) report. Also a tb case, so `make check` keeps it working.
+# (/sys/kernel/debug/nvpeer/) report. Also recorded as a result, so `make check` keeps it working.
 # bench: own-boot
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
@@ -52,4 +52,9 @@ demo() {
     [ "$(np_stat invalidations)" = 1 ] && [ "$(np_stat provider_get_pages)" = 1 ] || return 1
     np_down
 }
-tb_case demo-register-free-under-live-mr demo
+# Run in the foreground so `make demo` (vm run --show) streams every step, then record the verdict.
+start=$(date +%s)
+demo 2>&1 | tee /tmp/demo.out
+rc=${PIPESTATUS[0]}
+if [ "$rc" = 0 ]; then st=pass; else st=fail; fi
+tb_result demo-register-free-under-live-mr "$st" "$(tail -n 3 /tmp/demo.out)" "$(( $(date +%s) - start ))"
