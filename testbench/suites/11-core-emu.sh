@@ -1,7 +1,8 @@
 # Peer-memory core emulator (peer_mem_emu.ko): load, exported API, registration validation
 # (mandatory ops, name collision, extended-client detection, *inv handling), the
 # /sys/kernel/mm/memory_peers layout, host-memory registrations through /dev/peer_mem_emu, fd
-# teardown, and the client-struct modification check. Registration clients come from
+# teardown, the MR path per OFED model with a memory-claiming self-test client (register, trim,
+# invalidate, dereg, sysfs counters), and the client-struct modification check. Clients come from
 # testbench/emu/peer_mem/selftest (pme_selftest.ko, driven by module parameters).
 
 PMECTL="python3 /src/testbench/emu/peer_mem/selftest/pmectl.py"
@@ -221,6 +222,113 @@ fault_points() {
 }
 tb_case fault-points fault_points
 
+# ---- the MR path, with pme_selftest's memory-claiming client (no NVIDIA emulator needed) ----
+# 256 KiB of "device memory" (64 KiB aligned), MR at offset 0x11100, length 0x20000: three 64 KiB
+# granules, trimmed to the 4 KiB aligned range by the 5.5+ core.
+MR_ARGS="262144 0x11100 0x20000"
+QF_PEER=1; QF_ACT=2; QF_REVOKED=4; QF_TRIMMED=16; QF_INV=64
+
+# want OUT KEY VALUE: assert pmectl output line KEY=VALUE
+want() { expect_eq "$2" "$(echo "$1" | jget "$2")" "$3"; }
+
+set_model() { # MODEL: keep the other settings
+    local flags; flags=$($PMECTL config | jget flags)
+    $PMECTL setconfig "$1" "$flags" 20000 10000 >/dev/null
+}
+
+mr_unmaps() {
+    $PMECTL reset >/dev/null || return 1   # per-case event counters
+    st_load mem_c:inv:ex:mem >/dev/null || return 1
+    local o; o=$($PMECTL mr $MR_ARGS 3 0 q sysfs:mem_c inv q sysfs:mem_c dereg sysfs:mem_c stats)
+    st_unload || return 1
+    echo "$o" | grep -q '^reg.handle=' || { echo "$o"; return 1; }
+    want "$o" base_mod_64k 0 && want "$o" reg.state 2 && want "$o" reg.core_context 0 &&
+    want "$o" q0.flags $((QF_PEER | QF_ACT | QF_TRIMMED | QF_INV)) &&
+    want "$o" q0.nmap 3 && want "$o" q0.page_size 65536 && want "$o" q0.dma_stopped_ns 0 &&
+    want "$o" s1.num_alloc_mrs 1 && want "$o" s1.num_reg_pages 3 &&
+    want "$o" s1.num_reg_bytes 131072 && want "$o" s1.num_dealloc_mrs 0 &&
+    # invalidate under INVALIDATE_UNMAPS: revoked, INVALIDATED, the core does not unmap
+    want "$o" q3.state 4 && want "$o" q3.invalidations 1 &&
+    want "$o" q3.flags $((QF_PEER | QF_ACT | QF_REVOKED | QF_TRIMMED | QF_INV)) &&
+    want "$o" s4.num_free_callbacks 1 && want "$o" s4.num_dealloc_mrs 1 &&
+    want "$o" s4.num_dereg_bytes 0 &&
+    # dereg of an INVALIDATED MR calls neither dma_unmap nor put_pages again
+    want "$o" s6.num_dealloc_mrs 1 && want "$o" s6.num_dereg_pages 0 &&
+    want "$o" t7.violations 0 && want "$o" t7.live_mrs 0 && want "$o" t7.releases 1 || return 1
+    [ "$(echo "$o" | jget q3.dma_stopped_ns)" -gt 0 ] || { echo "no DMA-stopped time"; return 1; }
+}
+tb_case mr-5.5-unmaps mr_unmaps
+
+mr_legacy() {
+    $PMECTL reset >/dev/null || return 1   # per-case event counters
+    st_load mem_l:inv:mem >/dev/null || return 1
+    local o; o=$($PMECTL mr $MR_ARGS 3 0 inv q sysfs:mem_l dereg sysfs:mem_l stats)
+    st_unload || return 1
+    echo "$o" | grep -q '^reg.handle=' || { echo "$o"; return 1; }
+    # legacy client: invalidate unmaps on the calling thread (restored table), UNMAPPED
+    want "$o" q1.state 3 && want "$o" q1.flags $((QF_PEER | QF_ACT | QF_REVOKED | QF_INV)) &&
+    want "$o" s2.num_dealloc_mrs 1 && want "$o" s2.num_dereg_bytes 131072 &&
+    want "$o" s2.num_dereg_pages 0 && want "$o" s2.num_free_callbacks 1 &&
+    want "$o" s4.num_dealloc_mrs 1 && want "$o" t5.violations 0 && want "$o" t5.live_mrs 0
+}
+tb_case mr-5.5-legacy mr_legacy
+
+mr_persistent() {
+    $PMECTL reset >/dev/null || return 1   # per-case event counters
+    st_load mem_i:inv:ex:mem mem_p:mem >/dev/null || return 1
+    local o; o=$($PMECTL mr $MR_ARGS 1 0 q dereg sysfs:mem_p stats)
+    local nd; nd=$($PMECTL mr $MR_ARGS 1 1 q dereg)   # non-PCI dma_device (H6 option)
+    st_unload || return 1
+    echo "$o" | grep -q '^reg.handle=' || { echo "$o"; return 1; }
+    # without INVAL_SUPP the invalidating client is skipped; the persistent one claims it
+    want "$o" reg.client_index 1 && want "$o" reg.core_context 4294967295 &&
+    want "$o" q0.flags $((QF_PEER | QF_TRIMMED)) &&
+    want "$o" s2.num_alloc_mrs 1 && want "$o" s2.num_dealloc_mrs 1 &&
+    want "$o" s2.num_dereg_bytes 131072 && want "$o" t3.violations 0 &&
+    want "$nd" reg.state 2 && want "$nd" q0.nmap 3
+}
+tb_case mr-persistent mr_persistent
+
+mr_model_49() {
+    $PMECTL reset >/dev/null || return 1   # per-case event counters
+    set_model 1 || return 1
+    local o rc=0
+    if st_load mem_49:inv:mem >/dev/null; then
+        o=$($PMECTL mr $MR_ARGS 3 0 q inv q sysfs:mem_49 dereg stats) || rc=1
+        st_unload || rc=1
+    else
+        rc=1
+    fi
+    set_model 4 || return 1
+    [ $rc = 0 ] && echo "$o" | grep -q '^reg.handle=' || { echo "$o"; return 1; }
+    # tickets from 1, page_shift before dma_map (no trimming), aligned byte counts
+    want "$o" reg.core_context 1 && want "$o" q0.flags $((QF_PEER | QF_ACT | QF_INV)) &&
+    want "$o" q0.page_size 65536 &&
+    # invalidate deregisters the whole MR (dma_unmap, put_pages, release) on the caller
+    want "$o" q2.state 3 && want "$o" s3.num_dealloc_mrs 1 &&
+    want "$o" s3.num_reg_bytes 196608 && want "$o" s3.num_dereg_bytes 196608 &&
+    want "$o" t5.releases 1 && want "$o" t5.violations 0 && want "$o" t5.live_mrs 0
+}
+tb_case mr-model-4.9 mr_model_49
+
+mr_model_51() {
+    $PMECTL reset >/dev/null || return 1   # per-case event counters
+    set_model 2 || return 1
+    local o rc=0
+    if st_load mem_51:inv:ex:mem >/dev/null; then
+        o=$($PMECTL mr $MR_ARGS 3 0 q inv q dereg stats) || rc=1
+        st_unload || rc=1
+    else
+        rc=1
+    fi
+    set_model 4 || return 1
+    [ $rc = 0 ] && echo "$o" | grep -q '^reg.handle=' || { echo "$o"; return 1; }
+    # 5.1-5.4 ignore INVALIDATE_UNMAPS and do not trim
+    want "$o" q0.flags $((QF_PEER | QF_ACT | QF_INV)) && want "$o" q2.state 3 &&
+    want "$o" t4.violations 0 && want "$o" t4.live_mrs 0
+}
+tb_case mr-model-5.1 mr_model_51
+
 # A client that changes its struct while registered is reported, by rule name.
 tb_expect_begin 'peer_mem_emu: VIOLATION client-struct-modified'
 modified() {
@@ -233,12 +341,12 @@ modified() {
     grep -q 'client-struct-modified' /sys/kernel/debug/peer_mem_emu/violations ||
         { echo "not in debugfs"; return 1; }
     $PMECTL violations | grep -q 'm_client changed' || { echo "not in ioctl records"; return 1; }
+    $PMECTL reset >/dev/null
 }
 tb_case client-modified modified
 tb_expect_end
 
 core_unload() {
-    $PMECTL reset >/dev/null || return 1
     expect_eq violations "$($PMECTL stats | jget violations)" 0 || return 1
     rmmod peer_mem_emu || return 1
     [ ! -e /dev/peer_mem_emu ] || { echo "device still present"; return 1; }

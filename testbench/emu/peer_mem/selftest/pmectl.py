@@ -7,6 +7,11 @@ index: query.state, fault_fired.0, 1.name), one per line, easy to grep from bash
   reghost LEN [PEERFLAGS]   register an anonymous host buffer, query, close the fd
   regbad [PEERFLAGS]        register an unmapped range (GUP fails, no peer claims it)
   exitleak                  register a host MR and exit without DEREGISTER
+  mr SIZE OFF LEN PEERFLAGS DEVICE STEP...
+                            mmap SIZE bytes of /dev/pme_selftest_mem (pme_selftest "mem"
+                            client), REGISTER [OFF, OFF+LEN) of it (key reg.*), then the steps:
+                            q (QUERY, key qN.*), inv (pme_selftest invalidate_all),
+                            dereg, sysfs:NAME (counters, key sN.*), stats (key tN.*)
 """
 import ctypes
 import fcntl
@@ -165,6 +170,35 @@ def main(argv):
                 r["second_dereg"] = e.errno
         emit(r)
         return 0  # exitleak: the fd is closed by process exit
+    elif cmd == "mr":
+        size, off, length, pflags, dev = (int(x, 0) for x in argv[1:6])
+        mfd = os.open("/dev/pme_selftest_mem", os.O_RDWR)
+        m = mmap.mmap(mfd, size)
+        base = _buf_addr(m)
+        out = {"base_mod_64k": base % 65536}
+        try:
+            out["reg"] = register(fd, base + off, length, pflags, device=dev)
+        except OSError as e:
+            out["reg"] = {"errno": e.errno}
+            emit(out)
+            return 0
+        h = out["reg"]["handle"]
+        for i, step in enumerate(argv[6:]):
+            if step == "q":
+                out[f"q{i}"] = query(fd, h)
+            elif step == "inv":
+                with open("/sys/module/pme_selftest/parameters/invalidate_all", "w") as f:
+                    f.write("1")
+            elif step == "dereg":
+                _call(fd, IOC_DEREGISTER, F_OP, h, 0)
+            elif step.startswith("sysfs:"):
+                d = f"/sys/kernel/mm/memory_peers/{step[6:]}"
+                out[f"s{i}"] = {n: open(f"{d}/{n}").read().strip() for n in sorted(os.listdir(d))}
+            elif step == "stats":
+                out[f"t{i}"] = stats(fd)
+            else:
+                sys.exit(f"unknown step {step}")
+        emit(out)
     elif cmd == "regbad":
         pflags = int(argv[1], 0) if len(argv) > 1 else 3
         try:  # below mmap_min_addr: never mapped, GUP fails with EFAULT

@@ -16,14 +16,16 @@
  *                get_page_size release)
  *   ver=STRING   version string (default "1.0")
  *   modify       change the struct after registration (must be reported)
+ *   mem          claim ranges of /dev/pme_selftest_mem mappings (see mem.c)
  *
  * result: "NAME=ok|null/inv-set|inv-untouched|inv-none;" per client.
- * Only the registration API is exercised: acquire never claims memory.
+ * Without "mem" acquire never claims memory.
  */
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <rdma/peer_mem.h>
+#include "st.h"
 
 #define ST_MAX 8
 
@@ -35,13 +37,6 @@ MODULE_PARM_DESC(clients, "client specs, see the file header");
 static char result[ST_MAX * 96];
 module_param_string(result, result, sizeof(result), 0444);
 MODULE_PARM_DESC(result, "outcome per client (read-only)");
-
-struct st_client {
-	struct peer_memory_client_ex ex;
-	invalidate_peer_memory inv;
-	void *handle;
-	bool modify;
-};
 
 static struct st_client *st[ST_MAX];
 
@@ -110,6 +105,8 @@ static int st_apply_token(struct st_client *c, const char *tok, bool *pass_inv)
 		strscpy(p->version, tok + 4, IB_PEER_MEMORY_VER_MAX - 1);
 	} else if (!strcmp(tok, "modify")) {
 		c->modify = true;
+	} else if (!strcmp(tok, "mem")) {
+		st_mem_ops(p);
 	} else if (!strcmp(tok, "missing=acquire")) {
 		p->acquire = NULL;
 	} else if (!strcmp(tok, "missing=get_pages")) {
@@ -167,6 +164,8 @@ static void st_cleanup(void)
 			continue;
 		if (st[i]->handle)
 			ib_unregister_peer_memory_client(st[i]->handle);
+		if (st_mem_client == st[i])
+			st_mem_client = NULL;
 		kfree(st[i]);
 		st[i] = NULL;
 	}
@@ -177,6 +176,9 @@ static int __init st_init(void)
 	size_t off = 0;
 	int i, ret;
 
+	ret = st_mem_init();
+	if (ret)
+		return ret;
 	for (i = 0; i < nclients; i++) {
 		char *spec = kstrdup(clients[i], GFP_KERNEL);
 		bool pass_inv = false;
@@ -198,6 +200,9 @@ static int __init st_init(void)
 		c->inv = st_sentinel;
 		c->handle = ib_register_peer_memory_client(&c->ex.client,
 							   pass_inv ? &c->inv : NULL);
+		c->invalidating = pass_inv && c->handle;
+		if (c->handle && c->ex.client.acquire != st_acquire)
+			st_mem_client = c;	/* the (single) memory-claiming client */
 		if (!pass_inv)
 			inv_state = "inv-none";
 		else if (c->inv == st_sentinel)
@@ -216,12 +221,14 @@ static int __init st_init(void)
 	return 0;
 err:
 	st_cleanup();
+	st_mem_exit();
 	return ret;
 }
 
 static void __exit st_exit(void)
 {
 	st_cleanup();
+	st_mem_exit();
 }
 
 module_init(st_init);
