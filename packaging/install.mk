@@ -4,7 +4,8 @@
 #   make install            build, install nvpeer.ko for KDIR's kernel (extra/), the modprobe.d
 #                           file and the systemd unit, run depmod
 #   make uninstall          remove all of that again
-#   make sign KEY=k CERT=c  sign nvpeer.ko with the kernel's scripts/sign-file (HASH=sha256)
+#   make sign KEY=k CERT=c  sign nvpeer.ko with the kernel's scripts/sign-file (HASH=sha256,
+#                           SIGN_FILE=<path> where the headers keep it elsewhere)
 #   make dkms-install       copy the sources to $(DKMS_SOURCE_TREE)/nvpeer-<version>, dkms
 #                           add/build/install, install the modprobe.d file and the unit
 #   make dkms-uninstall     dkms remove --all, delete the source copy, the modprobe.d file, the unit
@@ -26,6 +27,8 @@ DKMS_FLAGS ?=
 DKMS_ALL_FLAGS = --sourcetree "$(DKMS_SOURCE_TREE)" $(DKMS_FLAGS)
 DKMS_SRC = $(DKMS_SOURCE_TREE)/nvpeer-$(NVPEER_VERSION)
 HASH ?= sha256
+# Debian ships it in linux-kbuild-<ver>; other distros in the headers package.
+SIGN_FILE ?= $(KDIR)/scripts/sign-file
 
 # What a DKMS source tree needs: the build system, the module sources, the headers the build may
 # fall back to, and (for the test bench, BENCH=1) the emulators' Module.symvers.
@@ -56,9 +59,9 @@ sign:
 	@[ -n "$(KEY)" ] && [ -n "$(CERT)" ] || { echo "nvpeer sign: usage: make sign KEY=<private key (PEM)> CERT=<certificate (DER or PEM)> [HASH=sha256]" >&2; exit 1; }
 	@[ -r "$(KEY)" ] || { echo "nvpeer sign: cannot read KEY=$(KEY)" >&2; exit 1; }
 	@[ -r "$(CERT)" ] || { echo "nvpeer sign: cannot read CERT=$(CERT)" >&2; exit 1; }
-	@[ -x "$(KDIR)/scripts/sign-file" ] || { echo "nvpeer sign: $(KDIR)/scripts/sign-file missing: install the kernel headers (they ship it) or pass KDIR=" >&2; exit 1; }
+	@[ -x "$(SIGN_FILE)" ] || { echo "nvpeer sign: $(SIGN_FILE) missing: install the kernel headers / linux-kbuild package (they ship scripts/sign-file) or pass SIGN_FILE=" >&2; exit 1; }
 	@[ -f "$(NVPEER_TOP)/nvpeer.ko" ] || { echo "nvpeer sign: nvpeer.ko not built yet: run 'make' first" >&2; exit 1; }
-	"$(KDIR)/scripts/sign-file" "$(HASH)" "$(KEY)" "$(CERT)" "$(NVPEER_TOP)/nvpeer.ko"
+	"$(SIGN_FILE)" "$(HASH)" "$(KEY)" "$(CERT)" "$(NVPEER_TOP)/nvpeer.ko"
 	@tail -c 28 "$(NVPEER_TOP)/nvpeer.ko" | grep -q "Module signature appended" && echo "nvpeer.ko signed ($(HASH)); enroll $(CERT) with 'mokutil --import' if Secure Boot is on"
 
 # Copies the DKMS source tree (no build outputs).
@@ -67,7 +70,7 @@ dkms-source:
 	rm -rf "$(DKMS_SRC)"
 	mkdir -p "$(DKMS_SRC)"
 	cd "$(NVPEER_TOP)" && tar -c --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
-		--exclude='.*.cmd' --exclude='*.rmeta' --exclude='*.d' --exclude='Module.symvers' --exclude='modules.order' \
+		--exclude='.*.cmd' --exclude='*.rmeta' --exclude='.*.d' --exclude='Module.symvers' --exclude='modules.order' \
 		--exclude='src/logic/target' $(NVPEER_DKMS_FILES) | tar -x -C "$(DKMS_SRC)"
 	@if [ "$(filter BENCH=1,$(NVPEER_MAKE_ARGS))" ]; then \
 		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
