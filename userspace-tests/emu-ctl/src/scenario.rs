@@ -685,24 +685,31 @@ fn in_child(f: impl FnOnce() -> Result<()>) -> Result<i32> {
 
 fn exit_order(e: &Env, gpu_first: bool) -> Result<()> {
     let pages = e.opts.pages;
+    // At exit the kernel drops the address space first (the GPU mapping's file reference), then
+    // closes descriptors in ascending order: the device opened first is released first.
     let code = in_child(|| {
-        let gpu = Gpu::open()?;
-        let core = Core::open()?;
-        let a = gpu.alloc(pages * GPU_PAGE_SIZE, 0)?;
-        let _mr = core.register(RegParams::mr(a.va, a.size))?;
-        let _mr2 = core.register(RegParams::mr(a.va, GPU_PAGE_SIZE))?;
-        if gpu_first {
-            drop(gpu);
-            drop(core);
+        let (gpu, core) = if gpu_first {
+            let g = Gpu::open()?;
+            (g, Core::open()?)
         } else {
-            drop(core);
-            drop(gpu);
-        }
+            let c = Core::open()?;
+            (Gpu::open()?, c)
+        };
+        let a = gpu.alloc(pages * GPU_PAGE_SIZE, 0)?;
+        core.register(RegParams::mr(a.va, a.size))?;
+        core.register(RegParams::mr(a.va, GPU_PAGE_SIZE))?;
+        // Leave without closing anything: the exit path does it.
+        std::mem::forget(gpu);
+        std::mem::forget(core);
         Ok(())
     })?;
     check(code == 0, || format!("child failed (exit {code})"))?;
     let cs = e.core.stats()?;
-    e.note(format!("after child exit: {} live MRs, {} invalidate calls", cs.live_mrs, cs.invalidate_calls));
+    let ps = e.gpu.stats()?;
+    e.note(format!(
+        "after child exit: {} live MRs, {} free callbacks, {} invalidate calls",
+        cs.live_mrs, ps.callbacks, cs.invalidate_calls
+    ));
     Ok(())
 }
 
