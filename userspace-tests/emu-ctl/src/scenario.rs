@@ -393,8 +393,8 @@ fn free_then_dereg(e: &Env) -> Result<()> {
     } else {
         check(cbs == 0, || format!("free ran {cbs} callbacks for a persistent pin"))?;
         check(q.state == state::MAPPED, || format!("persistent MR is {} after free, expected still mapped", state::name(q.state)))?;
-        let freed = e.gpu.list_allocs()?.iter().any(|x| x.handle == a.handle && x.state == 1 && x.pins > 0);
-        check(freed, || "freed allocation does not outlive the free while persistently pinned".into())?;
+        let pinned = e.gpu.list_pins()?.iter().any(|p| p.alloc_handle == a.handle && p.persistent != 0);
+        check(pinned, || "persistent pin gone after the free (rule: persistent pins outlive the free until put)".into())?;
     }
     finish(e, mr.handle)?;
     Ok(())
@@ -482,6 +482,13 @@ fn hw_fail(e: &Env) -> Result<()> {
 fn dereg_vs_free(e: &Env, point: &str) -> Result<()> {
     let a = e.alloc()?;
     let mr = e.reg(&a)?;
+    if point == "in_stop" && !e.invalidating(&mr)? {
+        // Non-invalidating MRs skip the stop-notifier: plain dereg, then free.
+        e.note("in_stop does not apply to a non-invalidating MR: dereg then free");
+        e.core.deregister(mr.handle, false)?;
+        e.gpu.free(a.va)?;
+        return Ok(());
+    }
     let p = e.delay(point)?;
     let before = e.hits(p)?;
     let cbs = std::thread::scope(|s| -> Result<u32> {
