@@ -2,7 +2,6 @@
 # persistent nv_mem client, OFED 5.5+ core model, page-table ABI v2. Every scenario must pass with
 # no violation recorded by either emulator, nothing leaked, and nvpeer's own counters balanced.
 # The invalidating configuration runs in 24-nvpeer-scenarios-inval.
-# bench: own-boot
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 mapfile -t NP_ALL < <($NVPEER emu scenario --list | awk '{ print $1 }')

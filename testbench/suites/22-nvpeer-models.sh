@@ -3,7 +3,6 @@
 # (4.9: legacy layout, peerdirect_support=1) and the default persistent client. A subset of the
 # scenarios per combination (the page-table ABI only matters for pinning, so pt_abi=1 runs the
 # pin/map/free basics); the full list runs in 21/24-nvpeer-scenarios for 5.5.
-# bench: own-boot
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 NP_SUBSET=(basic unaligned free-then-dereg free-after-get-pages free-before-activate

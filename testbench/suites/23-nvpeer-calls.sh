@@ -3,7 +3,6 @@
 # a free under a live MR takes the callback path once, rmmod with live MRs is refused, a foreign
 # process release leaves the pin to the callback (H5), fault injection at every provider call
 # leaks nothing, non-PCI DMA devices are refused (H6), and a register/free/deregister race stress.
-# bench: own-boot
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 gpu_calls() { # OP: provider emulator call count

@@ -2,7 +2,6 @@
 # (extended client, PEER_MEM_INVALIDATE_UNMAPS) + persistent nv_mem_nc, OFED 5.5+ core model,
 # page-table ABI v2: the free-callback and invalidation paths (H1-H5) under every race the
 # scenario driver scripts. Same pass rule as 21-nvpeer-scenarios.
-# bench: own-boot
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 mapfile -t NP_ALL < <($NVPEER emu scenario --list | awk '{ print $1 }')
