@@ -38,6 +38,8 @@ enum Cmd {
         #[arg(default_value = "nv_mem")]
         client: String,
     },
+    /// Registration-path benchmark: measure one path, or merge paths into a report.
+    Regpath(crate::regpath::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -285,6 +287,7 @@ fn dispatch(cmd: Cmd) -> Result<u8> {
         Cmd::Core(c) => core_cmd(c),
         Cmd::Scenario(a) => scenario_cmd(a),
         Cmd::Steps { steps } => steps_cmd(&steps),
+        Cmd::Regpath(a) => crate::regpath::run(a),
         Cmd::Sysfs { client } => {
             for (k, v) in crate::sysfs::read(&client)? {
                 println!("{k} {v}");

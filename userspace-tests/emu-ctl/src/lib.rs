@@ -5,6 +5,7 @@ pub mod cli;
 pub mod core;
 pub mod error;
 pub mod nvp2p;
+pub mod regpath;
 pub mod scenario;
 pub mod sysfs;
 

@@ -1,0 +1,12 @@
+# Registration-path benchmark, full run (`make bench` -> testbench/bench/run). Not part of
+# `make check` (no NN- prefix). Writes /bench/bench-results/regpath.json and prints the tables.
+# bench: own-boot
+. /src/testbench/bench/regpath-lib.sh
+
+RP_OUT=/bench/bench-results
+RP_ARGS="--sizes 64K,256K,1M,4M,16M,64M,256M,1G --threads 1,2,4,8 --ops 60 --min-ops 6"
+RP_ARGS+=" --cell-budget-s 15 --max-mapped 2G --inval-iters 5 --mem-mrs 2000"
+RP_SCALE_PATHS="floor classic nvpeer-inval nvpeer-persistent"
+RP_SCALE=100000
+
+rp_run_all "$RP_OUT/regpath.json" ""

@@ -1,0 +1,871 @@
+//! `nvpeer emu regpath`: the registration-path benchmark (issue 8, docs/performance.md).
+//!
+//! `measure` drives one path in this process and writes its numbers as JSON:
+//! - `--via floor`: `/dev/nvpeer_rawfloor` (testbench/bench/rawfloor), the NVIDIA P2P API called
+//!   directly: get_pages + dma_map_pages per registration, dma_unmap_pages + put_pages per
+//!   deregistration, one syscall each (the 1.0x floor);
+//! - `--via core`: `/dev/peer_mem_emu` REGISTER / DEREGISTER, i.e. the emulated OFED core and
+//!   whichever client is loaded (the classic C client or nvpeer).
+//!
+//! Per registration size and thread count it records registration and deregistration latency
+//! (median, p99), cycles per second and provider calls per registration (the provider emulator's
+//! counters); per size the latency of a free ("cudaFree") under a live MR, which runs the
+//! invalidation; kernel slab memory per live MR; and a live-MR scale test. `report` merges the
+//! paths' files into one JSON document with ratios to the floor and prints markdown tables.
+//!
+//! These are benchmark numbers: nothing here asserts a target.
+
+use crate::cli::parse_size;
+use crate::core::{Core, RegParams};
+use crate::error::{ioctl_res, EmuError, Result};
+use crate::nvp2p::{abi, Gpu, OPS};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Control device of rawfloor.ko.
+pub const FLOOR_DEVICE: &str = "/dev/nvpeer_rawfloor";
+
+/// Arguments of `nvpeer emu regpath`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Cmd {
+    /// Measure one path (the loaded client through the core, or the raw floor) and write JSON.
+    Measure(MeasureArgs),
+    /// Merge per-path JSON files, add ratios to the floor, write one document, print tables.
+    Report {
+        /// Per-path files written by `measure`.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Merged output file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Free text describing the machine, kernel and run (stored in the document).
+        #[arg(long, default_value = "")]
+        machine: String,
+    },
+    /// Print the tables of a merged document written by `report`.
+    Table {
+        /// Merged document.
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct MeasureArgs {
+    /// Label of this path (floor, floor-persistent, classic, nvpeer-inval, nvpeer-persistent).
+    #[arg(long)]
+    path: String,
+    /// `floor` (rawfloor.ko) or `core` (peer_mem_emu REGISTER through the loaded client).
+    #[arg(long, value_parser = ["floor", "core"])]
+    via: String,
+    /// Floor only: use the persistent pin API.
+    #[arg(long)]
+    persistent: bool,
+    /// The path whose numbers are this one's 1.0x (stored for `report`).
+    #[arg(long, default_value = "floor")]
+    floor_ref: String,
+    /// The classic C client path this one is compared with (stored for `report`).
+    #[arg(long, default_value = "classic")]
+    classic_ref: String,
+    /// Registration sizes (K/M/G suffixes), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "64K,1M")]
+    sizes: Vec<u64>,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<u32>,
+    /// Registration cycles per cell at 64 KiB (fewer for larger sizes, at least --min-ops).
+    #[arg(long, default_value_t = 40)]
+    ops: u32,
+    /// Fewest cycles per cell.
+    #[arg(long, default_value_t = 4)]
+    min_ops: u32,
+    /// Stop a cell after this many seconds (once every thread made one cycle).
+    #[arg(long, default_value_t = 20)]
+    cell_budget_s: u64,
+    /// Largest size x threads (bytes of emulated GPU memory DMA-mapped at once); cells above it
+    /// are skipped and reported as such.
+    #[arg(long, value_parser = parse_size, default_value = "2G")]
+    max_mapped: u64,
+    /// Frees under a live MR per size (invalidation latency); 0 skips.
+    #[arg(long, default_value_t = 5)]
+    inval_iters: u32,
+    /// Live 64 KiB MRs for the slab-memory measurement; 0 skips.
+    #[arg(long, default_value_t = 500)]
+    mem_mrs: u32,
+    /// Live-MR scale test: MRs to hold at once (0 skips).
+    #[arg(long, default_value_t = 0)]
+    scale: u32,
+    /// Scale test stops early when MemAvailable drops below this (MiB).
+    #[arg(long, default_value_t = 384)]
+    scale_min_avail_mb: u64,
+    /// Modelled RM latency per provider call (get/put/map), µs.
+    #[arg(long, default_value_t = 250)]
+    call_cost_us: u64,
+    /// Modelled cost per 64 KiB page of get_pages and dma_map_pages, ns.
+    #[arg(long, default_value_t = 1000)]
+    page_cost_ns: u64,
+    /// Output file.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// Runs `nvpeer emu regpath`.
+pub fn run(args: Args) -> Result<u8> {
+    match args.cmd {
+        Cmd::Measure(m) => {
+            let doc = measure(&m)?;
+            write_json(&m.out, &doc)?;
+            eprintln!("regpath: {} written to {}", m.path, m.out.display());
+            Ok(0)
+        }
+        Cmd::Report { inputs, out, machine } => {
+            let paths = inputs.iter().map(read_json).collect::<Result<Vec<_>>>()?;
+            let doc = report(paths, &machine);
+            write_json(&out, &doc)?;
+            print!("{}", tables(&doc));
+            Ok(0)
+        }
+        Cmd::Table { file } => {
+            print!("{}", tables(&read_json(&file)?));
+            Ok(0)
+        }
+    }
+}
+
+fn read_json(p: &PathBuf) -> Result<Value> {
+    let text = std::fs::read_to_string(p).map_err(|source| EmuError::File { path: p.display().to_string(), source })?;
+    serde_json::from_str(&text).map_err(|e| EmuError::Invalid(format!("{}: {e}", p.display())))
+}
+
+fn write_json(path: &PathBuf, v: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| EmuError::Invalid(e.to_string()))?;
+    std::fs::write(path, text + "\n").map_err(|source| EmuError::File { path: path.display().to_string(), source })
+}
+
+// ---- rawfloor.ko ABI (testbench/bench/rawfloor/rawfloor_ioctl.h) ----
+
+mod rf {
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Reg {
+        pub va: u64,
+        pub len: u64,
+        pub flags: u32,
+        pub id: u32,
+        pub get_ns: u64,
+        pub map_ns: u64,
+        pub entries: u32,
+        pub pad: u32,
+    }
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Dereg {
+        pub id: u32,
+        pub revoked: u32,
+        pub unmap_ns: u64,
+        pub put_ns: u64,
+    }
+    pub const PERSISTENT: u32 = 1;
+    const MAGIC: u8 = 0xE9;
+    nix::ioctl_readwrite!(reg, MAGIC, 0x01, Reg);
+    nix::ioctl_readwrite!(dereg, MAGIC, 0x02, Dereg);
+}
+
+/// An open `/dev/nvpeer_rawfloor` (its registrations die with it).
+struct Floor {
+    file: File,
+    persistent: bool,
+}
+
+impl Floor {
+    fn open(persistent: bool) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(FLOOR_DEVICE)
+            .map_err(|source| EmuError::Open { path: FLOOR_DEVICE.into(), source })?;
+        Ok(Floor { file, persistent })
+    }
+
+    fn reg(&self, va: u64, len: u64) -> Result<rf::Reg> {
+        let mut r = rf::Reg { va, len, flags: if self.persistent { rf::PERSISTENT } else { 0 }, ..Default::default() };
+        // SAFETY: `r` is a live #[repr(C)] struct laid out as rawfloor_ioctl.h's struct rf_reg
+        // (checked by the size test below); the fd is open.
+        ioctl_res("rawfloor REG", unsafe { rf::reg(self.file.as_raw_fd(), &mut r) })?;
+        Ok(r)
+    }
+
+    fn dereg(&self, id: u32) -> Result<rf::Dereg> {
+        let mut d = rf::Dereg { id, ..Default::default() };
+        // SAFETY: as in `reg`, for struct rf_dereg.
+        ioctl_res("rawfloor DEREG", unsafe { rf::dereg(self.file.as_raw_fd(), &mut d) })?;
+        Ok(d)
+    }
+}
+
+/// The registration path under test: one handle, shared by the measuring threads.
+enum Path {
+    Floor(Floor),
+    Core(Core),
+}
+
+/// One live registration of either path.
+#[derive(Clone, Copy)]
+enum Handle {
+    Floor(u32),
+    Core(u32),
+}
+
+impl Path {
+    fn reg(&self, va: u64, len: u64) -> Result<Handle> {
+        match self {
+            Path::Floor(f) => Ok(Handle::Floor(f.reg(va, len)?.id)),
+            Path::Core(c) => Ok(Handle::Core(c.register(RegParams::mr(va, len))?.handle)),
+        }
+    }
+
+    fn dereg(&self, h: Handle) -> Result<()> {
+        match (self, h) {
+            (Path::Floor(f), Handle::Floor(id)) => f.dereg(id).map(|_| ()),
+            (Path::Core(c), Handle::Core(id)) => c.deregister(id, false),
+            _ => Err(EmuError::Invalid("registration handle of another path".into())),
+        }
+    }
+
+    /// What a free under this live registration left behind (for the invalidation table).
+    fn state_after_free(&self, h: Handle) -> String {
+        match (self, h) {
+            (Path::Core(c), Handle::Core(id)) => match c.query(id) {
+                Ok(q) => crate::core::state::name(q.state).to_string(),
+                Err(e) => format!("query failed: {e}"),
+            },
+            _ => "n/a".into(),
+        }
+    }
+}
+
+// ---- statistics ----
+
+/// Nearest-rank percentile of sorted samples.
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn summary(mut v: Vec<u64>) -> Value {
+    v.sort_unstable();
+    let mean = if v.is_empty() { 0 } else { v.iter().sum::<u64>() / v.len() as u64 };
+    json!({"n": v.len(), "median_ns": pct(&v, 50.0), "p99_ns": pct(&v, 99.0), "mean_ns": mean,
+           "min_ns": v.first().copied().unwrap_or(0), "max_ns": v.last().copied().unwrap_or(0)})
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// Provider calls between two counter snapshots, per registration.
+fn calls_per_reg(before: &abi::Stats, after: &abi::Stats, regs: u64) -> Value {
+    let mut m = Map::new();
+    let mut total = 0u64;
+    for (i, name) in OPS.iter().enumerate().take(6) {
+        let d = after.calls[i].saturating_sub(before.calls[i]);
+        total += d;
+        m.insert((*name).into(), json!(d as f64 / regs.max(1) as f64));
+    }
+    m.insert("total".into(), json!(total as f64 / regs.max(1) as f64));
+    let fails: u64 = (0..6).map(|i| after.failures[i].saturating_sub(before.failures[i])).sum();
+    m.insert("failures".into(), json!(fails));
+    Value::Object(m)
+}
+
+// ---- /proc readers ----
+
+fn meminfo_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// /proc/slabinfo: cache name -> (active objects, object size). Empty if unreadable.
+fn slabinfo() -> BTreeMap<String, (i64, i64)> {
+    let mut m = BTreeMap::new();
+    if let Ok(t) = std::fs::read_to_string("/proc/slabinfo") {
+        for l in t.lines().skip(2) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() > 3 {
+                if let (Ok(a), Ok(s)) = (f[1].parse(), f[3].parse()) {
+                    m.insert(f[0].to_string(), (a, s));
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Nominal object size of a cache: N for kmalloc-N / kmalloc-cg-N / kmalloc-rcl-N, else its
+/// (possibly debug-inflated) object size.
+fn nominal(name: &str, objsize: i64) -> i64 {
+    name.rsplit('-')
+        .next()
+        .filter(|_| name.starts_with("kmalloc"))
+        .and_then(|n| n.strip_suffix('k').map(|k| k.parse::<i64>().map(|v| v * 1024)).unwrap_or_else(|| n.parse()).ok())
+        .unwrap_or(objsize)
+}
+
+/// Slab snapshot: meminfo Slab and SUnreclaim (KiB) and slabinfo.
+struct SlabSnap {
+    slab_kb: u64,
+    unrecl_kb: u64,
+    caches: BTreeMap<String, (i64, i64)>,
+}
+
+impl SlabSnap {
+    fn take() -> Self {
+        SlabSnap { slab_kb: meminfo_kb("Slab"), unrecl_kb: meminfo_kb("SUnreclaim"), caches: slabinfo() }
+    }
+
+    /// Per-MR growth from `self` to `after` over `n` MRs.
+    fn per_mr(&self, after: &SlabSnap, n: u64) -> Value {
+        let n = n.max(1) as f64;
+        let mut rows: Vec<(String, i64, i64, i64)> = Vec::new();
+        for (name, (a, s)) in &after.caches {
+            let before = self.caches.get(name).map(|x| x.0).unwrap_or(0);
+            let d = a - before;
+            if d != 0 {
+                rows.push((name.clone(), d, *s, nominal(name, *s)));
+            }
+        }
+        rows.sort_by_key(|r| -(r.1 * r.2).abs());
+        let bytes: i64 = rows.iter().map(|r| r.1 * r.2).sum();
+        let nominal_bytes: i64 = rows.iter().map(|r| r.1 * r.3).sum();
+        let top: Vec<Value> = rows
+            .iter()
+            .take(10)
+            .map(|r| json!({"cache": r.0, "objs_per_mr": r.1 as f64 / n, "objsize": r.2, "nominal": r.3}))
+            .collect();
+        json!({
+            "meminfo_slab_bytes_per_mr": (after.slab_kb as f64 - self.slab_kb as f64) * 1024.0 / n,
+            "meminfo_sunreclaim_bytes_per_mr": (after.unrecl_kb as f64 - self.unrecl_kb as f64) * 1024.0 / n,
+            "slabinfo_bytes_per_mr": bytes as f64 / n,
+            "slabinfo_nominal_bytes_per_mr": nominal_bytes as f64 / n,
+            "slabinfo_available": !after.caches.is_empty(),
+            "top_caches": top,
+        })
+    }
+}
+
+// ---- measurement ----
+
+fn open_path(m: &MeasureArgs) -> Result<Path> {
+    Ok(if m.via == "floor" { Path::Floor(Floor::open(m.persistent)?) } else { Path::Core(Core::open()?) })
+}
+
+/// Cycles for one cell: `ops` at 64 KiB, scaled down with the square root of the size ratio.
+fn cell_ops(m: &MeasureArgs, size: u64) -> u32 {
+    let ratio = (size as f64 / 65536.0).max(1.0).sqrt();
+    ((m.ops as f64 / ratio).round() as u32).max(m.min_ops)
+}
+
+fn cell(m: &MeasureArgs, path: &Path, gpu: &Gpu, va: u64, size: u64, threads: u32) -> Result<Value> {
+    let ops = cell_ops(m, size).max(threads);
+    let per_thread = ops.div_ceil(threads);
+    let budget = Duration::from_secs(m.cell_budget_s);
+    let before = gpu.stats()?;
+    let start = Instant::now();
+    let results: Vec<Result<(Vec<u64>, Vec<u64>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(move || -> Result<(Vec<u64>, Vec<u64>)> {
+                    let (mut reg, mut dereg) = (Vec::new(), Vec::new());
+                    for i in 0..per_thread {
+                        if i > 0 && start.elapsed() > budget {
+                            break;
+                        }
+                        let t0 = Instant::now();
+                        let h = path.reg(va, size)?;
+                        let t1 = Instant::now();
+                        path.dereg(h)?;
+                        reg.push(ns(t1 - t0));
+                        dereg.push(ns(t1.elapsed()));
+                    }
+                    Ok((reg, dereg))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EmuError::Invalid("thread panicked".into())))).collect()
+    });
+    let wall = start.elapsed();
+    let after = gpu.stats()?;
+    let (mut reg, mut dereg) = (Vec::new(), Vec::new());
+    for r in results {
+        let (a, b) = r?;
+        reg.extend(a);
+        dereg.extend(b);
+    }
+    let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
+    let n = reg.len() as u64;
+    Ok(json!({
+        "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
+        "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
+        "reg": summary(reg), "dereg": summary(dereg), "cycle": summary(cycles),
+        "provider_calls_per_reg": calls_per_reg(&before, &after, n),
+    }))
+}
+
+/// Kernel-side provider times of the floor (rawfloor's own ktime around each NVIDIA call).
+fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<Value> {
+    let (mut g, mut mp, mut u, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        let r = f.reg(va, size)?;
+        let d = f.dereg(r.id)?;
+        g.push(r.get_ns);
+        mp.push(r.map_ns);
+        u.push(d.unmap_ns);
+        p.push(d.put_ns);
+    }
+    Ok(json!({"size": size, "get_pages": summary(g), "dma_map_pages": summary(mp),
+              "dma_unmap_pages": summary(u), "put_pages": summary(p)}))
+}
+
+/// Free ("cudaFree") of a fresh allocation with one live MR on it, then deregistration; and the
+/// same free without an MR, for reference.
+fn invalidation(m: &MeasureArgs, path: &Path, gpu: &Gpu, size: u64) -> Result<Value> {
+    let (mut with, mut without, mut dereg_after) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut callbacks, mut states) = (0u64, BTreeMap::<String, u32>::new());
+    let iters = if size >= 64 << 20 { m.inval_iters.min(3) } else { m.inval_iters };
+    for _ in 0..iters {
+        let a = gpu.alloc(size, 0)?;
+        let t = Instant::now();
+        gpu.free(a.va)?;
+        without.push(ns(t.elapsed()));
+
+        let a = gpu.alloc(size, 0)?;
+        let h = path.reg(a.va, size)?;
+        let t = Instant::now();
+        callbacks += u64::from(gpu.free(a.va)?);
+        with.push(ns(t.elapsed()));
+        *states.entry(path.state_after_free(h)).or_default() += 1;
+        let t = Instant::now();
+        path.dereg(h)?;
+        dereg_after.push(ns(t.elapsed()));
+    }
+    Ok(json!({
+        "size": size, "free_with_live_mr": summary(with), "free_without_mr": summary(without),
+        "dereg_after_free": summary(dereg_after),
+        "callbacks_per_free": callbacks as f64 / f64::from(iters.max(1)),
+        "mr_state_after_free": states,
+    }))
+}
+
+/// Slab growth over `n` live 64 KiB registrations of one range.
+fn memory(path: &Path, gpu: &Gpu, n: u32) -> Result<Value> {
+    let a = gpu.alloc(65536, 0)?;
+    // One warm-up cycle so that first-use allocations (caches, xarray nodes) are not counted.
+    let h = path.reg(a.va, 65536)?;
+    path.dereg(h)?;
+    let before = SlabSnap::take();
+    let mut hs = Vec::with_capacity(n as usize);
+    let mut err = None;
+    for _ in 0..n {
+        match path.reg(a.va, 65536) {
+            Ok(h) => hs.push(h),
+            Err(e) => {
+                err = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let after = SlabSnap::take();
+    let held = hs.len() as u64;
+    for h in hs {
+        path.dereg(h)?;
+    }
+    gpu.free(a.va)?;
+    let mut v = before.per_mr(&after, held);
+    v["mrs"] = json!(held);
+    v["error"] = json!(err);
+    Ok(v)
+}
+
+/// As many live 64 KiB MRs as the guest allows (up to `target`), then all freed.
+fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
+    let a = gpu.alloc(65536, 0)?;
+    let before = SlabSnap::take();
+    let avail0 = meminfo_kb("MemAvailable");
+    let mut hs = Vec::with_capacity(m.scale as usize);
+    let mut stopped = String::from("target reached");
+    let t = Instant::now();
+    for i in 0..m.scale {
+        if i % 1024 == 0 && meminfo_kb("MemAvailable") < m.scale_min_avail_mb * 1024 {
+            stopped = format!("MemAvailable below {} MiB", m.scale_min_avail_mb);
+            break;
+        }
+        match path.reg(a.va, 65536) {
+            Ok(h) => hs.push(h),
+            Err(e) => {
+                stopped = format!("registration {} failed: {e}", i + 1);
+                break;
+            }
+        }
+    }
+    let reg_s = t.elapsed().as_secs_f64();
+    let after = SlabSnap::take();
+    let avail1 = meminfo_kb("MemAvailable");
+    let reached = hs.len() as u64;
+    let t = Instant::now();
+    for h in hs {
+        path.dereg(h)?;
+    }
+    let dereg_s = t.elapsed().as_secs_f64();
+    gpu.free(a.va)?;
+    let end = SlabSnap::take();
+    let mut v = before.per_mr(&after, reached);
+    v["target"] = json!(m.scale);
+    v["reached"] = json!(reached);
+    v["stopped_by"] = json!(stopped);
+    v["reg_us_per_mr"] = json!(reg_s * 1e6 / reached.max(1) as f64);
+    v["dereg_us_per_mr"] = json!(dereg_s * 1e6 / reached.max(1) as f64);
+    v["memavailable_drop_bytes_per_mr"] = json!((avail0 as f64 - avail1 as f64) * 1024.0 / reached.max(1) as f64);
+    v["slab_kb_left_after_free"] = json!(end.slab_kb as i64 - before.slab_kb as i64);
+    Ok(v)
+}
+
+fn measure(m: &MeasureArgs) -> Result<Value> {
+    let gpu = Gpu::open()?;
+    let path = open_path(m)?;
+    let orig = gpu.config()?;
+    let model = abi::Config {
+        call_cost_ns: m.call_cost_us * 1000,
+        page_cost_ns: m.page_cost_ns,
+        bar1_budget: 0,
+        ..orig
+    };
+    gpu.set_config(model)?;
+    let res = measure_all(m, &path, &gpu);
+    gpu.set_config(orig)?;
+    let mut doc = res?;
+    doc["cost_model"] = json!({"call_cost_ns": model.call_cost_ns, "page_cost_ns": model.page_cost_ns});
+    Ok(doc)
+}
+
+fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
+    let clients = match path {
+        Path::Core(c) => c.clients()?.into_iter().map(|c| json!({"name": c.name, "version": c.version,
+            "invalidating": c.invalidating, "unmaps": c.unmaps})).collect(),
+        Path::Floor(_) => Vec::new(),
+    };
+    let (mut cells, mut skipped, mut breakdown, mut inval) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for &size in &m.sizes {
+        let a = gpu.alloc(size, 0)?;
+        for &t in &m.threads {
+            if size.saturating_mul(u64::from(t)) > m.max_mapped {
+                skipped.push(json!({"size": size, "threads": t,
+                    "why": format!("size x threads above --max-mapped {} bytes", m.max_mapped)}));
+                continue;
+            }
+            let c = cell(m, path, gpu, a.va, size, t)?;
+            eprintln!("regpath: {} size {} threads {}: {} cycles, reg median {} us",
+                m.path, size, t, c["cycles"], c["reg"]["median_ns"].as_u64().unwrap_or(0) / 1000);
+            cells.push(c);
+        }
+        if let Path::Floor(f) = path {
+            breakdown.push(floor_breakdown(f, a.va, size, cell_ops(m, size).min(20))?);
+        }
+        gpu.free(a.va)?;
+        if m.inval_iters > 0 {
+            inval.push(invalidation(m, path, gpu, size)?);
+        }
+    }
+    let mem = if m.mem_mrs > 0 { memory(path, gpu, m.mem_mrs)? } else { Value::Null };
+    let sc = if m.scale > 0 {
+        // The scale test measures the software cost per MR: the RM cost model is switched off.
+        let cfg = gpu.config()?;
+        gpu.set_config(abi::Config { call_cost_ns: 0, page_cost_ns: 0, ..cfg })?;
+        let r = scale(m, path, gpu);
+        gpu.set_config(cfg)?;
+        r?
+    } else {
+        Value::Null
+    };
+    Ok(json!({
+        "path": m.path, "via": m.via, "persistent_api": m.persistent, "floor_ref": m.floor_ref,
+        "classic_ref": m.classic_ref,
+        "clients": clients, "cells": cells, "skipped": skipped, "floor_breakdown": breakdown,
+        "invalidation": inval, "memory": mem, "scale": sc,
+    }))
+}
+
+// ---- report ----
+
+fn get<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(v, |v, k| v.get(*k))
+}
+
+fn num(v: &Value, keys: &[&str]) -> Option<f64> {
+    get(v, keys).and_then(Value::as_f64)
+}
+
+fn find_cell(p: &Value, size: u64, threads: u64) -> Option<&Value> {
+    p["cells"].as_array()?.iter().find(|c| c["size"].as_u64() == Some(size) && c["threads"].as_u64() == Some(threads))
+}
+
+fn find_size<'a>(p: &'a Value, list: &str, size: u64) -> Option<&'a Value> {
+    p[list].as_array()?.iter().find(|c| c["size"].as_u64() == Some(size))
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => json!((a / b * 1000.0).round() / 1000.0),
+        _ => Value::Null,
+    }
+}
+
+/// Adds `ratios` (to the path's floor) to every cell, invalidation row and memory figure.
+fn report(mut paths: Vec<Value>, machine: &str) -> Value {
+    let floors: BTreeMap<String, Value> =
+        paths.iter().filter(|p| p["via"] == "floor").map(|p| (p["path"].as_str().unwrap_or("").to_string(), p.clone())).collect();
+    let all = paths.clone();
+    for p in &mut paths {
+        let classic = all.iter().find(|k| k["path"] == p["classic_ref"]);
+        let Some(fl) = floors.get(p["floor_ref"].as_str().unwrap_or("floor")).cloned() else { continue };
+        if let Some(cells) = p["cells"].as_array_mut() {
+            for c in cells {
+                let (s, t) = (c["size"].as_u64().unwrap_or(0), c["threads"].as_u64().unwrap_or(0));
+                let f = find_cell(&fl, s, t);
+                let k = classic.and_then(|k| find_cell(k, s, t));
+                let r = |keys: &[&str]| ratio(num(c, keys), f.and_then(|f| num(f, keys)));
+                c["ratios"] = json!({
+                    "reg_median": r(&["reg", "median_ns"]), "reg_p99": r(&["reg", "p99_ns"]),
+                    "dereg_median": r(&["dereg", "median_ns"]), "dereg_p99": r(&["dereg", "p99_ns"]),
+                    "cycle_median": r(&["cycle", "median_ns"]), "regs_per_s": r(&["regs_per_s"]),
+                    "provider_calls": r(&["provider_calls_per_reg", "total"]),
+                    "cycle_median_vs_classic": ratio(num(c, &["cycle", "median_ns"]), k.and_then(|k| num(k, &["cycle", "median_ns"]))),
+                });
+            }
+        }
+        if let Some(rows) = p["invalidation"].as_array_mut() {
+            for row in rows {
+                let f = find_size(&fl, "invalidation", row["size"].as_u64().unwrap_or(0));
+                let keys = ["free_with_live_mr", "median_ns"];
+                row["ratios"] = json!({"free_with_live_mr_median": ratio(num(row, &keys), f.and_then(|f| num(f, &keys)))});
+            }
+        }
+        for sec in ["memory", "scale"] {
+            let key = ["meminfo_slab_bytes_per_mr"];
+            let fv = num(&fl[sec], &key);
+            let pv = num(&p[sec], &key);
+            if p[sec].is_object() {
+                p[sec]["ratio_slab_per_mr"] = ratio(pv, fv);
+                p[sec]["slab_bytes_per_mr_above_floor"] = json!(pv.zip(fv).map(|(a, b)| a - b));
+                let nk = ["slabinfo_nominal_bytes_per_mr"];
+                p[sec]["nominal_bytes_per_mr_above_floor"] =
+                    json!(num(&p[sec], &nk).zip(num(&fl[sec], &nk)).map(|(a, b)| a - b));
+            }
+        }
+    }
+    json!({"benchmark": "regpath", "machine": machine, "paths": paths})
+}
+
+fn us(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.0}", x / 1000.0)).unwrap_or_else(|| "-".into())
+}
+
+fn x(v: &Value) -> String {
+    v.as_f64().map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into())
+}
+
+fn size_name(s: u64) -> String {
+    match s {
+        s if s >= 1 << 30 && s % (1 << 30) == 0 => format!("{}G", s >> 30),
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{}M", s >> 20),
+        s => format!("{}K", s >> 10),
+    }
+}
+
+/// Markdown tables of a merged document.
+pub fn tables(doc: &Value) -> String {
+    let empty = Vec::new();
+    let paths = doc["paths"].as_array().unwrap_or(&empty);
+    let names: Vec<&str> = paths.iter().map(|p| p["path"].as_str().unwrap_or("?")).collect();
+    let mut sizes: Vec<u64> = paths
+        .iter()
+        .flat_map(|p| p["cells"].as_array().into_iter().flatten().filter_map(|c| c["size"].as_u64()))
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut threads: Vec<u64> = paths
+        .iter()
+        .flat_map(|p| p["cells"].as_array().into_iter().flatten().filter_map(|c| c["threads"].as_u64()))
+        .collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let mut out = String::new();
+    let header = |out: &mut String, first: &str| {
+        out.push_str(&format!("| {first} | {} |\n|---|{}\n", names.join(" | "), "---|".repeat(names.len())));
+    };
+    let metrics: [(&str, &[&str], &str); 5] = [
+        ("registration, median µs", &["reg", "median_ns"], "reg_median"),
+        ("registration, p99 µs", &["reg", "p99_ns"], "reg_p99"),
+        ("deregistration, median µs", &["dereg", "median_ns"], "dereg_median"),
+        ("deregistration, p99 µs", &["dereg", "p99_ns"], "dereg_p99"),
+        ("registration + deregistration, median µs", &["cycle", "median_ns"], "cycle_median"),
+    ];
+    for (title, keys, rk) in metrics {
+        out.push_str(&format!("\n### {title} (1 thread; ratio to the floor)\n\n"));
+        header(&mut out, "size");
+        for &s in &sizes {
+            let row: Vec<String> = paths
+                .iter()
+                .map(|p| find_cell(p, s, 1).map_or("-".into(), |c| format!("{} ({})", us(num(c, keys)), x(&c["ratios"][rk]))))
+                .collect();
+            out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+        }
+    }
+    if paths.iter().any(|p| p["path"].as_str().is_some_and(|n| n.starts_with("classic"))) {
+        out.push_str("\n### registration + deregistration, median, ratio to the classic C client (1 thread)\n\n");
+        header(&mut out, "size");
+        for &s in &sizes {
+            let row: Vec<String> =
+                paths.iter().map(|p| find_cell(p, s, 1).map_or("-".into(), |c| x(&c["ratios"]["cycle_median_vs_classic"]))).collect();
+            out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+        }
+    }
+    out.push_str("\n### cycles (reg + dereg) per second by threads (ratio to the floor at the same threads)\n\n");
+    header(&mut out, "size / threads");
+    for &s in &sizes {
+        for &t in &threads {
+            let row: Vec<String> = paths
+                .iter()
+                .map(|p| {
+                    find_cell(p, s, t).map_or("-".into(), |c| {
+                        format!("{:.1} ({})", num(c, &["regs_per_s"]).unwrap_or(0.0), x(&c["ratios"]["regs_per_s"]))
+                    })
+                })
+                .collect();
+            out.push_str(&format!("| {} / {t} | {} |\n", size_name(s), row.join(" | ")));
+        }
+    }
+    out.push_str("\n### provider calls per registration (get_pages + get_pages_persistent; all calls per reg+dereg)\n\n");
+    header(&mut out, "size");
+    for &s in &sizes {
+        let row: Vec<String> = paths
+            .iter()
+            .map(|p| {
+                find_cell(p, s, 1).map_or("-".into(), |c| {
+                    let pc = &c["provider_calls_per_reg"];
+                    let gets = num(pc, &["get_pages"]).unwrap_or(0.0) + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
+                    format!("{gets:.2} get; {:.2} all", num(pc, &["total"]).unwrap_or(0.0))
+                })
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+    }
+    out.push_str("\n### free (cudaFree) under one live MR, median µs (ratio to the floor); callbacks per free; MR state after\n\n");
+    header(&mut out, "size");
+    for &s in &sizes {
+        let row: Vec<String> = paths
+            .iter()
+            .map(|p| {
+                find_size(p, "invalidation", s).map_or("-".into(), |r| {
+                    let st: Vec<String> = r["mr_state_after_free"]
+                        .as_object()
+                        .map(|o| o.keys().cloned().collect())
+                        .unwrap_or_default();
+                    format!("{} ({}); cb {}; {}", us(num(r, &["free_with_live_mr", "median_ns"])),
+                        x(&r["ratios"]["free_with_live_mr_median"]), num(r, &["callbacks_per_free"]).unwrap_or(0.0), st.join(","))
+                })
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+    }
+    for (sec, title) in [("memory", "kernel slab memory per live 64 KiB MR"), ("scale", "live-MR scale test (64 KiB MRs, cost model off)")] {
+        out.push_str(&format!("\n### {title}\n\n"));
+        header(&mut out, "figure");
+        let rows: [(&str, &str); 9] = [
+            ("MRs held", "mrs"),
+            ("target / reached", "reached"),
+            ("stopped by", "stopped_by"),
+            ("Slab bytes per MR (meminfo)", "meminfo_slab_bytes_per_mr"),
+            ("ratio to the floor", "ratio_slab_per_mr"),
+            ("Slab bytes per MR above the floor", "slab_bytes_per_mr_above_floor"),
+            ("nominal kmalloc bytes per MR above the floor", "nominal_bytes_per_mr_above_floor"),
+            ("reg µs per MR", "reg_us_per_mr"),
+            ("dereg µs per MR", "dereg_us_per_mr"),
+        ];
+        for (label, key) in rows {
+            if paths.iter().all(|p| p[sec].get(key).is_none()) {
+                continue;
+            }
+            let row: Vec<String> = paths
+                .iter()
+                .map(|p| match &p[sec][key] {
+                    Value::Null => "-".into(),
+                    Value::String(s) => s.clone(),
+                    v if key == "ratio_slab_per_mr" => x(v),
+                    v if key == "reached" => format!("{} / {}", p[sec]["target"], v),
+                    v => v.as_f64().map_or(v.to_string(), |f| format!("{f:.0}")),
+                })
+                .collect();
+            out.push_str(&format!("| {label} | {} |\n", row.join(" | ")));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rawfloor_abi_sizes() {
+        // rawfloor_ioctl.h: struct rf_reg 48 bytes, struct rf_dereg 24 bytes, no padding.
+        assert_eq!(std::mem::size_of::<rf::Reg>(), 48);
+        assert_eq!(std::mem::size_of::<rf::Dereg>(), 24);
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(pct(&v, 50.0), 50);
+        assert_eq!(pct(&v, 99.0), 99);
+        assert_eq!(pct(&[7], 99.0), 7);
+        assert_eq!(pct(&[], 50.0), 0);
+    }
+
+    #[test]
+    fn nominal_sizes() {
+        assert_eq!(nominal("kmalloc-192", 400), 192);
+        assert_eq!(nominal("kmalloc-cg-1k", 2000), 1024);
+        assert_eq!(nominal("kmalloc-rcl-64", 100), 64);
+        assert_eq!(nominal("anon_vma", 88), 88);
+    }
+
+    #[test]
+    fn ratios_against_the_floor() {
+        let cell = |ns: u64| json!({"size": 65536, "threads": 1, "reg": {"median_ns": ns}, "cycle": {"median_ns": ns}});
+        let floor = json!({"path": "floor", "via": "floor", "floor_ref": "floor", "cells": [cell(100)]});
+        let nv = json!({"path": "nvpeer-inval", "via": "core", "floor_ref": "floor", "cells": [cell(110)]});
+        let doc = report(vec![floor, nv], "test");
+        assert_eq!(doc["paths"][1]["cells"][0]["ratios"]["reg_median"], json!(1.1));
+        assert_eq!(doc["paths"][0]["cells"][0]["ratios"]["reg_median"], json!(1.0));
+        assert!(tables(&doc).contains("1.10x"));
+    }
+}
