@@ -33,7 +33,7 @@ pub struct Suite {
 
 fn errno_text(e: Option<i32>) -> String {
     match e {
-        Some(n) => format!("errno {n} ({})", std::io::Error::from_raw_os_error(n)),
+        Some(n) => std::io::Error::from_raw_os_error(n).to_string(),
         None => "no errno".into(),
     }
 }

@@ -398,7 +398,7 @@ impl Endpoint {
                         status: wc.status(),
                         opcode: wc.opcode(),
                         byte_len: wc.byte_len(),
-                        imm: u32::from_be(wc.imm_data()),
+                        imm: wc.imm_data(),
                         vendor_err: wc.vendor_err(),
                     });
                 }

@@ -18,9 +18,9 @@ pub use emu_ctl::core::abi::Query as PmeQuery;
 pub use emu_ctl::core::{qflags, state};
 
 fn emu_err(e: EmuError) -> MemError {
-    match e.errno() {
-        Some(n) => MemError::Os { what: e.to_string(), err: std::io::Error::from_raw_os_error(n as i32) },
-        None => MemError::Unsupported(format!("{e} (is the emulator loaded? modprobe nvp2p_emu peer_mem_emu)")),
+    match e {
+        EmuError::Ioctl { op, errno } => MemError::Os { what: op.to_string(), err: std::io::Error::from_raw_os_error(errno as i32) },
+        e => MemError::Unsupported(format!("{e} (is the emulator loaded? modprobe nvp2p_emu peer_mem_emu)")),
     }
 }
 
