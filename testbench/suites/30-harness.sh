@@ -150,6 +150,17 @@ hv_validate_emu() {
     return "$rc"
 }
 
+hv_validate_emu_invalidating() {
+    # With persistent_api_support=0 the client registers an invalidating nv_mem: freeing the
+    # emulated GPU memory must revoke the MR and move num_free_callbacks.
+    rmmod "$HV_CLIENT" && modprobe "$HV_CLIENT" persistent_api_support=0 || return 1
+    "$NVPEER" validate --mem emu --only inval,reg.sizes --max-size 256K | tee "$OUT/validate-emu-inval.txt"
+    local rc=${PIPESTATUS[0]}
+    grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu-inval.txt" | grep -v 'persistent client' |
+        grep -q 'num_free_callbacks +[1-9]' || { echo "no revoke seen"; return 1; }
+    return "$rc"
+}
+
 hv_bench_emu() {
     "$NVPEER" bench --mem emu -t reg -a --max-size 1M -n 10 --no-progress | tee "$OUT/bench-emu.txt"
     [ "${PIPESTATUS[0]}" = 0 ] && grep -q '^ 1048576 ' "$OUT/bench-emu.txt"
@@ -176,6 +187,7 @@ if hv_emu_up >"$OUT/emu-setup.txt" 2>&1; then
     tb_result emu-setup pass "$(tail -n 2 "$OUT/emu-setup.txt" | tr '\n' ' ')"
     tb_case validate-emu hv_validate_emu
     tb_case bench-emu-reg hv_bench_emu
+    tb_case validate-emu-invalidating hv_validate_emu_invalidating
     tb_case emu-unload hv_emu_down
 else
     tb_result emu-setup fail "$(tail -n 5 "$OUT/emu-setup.txt")"

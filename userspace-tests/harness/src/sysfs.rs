@@ -95,6 +95,26 @@ pub struct NodeFacts {
     pub nvidia_open: Option<bool>,
     /// IOMMU groups exist.
     pub iommu: bool,
+    /// The loaded peer module registers only a persistent (non-invalidating) `nv_mem` client.
+    pub persistent: Option<bool>,
+}
+
+/// Whether the loaded peer module runs in persistent mode (`persistent_api_support=1`, the
+/// default of nvpeer and of nvidia-peermem >= 560): its pins outlive `cudaFree` until dereg,
+/// so freeing GPU memory under a live MR revokes nothing, by design. `None` when unknown.
+pub fn persistent_mode(root: &Path) -> Option<bool> {
+    for m in ["nvpeer", "nvidia_peermem"] {
+        let f = root.join(format!("sys/module/{m}/parameters/persistent_api_support"));
+        if let Ok(v) = std::fs::read_to_string(f) {
+            return match v.trim() {
+                "1" | "Y" | "y" => Some(true),
+                "0" | "N" | "n" => Some(false),
+                _ => None,
+            };
+        }
+    }
+    // nv_peer_mem registers an invalidating nv_mem (plus nv_mem_nc).
+    root.join("sys/module/nv_peer_mem").exists().then_some(false)
 }
 
 /// Modules the harness looks for.
@@ -115,6 +135,7 @@ pub fn node_facts(root: &Path) -> NodeFacts {
         peer_clients: peer_clients(&p(MEMORY_PEERS)).into_iter().map(|c| c.client).collect(),
         nvidia_open,
         iommu: std::fs::read_dir(p("/sys/class/iommu")).map(|mut d| d.next().is_some()).unwrap_or(false),
+        persistent: persistent_mode(root),
     }
 }
 
@@ -190,5 +211,10 @@ mod tests {
         assert!(!f.dmabuf_kernel);
         assert_eq!(f.nvidia_open, Some(true));
         assert!(!f.iommu);
+        assert_eq!(f.persistent, None);
+        write(&d.0, "sys/module/nvpeer/parameters/persistent_api_support", "0\n");
+        assert_eq!(persistent_mode(&d.0), Some(false));
+        write(&d.0, "sys/module/nvpeer/parameters/persistent_api_support", "1\n");
+        assert_eq!(persistent_mode(&d.0), Some(true));
     }
 }

@@ -594,11 +594,19 @@ impl Suite {
         };
         use mem::emu::{qflags, state};
         let stopped = q.state != state::MAPPED || q.flags & qflags::REVOKED != 0;
+        let invalidating = q.flags & qflags::INVALIDATING != 0;
         drop(mr);
         let cb = match (&before, self.counters()) {
             (Some(b), Some(a)) => a.get("num_free_callbacks").saturating_sub(b.get("num_free_callbacks")),
             _ => 0,
         };
+        if !invalidating {
+            // A persistent client: the provider keeps the pages until the pin is put at dereg.
+            if q.state != state::MAPPED {
+                return CaseResult::fail(name, format!("persistent registration became {} after free", state::name(q.state)), "a client without an invalidate callback had its MR torn down");
+            }
+            return CaseResult::pass(name, format!("persistent client: the MR stays mapped after the free (pages pinned until dereg, by design), num_free_callbacks +{cb}, dereg afterwards ok"));
+        }
         if !stopped {
             return CaseResult::fail(name, format!("MR still {} after free (flags {:#x})", state::name(q.state), q.flags), "the peer client did not invalidate on the free callback");
         }
@@ -651,7 +659,15 @@ impl Suite {
                 name,
                 format!("{flight}transfer after free still succeeded: the dma-buf importer keeps the pages until dereg (no revoke); process alive"),
             )),
-            Some(0) => Ok(fail(format!("{flight}RDMA WRITE from the freed MR completed successfully"), "the MR kept working on freed GPU memory: the peer client did not invalidate (the NIC may DMA into reused memory)")),
+            Some(0) if self.facts.persistent == Some(true) => Ok(CaseResult::pass(
+                name,
+                format!("{flight}transfer after free still succeeded: persistent client (persistent_api_support=1) keeps the pages pinned until dereg, by design; process alive"),
+            )),
+            Some(0) => Ok(fail(
+                format!("{flight}RDMA WRITE from the freed MR completed successfully"),
+                "the MR kept working on freed GPU memory: the peer client did not invalidate (the NIC may DMA into reused memory); \
+                 expected only for a persistent client (persistent_api_support=1)",
+            )),
             st => {
                 let how = st.map(|s| format!("completion '{}'", verbs::wc_status_name(s))).unwrap_or_else(|| "post refused".into());
                 if self.counted(path) && cb == Some(0) {
