@@ -127,7 +127,11 @@ pub fn run(args: Args) -> Result<u8> {
             eprintln!("regpath: {} written to {}", m.path, m.out.display());
             Ok(0)
         }
-        Cmd::Report { inputs, out, machine } => {
+        Cmd::Report {
+            inputs,
+            out,
+            machine,
+        } => {
             let paths = inputs.iter().map(read_json).collect::<Result<Vec<_>>>()?;
             let doc = report(paths, &machine);
             write_json(&out, &doc)?;
@@ -142,13 +146,19 @@ pub fn run(args: Args) -> Result<u8> {
 }
 
 fn read_json(p: &PathBuf) -> Result<Value> {
-    let text = std::fs::read_to_string(p).map_err(|source| EmuError::File { path: p.display().to_string(), source })?;
+    let text = std::fs::read_to_string(p).map_err(|source| EmuError::File {
+        path: p.display().to_string(),
+        source,
+    })?;
     serde_json::from_str(&text).map_err(|e| EmuError::Invalid(format!("{}: {e}", p.display())))
 }
 
 fn write_json(path: &PathBuf, v: &Value) -> Result<()> {
     let text = serde_json::to_string_pretty(v).map_err(|e| EmuError::Invalid(e.to_string()))?;
-    std::fs::write(path, text + "\n").map_err(|source| EmuError::File { path: path.display().to_string(), source })
+    std::fs::write(path, text + "\n").map_err(|source| EmuError::File {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 // ---- rawfloor.ko ABI (testbench/bench/rawfloor/rawfloor_ioctl.h) ----
@@ -192,22 +202,37 @@ impl Floor {
             .read(true)
             .write(true)
             .open(FLOOR_DEVICE)
-            .map_err(|source| EmuError::Open { path: FLOOR_DEVICE.into(), source })?;
+            .map_err(|source| EmuError::Open {
+                path: FLOOR_DEVICE.into(),
+                source,
+            })?;
         Ok(Floor { file, persistent })
     }
 
     fn reg(&self, va: u64, len: u64) -> Result<rf::Reg> {
-        let mut r = rf::Reg { va, len, flags: if self.persistent { rf::PERSISTENT } else { 0 }, ..Default::default() };
+        let mut r = rf::Reg {
+            va,
+            len,
+            flags: if self.persistent { rf::PERSISTENT } else { 0 },
+            ..Default::default()
+        };
         // SAFETY: `r` is a live #[repr(C)] struct laid out as rawfloor_ioctl.h's struct rf_reg
         // (checked by the size test below); the fd is open.
-        ioctl_res("rawfloor REG", unsafe { rf::reg(self.file.as_raw_fd(), &mut r) })?;
+        ioctl_res("rawfloor REG", unsafe {
+            rf::reg(self.file.as_raw_fd(), &mut r)
+        })?;
         Ok(r)
     }
 
     fn dereg(&self, id: u32) -> Result<rf::Dereg> {
-        let mut d = rf::Dereg { id, ..Default::default() };
+        let mut d = rf::Dereg {
+            id,
+            ..Default::default()
+        };
         // SAFETY: as in `reg`, for struct rf_dereg.
-        ioctl_res("rawfloor DEREG", unsafe { rf::dereg(self.file.as_raw_fd(), &mut d) })?;
+        ioctl_res("rawfloor DEREG", unsafe {
+            rf::dereg(self.file.as_raw_fd(), &mut d)
+        })?;
         Ok(d)
     }
 }
@@ -237,7 +262,9 @@ impl Path {
         match (self, h) {
             (Path::Floor(f), Handle::Floor(id)) => f.dereg(id).map(|_| ()),
             (Path::Core(c), Handle::Core(id)) => c.deregister(id, false),
-            _ => Err(EmuError::Invalid("registration handle of another path".into())),
+            _ => Err(EmuError::Invalid(
+                "registration handle of another path".into(),
+            )),
         }
     }
 
@@ -266,7 +293,11 @@ fn pct(sorted: &[u64], p: f64) -> u64 {
 
 fn summary(mut v: Vec<u64>) -> Value {
     v.sort_unstable();
-    let mean = if v.is_empty() { 0 } else { v.iter().sum::<u64>() / v.len() as u64 };
+    let mean = if v.is_empty() {
+        0
+    } else {
+        v.iter().sum::<u64>() / v.len() as u64
+    };
     json!({"n": v.len(), "median_ns": pct(&v, 50.0), "p99_ns": pct(&v, 99.0), "mean_ns": mean,
            "min_ns": v.first().copied().unwrap_or(0), "max_ns": v.last().copied().unwrap_or(0)})
 }
@@ -285,7 +316,9 @@ fn calls_per_reg(before: &abi::Stats, after: &abi::Stats, regs: u64) -> Value {
         m.insert((*name).into(), json!(d as f64 / regs.max(1) as f64));
     }
     m.insert("total".into(), json!(total as f64 / regs.max(1) as f64));
-    let fails: u64 = (0..6).map(|i| after.failures[i].saturating_sub(before.failures[i])).sum();
+    let fails: u64 = (0..6)
+        .map(|i| after.failures[i].saturating_sub(before.failures[i]))
+        .sum();
     m.insert("failures".into(), json!(fails));
     Value::Object(m)
 }
@@ -326,7 +359,12 @@ fn nominal(name: &str, objsize: i64) -> i64 {
     name.rsplit('-')
         .next()
         .filter(|_| name.starts_with("kmalloc"))
-        .and_then(|n| n.strip_suffix('k').map(|k| k.parse::<i64>().map(|v| v * 1024)).unwrap_or_else(|| n.parse()).ok())
+        .and_then(|n| {
+            n.strip_suffix('k')
+                .map(|k| k.parse::<i64>().map(|v| v * 1024))
+                .unwrap_or_else(|| n.parse())
+                .ok()
+        })
         .unwrap_or(objsize)
 }
 
@@ -339,7 +377,11 @@ struct SlabSnap {
 
 impl SlabSnap {
     fn take() -> Self {
-        SlabSnap { slab_kb: meminfo_kb("Slab"), unrecl_kb: meminfo_kb("SUnreclaim"), caches: slabinfo() }
+        SlabSnap {
+            slab_kb: meminfo_kb("Slab"),
+            unrecl_kb: meminfo_kb("SUnreclaim"),
+            caches: slabinfo(),
+        }
     }
 
     /// Per-MR growth from `self` to `after` over `n` MRs.
@@ -375,7 +417,11 @@ impl SlabSnap {
 // ---- measurement ----
 
 fn open_path(m: &MeasureArgs) -> Result<Path> {
-    Ok(if m.via == "floor" { Path::Floor(Floor::open(m.persistent)?) } else { Path::Core(Core::open()?) })
+    Ok(if m.via == "floor" {
+        Path::Floor(Floor::open(m.persistent)?)
+    } else {
+        Path::Core(Core::open()?)
+    })
 }
 
 /// Cycles for one cell: `ops` at 64 KiB, scaled down with the square root of the size ratio.
@@ -384,7 +430,14 @@ fn cell_ops(m: &MeasureArgs, size: u64) -> u32 {
     ((m.ops as f64 / ratio).round() as u32).max(m.min_ops)
 }
 
-fn cell(m: &MeasureArgs, path: &Path, gpu: &Gpu, va: u64, size: u64, threads: u32) -> Result<Value> {
+fn cell(
+    m: &MeasureArgs,
+    path: &Path,
+    gpu: &Gpu,
+    va: u64,
+    size: u64,
+    threads: u32,
+) -> Result<Value> {
     let ops = cell_ops(m, size).max(threads);
     let per_thread = ops.div_ceil(threads);
     let budget = Duration::from_secs(m.cell_budget_s);
@@ -410,7 +463,12 @@ fn cell(m: &MeasureArgs, path: &Path, gpu: &Gpu, va: u64, size: u64, threads: u3
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EmuError::Invalid("thread panicked".into())))).collect()
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(EmuError::Invalid("thread panicked".into())))
+            })
+            .collect()
     });
     let wall = start.elapsed();
     let after = gpu.stats()?;
@@ -441,8 +499,10 @@ fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<Value> {
         u.push(d.unmap_ns);
         p.push(d.put_ns);
     }
-    Ok(json!({"size": size, "get_pages": summary(g), "dma_map_pages": summary(mp),
-              "dma_unmap_pages": summary(u), "put_pages": summary(p)}))
+    Ok(
+        json!({"size": size, "get_pages": summary(g), "dma_map_pages": summary(mp),
+              "dma_unmap_pages": summary(u), "put_pages": summary(p)}),
+    )
 }
 
 /// Free ("cudaFree") of a fresh allocation with one live MR on it, then deregistration; and the
@@ -450,7 +510,11 @@ fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<Value> {
 fn invalidation(m: &MeasureArgs, path: &Path, gpu: &Gpu, size: u64) -> Result<Value> {
     let (mut with, mut without, mut dereg_after) = (Vec::new(), Vec::new(), Vec::new());
     let (mut callbacks, mut states) = (0u64, BTreeMap::<String, u32>::new());
-    let iters = if size >= 64 << 20 { m.inval_iters.min(3) } else { m.inval_iters };
+    let iters = if size >= 64 << 20 {
+        m.inval_iters.min(3)
+    } else {
+        m.inval_iters
+    };
     for _ in 0..iters {
         let a = gpu.alloc(size, 0)?;
         let t = Instant::now();
@@ -543,7 +607,8 @@ fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     v["stopped_by"] = json!(stopped);
     v["reg_us_per_mr"] = json!(reg_s * 1e6 / reached.max(1) as f64);
     v["dereg_us_per_mr"] = json!(dereg_s * 1e6 / reached.max(1) as f64);
-    v["memavailable_drop_bytes_per_mr"] = json!((avail0 as f64 - avail1 as f64) * 1024.0 / reached.max(1) as f64);
+    v["memavailable_drop_bytes_per_mr"] =
+        json!((avail0 as f64 - avail1 as f64) * 1024.0 / reached.max(1) as f64);
     v["slab_kb_left_after_free"] = json!(end.slab_kb as i64 - before.slab_kb as i64);
     Ok(v)
 }
@@ -562,43 +627,90 @@ fn measure(m: &MeasureArgs) -> Result<Value> {
     let res = measure_all(m, &path, &gpu);
     gpu.set_config(orig)?;
     let mut doc = res?;
-    doc["cost_model"] = json!({"call_cost_ns": model.call_cost_ns, "page_cost_ns": model.page_cost_ns});
+    doc["cost_model"] =
+        json!({"call_cost_ns": model.call_cost_ns, "page_cost_ns": model.page_cost_ns});
     Ok(doc)
 }
 
 fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     let clients = match path {
-        Path::Core(c) => c.clients()?.into_iter().map(|c| json!({"name": c.name, "version": c.version,
-            "invalidating": c.invalidating, "unmaps": c.unmaps})).collect(),
+        Path::Core(c) => c
+            .clients()?
+            .into_iter()
+            .map(|c| {
+                json!({"name": c.name, "version": c.version,
+            "invalidating": c.invalidating, "unmaps": c.unmaps})
+            })
+            .collect(),
         Path::Floor(_) => Vec::new(),
     };
-    let (mut cells, mut skipped, mut breakdown, mut inval) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut cells, mut skipped, mut breakdown, mut inval) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // A size or cell that fails (e.g. no memory for the allocation, IOVA space exhausted) is
+    // reported under "skipped" with its error; the other sizes still run.
+    let fail = |size: u64, t: Option<u32>, what: &str, e: EmuError| {
+        eprintln!(
+            "regpath: {} size {size} threads {t:?}: {what} failed: {e}",
+            m.path
+        );
+        json!({"size": size, "threads": t, "why": format!("{what}: {e}")})
+    };
     for &size in &m.sizes {
-        let a = gpu.alloc(size, 0)?;
+        let a = match gpu.alloc(size, 0) {
+            Ok(a) => a,
+            Err(e) => {
+                skipped.push(fail(size, None, "allocation", e));
+                continue;
+            }
+        };
         for &t in &m.threads {
             if size.saturating_mul(u64::from(t)) > m.max_mapped {
                 skipped.push(json!({"size": size, "threads": t,
                     "why": format!("size x threads above --max-mapped {} bytes", m.max_mapped)}));
                 continue;
             }
-            let c = cell(m, path, gpu, a.va, size, t)?;
-            eprintln!("regpath: {} size {} threads {}: {} cycles, reg median {} us",
-                m.path, size, t, c["cycles"], c["reg"]["median_ns"].as_u64().unwrap_or(0) / 1000);
-            cells.push(c);
+            match cell(m, path, gpu, a.va, size, t) {
+                Ok(c) => {
+                    eprintln!(
+                        "regpath: {} size {} threads {}: {} cycles, reg median {} us",
+                        m.path,
+                        size,
+                        t,
+                        c["cycles"],
+                        c["reg"]["median_ns"].as_u64().unwrap_or(0) / 1000
+                    );
+                    cells.push(c);
+                }
+                Err(e) => skipped.push(fail(size, Some(t), "cell", e)),
+            }
         }
         if let Path::Floor(f) = path {
-            breakdown.push(floor_breakdown(f, a.va, size, cell_ops(m, size).min(20))?);
+            match floor_breakdown(f, a.va, size, cell_ops(m, size).min(20)) {
+                Ok(b) => breakdown.push(b),
+                Err(e) => skipped.push(fail(size, Some(1), "floor breakdown", e)),
+            }
         }
         gpu.free(a.va)?;
         if m.inval_iters > 0 {
-            inval.push(invalidation(m, path, gpu, size)?);
+            match invalidation(m, path, gpu, size) {
+                Ok(r) => inval.push(r),
+                Err(e) => skipped.push(fail(size, Some(1), "invalidation", e)),
+            }
         }
     }
-    let mem = if m.mem_mrs > 0 { memory(path, gpu, m.mem_mrs)? } else { Value::Null };
+    let mem = if m.mem_mrs > 0 {
+        memory(path, gpu, m.mem_mrs)?
+    } else {
+        Value::Null
+    };
     let sc = if m.scale > 0 {
         // The scale test measures the software cost per MR: the RM cost model is switched off.
         let cfg = gpu.config()?;
-        gpu.set_config(abi::Config { call_cost_ns: 0, page_cost_ns: 0, ..cfg })?;
+        gpu.set_config(abi::Config {
+            call_cost_ns: 0,
+            page_cost_ns: 0,
+            ..cfg
+        })?;
         let r = scale(m, path, gpu);
         gpu.set_config(cfg)?;
         r?
@@ -624,11 +736,17 @@ fn num(v: &Value, keys: &[&str]) -> Option<f64> {
 }
 
 fn find_cell(p: &Value, size: u64, threads: u64) -> Option<&Value> {
-    p["cells"].as_array()?.iter().find(|c| c["size"].as_u64() == Some(size) && c["threads"].as_u64() == Some(threads))
+    p["cells"]
+        .as_array()?
+        .iter()
+        .find(|c| c["size"].as_u64() == Some(size) && c["threads"].as_u64() == Some(threads))
 }
 
 fn find_size<'a>(p: &'a Value, list: &str, size: u64) -> Option<&'a Value> {
-    p[list].as_array()?.iter().find(|c| c["size"].as_u64() == Some(size))
+    p[list]
+        .as_array()?
+        .iter()
+        .find(|c| c["size"].as_u64() == Some(size))
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
@@ -640,15 +758,26 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
 
 /// Adds `ratios` (to the path's floor) to every cell, invalidation row and memory figure.
 fn report(mut paths: Vec<Value>, machine: &str) -> Value {
-    let floors: BTreeMap<String, Value> =
-        paths.iter().filter(|p| p["via"] == "floor").map(|p| (p["path"].as_str().unwrap_or("").to_string(), p.clone())).collect();
+    let floors: BTreeMap<String, Value> = paths
+        .iter()
+        .filter(|p| p["via"] == "floor")
+        .map(|p| (p["path"].as_str().unwrap_or("").to_string(), p.clone()))
+        .collect();
     let all = paths.clone();
     for p in &mut paths {
         let classic = all.iter().find(|k| k["path"] == p["classic_ref"]);
-        let Some(fl) = floors.get(p["floor_ref"].as_str().unwrap_or("floor")).cloned() else { continue };
+        let Some(fl) = floors
+            .get(p["floor_ref"].as_str().unwrap_or("floor"))
+            .cloned()
+        else {
+            continue;
+        };
         if let Some(cells) = p["cells"].as_array_mut() {
             for c in cells {
-                let (s, t) = (c["size"].as_u64().unwrap_or(0), c["threads"].as_u64().unwrap_or(0));
+                let (s, t) = (
+                    c["size"].as_u64().unwrap_or(0),
+                    c["threads"].as_u64().unwrap_or(0),
+                );
                 let f = find_cell(&fl, s, t);
                 let k = classic.and_then(|k| find_cell(k, s, t));
                 let r = |keys: &[&str]| ratio(num(c, keys), f.and_then(|f| num(f, keys)));
@@ -676,8 +805,9 @@ fn report(mut paths: Vec<Value>, machine: &str) -> Value {
                 p[sec]["ratio_slab_per_mr"] = ratio(pv, fv);
                 p[sec]["slab_bytes_per_mr_above_floor"] = json!(pv.zip(fv).map(|(a, b)| a - b));
                 let nk = ["slabinfo_nominal_bytes_per_mr"];
-                p[sec]["nominal_bytes_per_mr_above_floor"] =
-                    json!(num(&p[sec], &nk).zip(num(&fl[sec], &nk)).map(|(a, b)| a - b));
+                p[sec]["nominal_bytes_per_mr_above_floor"] = json!(num(&p[sec], &nk)
+                    .zip(num(&fl[sec], &nk))
+                    .map(|(a, b)| a - b));
             }
         }
     }
@@ -685,11 +815,14 @@ fn report(mut paths: Vec<Value>, machine: &str) -> Value {
 }
 
 fn us(v: Option<f64>) -> String {
-    v.map(|x| format!("{:.0}", x / 1000.0)).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{:.0}", x / 1000.0))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn x(v: &Value) -> String {
-    v.as_f64().map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into())
+    v.as_f64()
+        .map(|r| format!("{r:.2}x"))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn size_name(s: u64) -> String {
@@ -704,29 +837,60 @@ fn size_name(s: u64) -> String {
 pub fn tables(doc: &Value) -> String {
     let empty = Vec::new();
     let paths = doc["paths"].as_array().unwrap_or(&empty);
-    let names: Vec<&str> = paths.iter().map(|p| p["path"].as_str().unwrap_or("?")).collect();
+    let names: Vec<&str> = paths
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or("?"))
+        .collect();
     let mut sizes: Vec<u64> = paths
         .iter()
-        .flat_map(|p| p["cells"].as_array().into_iter().flatten().filter_map(|c| c["size"].as_u64()))
+        .flat_map(|p| {
+            p["cells"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["size"].as_u64())
+        })
         .collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut threads: Vec<u64> = paths
         .iter()
-        .flat_map(|p| p["cells"].as_array().into_iter().flatten().filter_map(|c| c["threads"].as_u64()))
+        .flat_map(|p| {
+            p["cells"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["threads"].as_u64())
+        })
         .collect();
     threads.sort_unstable();
     threads.dedup();
     let mut out = String::new();
     let header = |out: &mut String, first: &str| {
-        out.push_str(&format!("| {first} | {} |\n|---|{}\n", names.join(" | "), "---|".repeat(names.len())));
+        out.push_str(&format!(
+            "| {first} | {} |\n|---|{}\n",
+            names.join(" | "),
+            "---|".repeat(names.len())
+        ));
     };
     let metrics: [(&str, &[&str], &str); 5] = [
-        ("registration, median µs", &["reg", "median_ns"], "reg_median"),
+        (
+            "registration, median µs",
+            &["reg", "median_ns"],
+            "reg_median",
+        ),
         ("registration, p99 µs", &["reg", "p99_ns"], "reg_p99"),
-        ("deregistration, median µs", &["dereg", "median_ns"], "dereg_median"),
+        (
+            "deregistration, median µs",
+            &["dereg", "median_ns"],
+            "dereg_median",
+        ),
         ("deregistration, p99 µs", &["dereg", "p99_ns"], "dereg_p99"),
-        ("registration + deregistration, median µs", &["cycle", "median_ns"], "cycle_median"),
+        (
+            "registration + deregistration, median µs",
+            &["cycle", "median_ns"],
+            "cycle_median",
+        ),
     ];
     for (title, keys, rk) in metrics {
         out.push_str(&format!("\n### {title} (1 thread; ratio to the floor)\n\n"));
@@ -734,17 +898,29 @@ pub fn tables(doc: &Value) -> String {
         for &s in &sizes {
             let row: Vec<String> = paths
                 .iter()
-                .map(|p| find_cell(p, s, 1).map_or("-".into(), |c| format!("{} ({})", us(num(c, keys)), x(&c["ratios"][rk]))))
+                .map(|p| {
+                    find_cell(p, s, 1).map_or("-".into(), |c| {
+                        format!("{} ({})", us(num(c, keys)), x(&c["ratios"][rk]))
+                    })
+                })
                 .collect();
             out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
         }
     }
-    if paths.iter().any(|p| p["path"].as_str().is_some_and(|n| n.starts_with("classic"))) {
+    if paths
+        .iter()
+        .any(|p| p["path"].as_str().is_some_and(|n| n.starts_with("classic")))
+    {
         out.push_str("\n### registration + deregistration, median, ratio to the classic C client (1 thread)\n\n");
         header(&mut out, "size");
         for &s in &sizes {
-            let row: Vec<String> =
-                paths.iter().map(|p| find_cell(p, s, 1).map_or("-".into(), |c| x(&c["ratios"]["cycle_median_vs_classic"]))).collect();
+            let row: Vec<String> = paths
+                .iter()
+                .map(|p| {
+                    find_cell(p, s, 1)
+                        .map_or("-".into(), |c| x(&c["ratios"]["cycle_median_vs_classic"]))
+                })
+                .collect();
             out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
         }
     }
@@ -756,11 +932,19 @@ pub fn tables(doc: &Value) -> String {
                 .iter()
                 .map(|p| {
                     find_cell(p, s, t).map_or("-".into(), |c| {
-                        format!("{:.1} ({})", num(c, &["regs_per_s"]).unwrap_or(0.0), x(&c["ratios"]["regs_per_s"]))
+                        format!(
+                            "{:.1} ({})",
+                            num(c, &["regs_per_s"]).unwrap_or(0.0),
+                            x(&c["ratios"]["regs_per_s"])
+                        )
                     })
                 })
                 .collect();
-            out.push_str(&format!("| {} / {t} | {} |\n", size_name(s), row.join(" | ")));
+            out.push_str(&format!(
+                "| {} / {t} | {} |\n",
+                size_name(s),
+                row.join(" | ")
+            ));
         }
     }
     out.push_str("\n### provider calls per registration (get_pages + get_pages_persistent; all calls per reg+dereg)\n\n");
@@ -771,8 +955,12 @@ pub fn tables(doc: &Value) -> String {
             .map(|p| {
                 find_cell(p, s, 1).map_or("-".into(), |c| {
                     let pc = &c["provider_calls_per_reg"];
-                    let gets = num(pc, &["get_pages"]).unwrap_or(0.0) + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
-                    format!("{gets:.2} get; {:.2} all", num(pc, &["total"]).unwrap_or(0.0))
+                    let gets = num(pc, &["get_pages"]).unwrap_or(0.0)
+                        + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
+                    format!(
+                        "{gets:.2} get; {:.2} all",
+                        num(pc, &["total"]).unwrap_or(0.0)
+                    )
                 })
             })
             .collect();
@@ -789,14 +977,22 @@ pub fn tables(doc: &Value) -> String {
                         .as_object()
                         .map(|o| o.keys().cloned().collect())
                         .unwrap_or_default();
-                    format!("{} ({}); cb {}; {}", us(num(r, &["free_with_live_mr", "median_ns"])),
-                        x(&r["ratios"]["free_with_live_mr_median"]), num(r, &["callbacks_per_free"]).unwrap_or(0.0), st.join(","))
+                    format!(
+                        "{} ({}); cb {}; {}",
+                        us(num(r, &["free_with_live_mr", "median_ns"])),
+                        x(&r["ratios"]["free_with_live_mr_median"]),
+                        num(r, &["callbacks_per_free"]).unwrap_or(0.0),
+                        st.join(",")
+                    )
                 })
             })
             .collect();
         out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
     }
-    for (sec, title) in [("memory", "kernel slab memory per live 64 KiB MR"), ("scale", "live-MR scale test (64 KiB MRs, cost model off)")] {
+    for (sec, title) in [
+        ("memory", "kernel slab memory per live 64 KiB MR"),
+        ("scale", "live-MR scale test (64 KiB MRs, cost model off)"),
+    ] {
         out.push_str(&format!("\n### {title}\n\n"));
         header(&mut out, "figure");
         let rows: [(&str, &str); 9] = [
@@ -805,8 +1001,14 @@ pub fn tables(doc: &Value) -> String {
             ("stopped by", "stopped_by"),
             ("Slab bytes per MR (meminfo)", "meminfo_slab_bytes_per_mr"),
             ("ratio to the floor", "ratio_slab_per_mr"),
-            ("Slab bytes per MR above the floor", "slab_bytes_per_mr_above_floor"),
-            ("nominal kmalloc bytes per MR above the floor", "nominal_bytes_per_mr_above_floor"),
+            (
+                "Slab bytes per MR above the floor",
+                "slab_bytes_per_mr_above_floor",
+            ),
+            (
+                "nominal kmalloc bytes per MR above the floor",
+                "nominal_bytes_per_mr_above_floor",
+            ),
             ("reg µs per MR", "reg_us_per_mr"),
             ("dereg µs per MR", "dereg_us_per_mr"),
         ];
@@ -861,11 +1063,18 @@ mod tests {
     #[test]
     fn ratios_against_the_floor() {
         let cell = |ns: u64| json!({"size": 65536, "threads": 1, "reg": {"median_ns": ns}, "cycle": {"median_ns": ns}});
-        let floor = json!({"path": "floor", "via": "floor", "floor_ref": "floor", "cells": [cell(100)]});
+        let floor =
+            json!({"path": "floor", "via": "floor", "floor_ref": "floor", "cells": [cell(100)]});
         let nv = json!({"path": "nvpeer-inval", "via": "core", "floor_ref": "floor", "cells": [cell(110)]});
         let doc = report(vec![floor, nv], "test");
-        assert_eq!(doc["paths"][1]["cells"][0]["ratios"]["reg_median"], json!(1.1));
-        assert_eq!(doc["paths"][0]["cells"][0]["ratios"]["reg_median"], json!(1.0));
+        assert_eq!(
+            doc["paths"][1]["cells"][0]["ratios"]["reg_median"],
+            json!(1.1)
+        );
+        assert_eq!(
+            doc["paths"][0]["cells"][0]["ratios"]["reg_median"],
+            json!(1.0)
+        );
         assert!(tables(&doc).contains("1.10x"));
     }
 }
