@@ -232,8 +232,16 @@ fn pong_once(t: &mut Target, id: u32, size: u64, rkey: u32, raddr: u64, i: u32) 
     }
 }
 
-/// Posts `iters` requests keeping `depth` outstanding; returns perftest-style figures.
+/// How many requests one signalled completion stands for: perftest's default `--cq-mod` of 100,
+/// bounded by the depth so the queue never stalls.
+pub fn cq_mod(depth: u64) -> u64 {
+    depth.clamp(1, 100)
+}
+
+/// Posts `iters` requests keeping `depth` outstanding, signalling every `cq_mod(depth)`-th and
+/// the last; returns perftest-style figures.
 fn run_bw(ep: &mut Endpoint, op: Op, lkey: u32, addr: u64, size: u64, iters: u64, depth: u64) -> Result<BwResult, BenchError> {
+    let m = cq_mod(depth);
     let (mut posted, mut done) = (0u64, 0u64);
     let mut windows = Vec::new();
     let mut cs = Vec::new();
@@ -242,7 +250,8 @@ fn run_bw(ep: &mut Endpoint, op: Op, lkey: u32, addr: u64, size: u64, iters: u64
     let mut win_n = 0u64;
     while done < iters {
         while posted < iters && posted - done < depth {
-            ep.post(op, posted, lkey, addr, size as u32).map_err(be("post"))?;
+            let signaled = (posted + 1) % m == 0 || posted + 1 == iters;
+            ep.post_flagged(op, posted, lkey, addr, size as u32, signaled).map_err(be("post"))?;
             posted += 1;
         }
         cs.clear();
@@ -251,10 +260,14 @@ fn run_bw(ep: &mut Endpoint, op: Op, lkey: u32, addr: u64, size: u64, iters: u64
             if !c.ok() {
                 return Err(BenchError(format!("{} of {size} bytes completed with '{}'", op.name(), verbs::wc_status_name(c.status))));
             }
+            // wr_id is the index of the signalled request: everything up to it is done.
+            let upto = c.wr_id + 1;
+            if upto > done {
+                win_n += upto - done;
+                done = upto;
+            }
         }
-        done += cs.len() as u64;
-        win_n += cs.len() as u64;
-        if win_n >= 64 || done == iters {
+        if win_n >= 64 || (done == iters && win_n > 0) {
             let now = Instant::now();
             windows.push((win_n, (now - win_start).as_secs_f64()));
             win_start = now;
@@ -385,6 +398,13 @@ pub fn run(args: BenchArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signalling_period() {
+        assert_eq!(cq_mod(128), 100);
+        assert_eq!(cq_mod(8), 8);
+        assert_eq!(cq_mod(0), 1);
+    }
 
     #[test]
     fn reg_matrix_sizes() {

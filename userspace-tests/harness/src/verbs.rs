@@ -347,8 +347,16 @@ impl Endpoint {
 
     /// Posts one signalled send-queue work request.
     pub fn post(&mut self, op: Op, wr_id: u64, lkey: u32, laddr: u64, len: u32) -> Result<(), VerbsError> {
+        self.post_flagged(op, wr_id, lkey, laddr, len, true)
+    }
+
+    /// Posts one work request, signalled or not (bandwidth loops signal every n-th, like
+    /// perftest's `--cq-mod`; an unsignalled request completes silently when a later signalled
+    /// one completes).
+    pub fn post_flagged(&mut self, op: Op, wr_id: u64, lkey: u32, laddr: u64, len: u32, signaled: bool) -> Result<(), VerbsError> {
+        let flags = if signaled { WorkRequestFlags::Signaled } else { WorkRequestFlags::none() };
         let mut g = self.qp.start_post_send();
-        let wr = g.construct_wr(wr_id, WorkRequestFlags::Signaled);
+        let wr = g.construct_wr(wr_id, flags);
         let h = match op {
             Op::Write { rkey, raddr } => wr.setup_write(rkey, raddr),
             Op::WriteImm { rkey, raddr, imm } => wr.setup_write_imm(rkey, raddr, imm),
