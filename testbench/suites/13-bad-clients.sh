@@ -62,15 +62,20 @@ bad_missing_op() {
     echo "bug=missing_op caught: registration refused (rule: acquire/get_pages/put_pages/dma_map/dma_unmap are mandatory)"
 }
 
-# to_pci_dev() on a faux device: caught by the provider's peer check when it has one (violation),
-# else by the DMA API's WARN on a device without a DMA mask (expected here, nowhere else).
+# to_pci_dev() on a faux (non-PCI) dma_device: the registration must be refused. A provider peer
+# check (violation) catches it when present; otherwise the scenario itself sees an MR mapped for
+# a non-PCI device and fails naming the dev_is_pci rule.
 bad_no_pci() {
-    local n0 n1
-    n0=$(dmesg | grep -c 'WARNING:.*dma')
-    bad_case no_pci_check inval 5.5 0 non-pci 'not_pci_peer|wrong_peer|unknown_table' && return 0
-    n1=$(dmesg | grep -c 'WARNING:.*dma')
-    [ "$n1" -gt "$n0" ] || { echo "bug=no_pci_check NOT caught: no violation and no DMA API warning"; return 1; }
-    echo "bug=no_pci_check caught by the kernel DMA API (WARN: non-PCI device used as DMA peer); rule: check dev_is_pci() before to_pci_dev()"
+    local out rc=0
+    bad_reload_emus || return 1
+    modprobe $BAD bug=no_pci_check persistent_api_support=0 || return 1
+    out=$($NVPEER emu scenario non-pci --module $BAD 2>&1) || rc=$?
+    echo "$out"
+    bad_reload_emus >/dev/null 2>&1
+    [ $rc != 0 ] || { echo "bug=no_pci_check NOT caught: non-PCI dma_device accepted silently"; return 1; }
+    echo "$out" | grep -qE 'dev_is_pci|not_pci|wrong_peer' || {
+        echo "failure message does not name the dev_is_pci rule"; return 1; }
+    echo "bug=no_pci_check caught: $(echo "$out" | grep -oE '(FAIL|caught).*' | head -n 1)"
 }
 
 tb_expect_begin 'VIOLATION|peer_mem_emu|nvp2p_emu|bad_peer|WARNING:.*dma'
