@@ -477,18 +477,25 @@ def case_rm_cost_model():
     note(f"modelled RM cost: 4-page get_pages took {took:.2f} s")
 
 
-def case_process_exit():
-    d = fresh()
+def _exit_with_order(d, nvidia_first):
+    """A child pins through one fd ("RDMA") memory allocated through another ("nvidia"),
+    closes them in the given order and exits. Returns the callbacks that ran.
+    (At a plain exit the kernel runs the deferred file releases in an order of its own.)"""
     base = d.stats().callbacks
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            ga = Dev()        # lower fd: the "nvidia" fd, closed first at exit
+            ga = Dev()        # the "nvidia" fd
             rd = Dev()        # the "RDMA" fd holding the pin
             a = ga.alloc(2 * GPU_PAGE)
             c = rd.pin(a.va, 2 * GPU_PAGE)
             os.write(w, b"1" if c.ret == 0 else b"0")
+            # The mapping holds the nvidia file open (vm_file): unmap it so that closing the
+            # fd releases it now, as the last reference.
+            libc.munmap(ctypes.c_void_p(a.va), ctypes.c_size_t(a.size))
+            for dev in ((ga, rd) if nvidia_first else (rd, ga)):
+                dev.close()
         finally:
             os._exit(0)
     os.close(w)
@@ -497,8 +504,17 @@ def case_process_exit():
     os.close(r)
     check(ok == b"1", "child could not pin")
     s = d.stats()
-    check(s.callbacks == base + 1, f"exit ran {s.callbacks - base} callbacks")
-    check(s.live_pins == 0 and s.live_allocs == 0 and s.violations_total == 0, "after exit")
+    check(s.live_pins == 0 and s.live_allocs == 0 and s.violations_total == 0,
+          f"after exit: pins {s.live_pins} allocs {s.live_allocs} violations {s.violations_total}")
+    return s.callbacks - base
+
+
+def case_process_exit():
+    d = fresh()
+    n = _exit_with_order(d, nvidia_first=True)
+    check(n == 1, f"nvidia fd closed first: {n} callbacks, expected 1")
+    n = _exit_with_order(d, nvidia_first=False)
+    check(n == 0, f"RDMA fd closed first: {n} callbacks, expected 0 (the client put)")
 
     # SIMULATE_PROCESS_EXIT of a live process from another one.
     r, w = os.pipe()
@@ -526,7 +542,7 @@ def case_process_exit():
         os.close(f)
     check(d.stats().violations_total == 0, "violations")
     d.close()
-    note("fd close at exit and SIMULATE_PROCESS_EXIT(pid) both ran the callback")
+    note("nvidia fd closed first: callback; RDMA fd first: put; SIMULATE_PROCESS_EXIT(pid): callback")
 
 
 def case_gpu_teardown():
