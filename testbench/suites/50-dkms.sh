@@ -110,7 +110,7 @@ stock_blocked() {
     echo "$out" | grep -q "install /bin/false" || { echo "install rule not applied"; return 1; }
     out=$(modprobe -n -v nv_peer_mem 2>&1)
     echo "$out" | grep -q "install /bin/false" || { echo "nv_peer_mem not blocked"; return 1; }
-    modprobe --showconfig | grep -q "^softdep nvpeer pre: nvidia ib_core" || { echo "softdep missing"; return 1; }
+    modprobe --showconfig | grep -E "^softdep nvpeer pre: nvidia ib_core( |$)" || { echo "softdep missing"; modprobe --showconfig | grep nvpeer; return 1; }
 }
 tb_case stock-blocked stock_blocked
 
