@@ -49,7 +49,7 @@ static struct pme_mr *pme_take_mr(struct pme_file *f, u32 handle, int *err)
 	mr = xa_load(&f->mrs, handle);
 	if (!mr) {
 		*err = -ENOENT;
-	} else if (!mr->committed) {
+	} else if (!READ_ONCE(mr->committed)) {
 		*err = -EBUSY;
 		mr = NULL;
 	} else {

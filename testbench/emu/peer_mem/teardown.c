@@ -380,6 +380,7 @@ static int pme_invalidate_49(struct pme_client *c, u64 ticket)
 	pme_delay(PME_DP_INVALIDATE_LOCKED);
 	/* mlx5 4.x: the HCA's invalidation deregisters the MR synchronously */
 	pme_teardown_49(found);
+	WRITE_ONCE(found->state, PME_ST_TORN_DOWN);
 	complete(&found->inval49_done);
 	pme_mr_put(found);
 	return 0;

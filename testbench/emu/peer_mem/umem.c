@@ -624,7 +624,7 @@ int pme_mr_register(struct pme_file *f, struct pme_reg *r)
 	if (ret)
 		goto fail;
 done:
-	mr->committed = true;
+	WRITE_ONCE(mr->committed, true);
 	atomic64_inc(&pme_cnt.regs_ok);
 	r->handle = mr->handle;
 	r->state = mr->state;

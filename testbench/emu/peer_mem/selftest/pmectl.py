@@ -2,15 +2,16 @@
 """Minimal driver of /dev/peer_mem_emu (ABI: testbench/emu/include/peer_mem_emu_ioctl.h)
 for bench suites. Prints flat KEY=VALUE lines (nested keys joined with '.', list items by
 index: query.state, fault_fired.0, 1.name), one per line, easy to grep from bash. Subcommands:
-  abi | stats | clients | config | setconfig MODEL FLAGS HANG_MS HOLD_MS | reset
+  abi (and config) | stats | clients | config | setconfig MODEL FLAGS HANG_MS HOLD_MS | reset
+  model N (keep the other settings) | cfgflag BIT 0|1 (set or clear one PME_CFG_* bit)
   violations | fault POINT NTH TIMES [ERRNO] | delay POINT MS
   reghost LEN [PEERFLAGS]   register an anonymous host buffer, query, close the fd
-  regbad [PEERFLAGS]        register an unmapped range (GUP fails, no peer claims it)
+  regbad                    register an unmapped range with and without ALLOW (errno)
   exitleak                  register a host MR and exit without DEREGISTER
   mr SIZE OFF LEN PEERFLAGS DEVICE STEP...
                             mmap SIZE bytes of /dev/pme_selftest_mem (pme_selftest "mem"
                             client), REGISTER [OFF, OFF+LEN) of it (key reg.*), then the steps:
-                            q (QUERY, key qN.*), inv (pme_selftest invalidate_all),
+                            reset, q (QUERY, key qN.*), inv (pme_selftest invalidate_all),
                             dereg, sysfs:NAME (counters, key sN.*), stats (key tN.*)
 """
 import ctypes
@@ -133,7 +134,17 @@ def main(argv):
     fd = os.open(DEV, os.O_RDWR)
     cmd = argv[0] if argv else "stats"
     if cmd == "abi":
-        emit({"abi": _call(fd, IOC_ABI, "<I")[0]})
+        v = _call(fd, IOC_GET_CONFIG, F_CFG)
+        emit({"abi": _call(fd, IOC_ABI, "<I")[0], "model": v[0], "flags": v[1]})
+    elif cmd in ("model", "cfgflag"):
+        v = list(_call(fd, IOC_GET_CONFIG, F_CFG))
+        if cmd == "model":
+            v[0] = int(argv[1], 0)
+        elif int(argv[2]):
+            v[1] |= int(argv[1], 0)
+        else:
+            v[1] &= ~int(argv[1], 0)
+        _call(fd, IOC_SET_CONFIG, F_CFG, *v)
     elif cmd == "stats":
         emit(stats(fd))
     elif cmd == "clients":
@@ -184,7 +195,9 @@ def main(argv):
             return 0
         h = out["reg"]["handle"]
         for i, step in enumerate(argv[6:]):
-            if step == "q":
+            if step == "reset":
+                fcntl.ioctl(fd, IOC_RESET)
+            elif step == "q":
                 out[f"q{i}"] = query(fd, h)
             elif step == "inv":
                 with open("/sys/module/pme_selftest/parameters/invalidate_all", "w") as f:
@@ -200,13 +213,14 @@ def main(argv):
                 sys.exit(f"unknown step {step}")
         emit(out)
     elif cmd == "regbad":
-        pflags = int(argv[1], 0) if len(argv) > 1 else 3
-        try:  # below mmap_min_addr: never mapped, GUP fails with EFAULT
-            r = register(fd, 0x1000, 8192, pflags)
-            emit({"unexpected": r})
-            return 1
-        except OSError as e:
-            emit({"errno": e.errno})
+        # below mmap_min_addr: never mapped, GUP fails with EFAULT; with and without ALLOW
+        for key, pflags in (("allow", 3), ("noallow", 0)):
+            try:
+                r = register(fd, 0x1000, 8192, pflags)
+                emit({key: {"unexpected": r}})
+                return 1
+            except OSError as e:
+                emit({key: {"errno": e.errno}})
     else:
         print(__doc__, file=sys.stderr)
         return 2
