@@ -17,7 +17,7 @@ ours() { # nvpeer's view
     echo "    nvpeer: live_mrs=$(np_stat live_mrs) pinned_bytes=$(np_stat pinned_bytes) registrations=$(np_stat registrations)" \
          "pins(get_pages)=$(np_stat provider_get_pages) callbacks=$(np_stat callbacks) invalidations=$(np_stat invalidations)" \
          "puts=$(np_stat provider_put_pages)"
-    if [ -s $NP_DBG/mrs ]; then sed 's/^/    MR: /' $NP_DBG/mrs; else echo "    MR: (none)"; fi
+    if grep -q . $NP_DBG/mrs; then sed 's/^/    MR: /' $NP_DBG/mrs; else echo "    MR: (none)"; fi
 }
 
 demo() {
@@ -31,7 +31,7 @@ demo() {
     say "2. A process allocates 1 MiB of GPU memory and registers it (ibv_reg_mr); it keeps the MR for a while"
     $NVPEER emu steps alloc:1M reg show sleep:6000 show dereg show >/tmp/demo-owner.log 2>&1 &
     local owner=$! i
-    for i in $(seq 200); do [ -s $NP_DBG/mrs ] && grep -q state=mapped $NP_DBG/mrs && break; sleep 0.1; done
+    for i in $(seq 200); do grep -q state=mapped $NP_DBG/mrs && break; sleep 0.1; done
     sed 's/^/    owner: /' /tmp/demo-owner.log
     echo "    -> nvpeer pinned the range once (one nvidia_p2p_get_pages), mapped 16 x 64 KiB pages for the HCA"
     peer; ours
