@@ -220,7 +220,8 @@ impl Mr {
     fn unpin(&self, repin: bool) {
         let foreign = !self.persistent && current_tgid() != self.owner;
         let mut g = self.inner.lock();
-        let (s, a) = match step(g.state, Event::Unpin { foreign }) {
+        let before = g.state;
+        let (s, a) = match step(before, Event::Unpin { foreign }) {
             Ok(x) => x,
             Err(r) => {
                 refusal(r);
@@ -231,7 +232,8 @@ impl Mr {
         if matches!(a, Action::Unmap | Action::UnmapThenPut) {
             Self::unmap_locked(&mut g);
         }
-        if s == State::Orphaned {
+        // Counted once per pin: release() after put_pages finds it already orphaned.
+        if s == State::Orphaned && before != State::Orphaned {
             STATS.orphaned_pins.inc();
             pr_warn_once!(
                 "pin released from process {} but taken by {}; left to NVIDIA's free callback (see docs/design.md, H5)\n",

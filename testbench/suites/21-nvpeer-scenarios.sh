@@ -4,6 +4,7 @@
 # The invalidating configuration runs in 24-nvpeer-scenarios-inval.
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
-mapfile -t NP_ALL < <($NVPEER emu scenario --list | awk '{ print $1 }')
+# (no process substitution: the guest has no /dev/fd)
+NP_ALL=($($NVPEER emu scenario --list | awk '{ print $1 }'))
 np_matrix "persistent" 5.5 2 "" "${NP_ALL[@]}"
 np_down

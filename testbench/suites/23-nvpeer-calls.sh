@@ -1,8 +1,8 @@
 # nvpeer-specific guarantees, read from nvpeer's debugfs and the provider emulator's counters:
 # exactly one nvidia_p2p_get_pages* per registration (no probe pin), host ranges fall through,
 # a free under a live MR takes the callback path once, rmmod with live MRs is refused, a foreign
-# process release leaves the pin to the callback (H5), fault injection at every provider call
-# leaks nothing, non-PCI DMA devices are refused (H6), and a register/free/deregister race stress.
+# process release leaves the pin to the callback (H5), non-PCI DMA devices are refused (H6).
+# Fault injection and the race stress run in 25-nvpeer-faults-stress.
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 gpu_calls() { # OP: provider emulator call count
@@ -86,16 +86,6 @@ foreign_release() {
 }
 tb_case foreign-process-release-orphans-pin foreign_release
 
-faults() { # params...
-    np_up 5.5 2 "$@" || return 1
-    np_scenario fault-provider || return 1
-    np_scenario fault-core || return 1
-    $NVPEER emu gpu check-leaks || return 1
-    echo "err_pin $(np_stat err_pin) err_dma_map $(np_stat err_dma_map) err_put $(np_stat err_put) err_unmap $(np_stat err_unmap)"
-}
-tb_case fault-injection-no-leaks-persistent faults
-tb_case fault-injection-no-leaks-invalidating faults persistent_api_support=0
-
 non_pci() {
     np_up 5.5 2 || return 1
     np_scenario non-pci || return 1
@@ -104,13 +94,5 @@ non_pci() {
     echo "non-PCI dma_device refused: err_not_pci $(np_stat err_not_pci)"
 }
 tb_case non-pci-dma-device-refused non_pci
-
-stress() {
-    np_up 5.5 2 persistent_api_support=0 || return 1
-    $NVPEER emu scenario race-stress --module nvpeer --iterations "${NP_STRESS_ITER:-2500}" --threads 4 || return 1
-    np_clean || return 1
-    echo "registrations $(np_stat registrations) callbacks $(np_stat callbacks) invalidations $(np_stat invalidations) stale $(np_stat callbacks_stale) revoked $(np_stat err_revoked)"
-}
-tb_case race-stress stress
 
 np_down

@@ -4,6 +4,7 @@
 # scenario driver scripts. Same pass rule as 21-nvpeer-scenarios.
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
-mapfile -t NP_ALL < <($NVPEER emu scenario --list | awk '{ print $1 }')
+# (no process substitution: the guest has no /dev/fd)
+NP_ALL=($($NVPEER emu scenario --list | awk '{ print $1 }'))
 np_matrix "invalidating" 5.5 2 "persistent_api_support=0" "${NP_ALL[@]}"
 np_down
