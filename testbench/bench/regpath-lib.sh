@@ -3,7 +3,9 @@
 # testbench/suites/regpath-full.sh (the `make bench` run). Not a suite itself.
 #
 # Every path runs in this one boot, one after the other, with the same provider cost model, so the
-# ratios between paths hold even though the TCG+KASAN guest's absolute times mean nothing:
+# ratios between paths hold even though the TCG+KASAN guest's absolute times mean nothing; each
+# client cell is also preceded by a floor cell of the same size and threads (--adjacent-floor),
+# and its ratios are taken against that one:
 #   floor               rawfloor.ko: nvidia_p2p_get_pages + dma_map_pages / dma_unmap_pages + put_pages
 #   floor-persistent    the same with the persistent pin API
 #   classic             classic_peer.ko persistent_api_support=0 (invalidating nv_mem) through the core
@@ -39,13 +41,14 @@ rp_path() {
     local name=$1 via=core mod="" params="" extra=()
     case "$name" in
         floor) via=floor ;;
-        floor-persistent) via=floor; extra=(--persistent --floor-ref floor-persistent) ;;
-        classic) mod=classic_peer; params=persistent_api_support=0 ;;
+        floor-persistent) via=floor
+            extra=(--persistent --floor-ref floor-persistent --classic-ref classic-persistent) ;;
+        classic) mod=classic_peer; params=persistent_api_support=0; extra=(--adjacent-floor) ;;
         classic-persistent) mod=classic_peer; params=persistent_api_support=1
-            extra=(--floor-ref floor-persistent --classic-ref classic-persistent) ;;
-        nvpeer-inval) mod=nvpeer; params=persistent_api_support=0 ;;
+            extra=(--adjacent-floor --persistent --floor-ref floor-persistent --classic-ref classic-persistent) ;;
+        nvpeer-inval) mod=nvpeer; params=persistent_api_support=0; extra=(--adjacent-floor) ;;
         nvpeer-persistent) mod=nvpeer; params=persistent_api_support=1
-            extra=(--floor-ref floor-persistent --classic-ref classic-persistent) ;;
+            extra=(--adjacent-floor --persistent --floor-ref floor-persistent --classic-ref classic-persistent) ;;
         *) echo "unknown path $name"; return 1 ;;
     esac
     case " $RP_SCALE_PATHS " in *" $name "*) extra+=(--scale "$RP_SCALE") ;; esac
@@ -53,15 +56,14 @@ rp_path() {
         # shellcheck disable=SC2086
         modprobe "$mod" $params || { echo "modprobe $mod $params failed"; return 1; }
     fi
-    $NVPEER emu gpu reset >/dev/null && $NVPEER emu core reset >/dev/null || return 1
     local rc=0
+    # measure resets both emulators' counters first and fails if a pin or mapping is left.
     # shellcheck disable=SC2086
     $NVPEER emu regpath measure --path "$name" --via "$via" "${extra[@]}" $RP_ARGS \
         --out "$RP_OUT/$name.json" || rc=1
     if [ -n "$mod" ]; then rmmod "$mod" || { echo "rmmod $mod failed"; rc=1; }; fi
     $NVPEER emu gpu violations >/dev/null || { $NVPEER emu gpu violations; rc=1; }
     $NVPEER emu core violations >/dev/null || { $NVPEER emu core violations; rc=1; }
-    $NVPEER emu gpu check-leaks >/dev/null || { echo "pins left at the provider"; rc=1; }
     return $rc
 }
 
@@ -71,46 +73,6 @@ rp_report() {
     for p in $RP_PATHS; do [ -f "$RP_OUT/$p.json" ] && files+=("$RP_OUT/$p.json"); done
     [ ${#files[@]} -gt 0 ] || { echo "no path produced results"; return 1; }
     $NVPEER emu regpath report "${files[@]}" --out "$out" --machine "$machine"
-}
-
-# rp_get_pages_per_reg FILE PATH: "min max" of pins (get_pages + get_pages_persistent) per
-# registration over every cell of PATH in the merged document FILE.
-rp_get_pages_per_reg() {
-    python3 - "$1" "$2" <<'PY'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-p = next(p for p in doc["paths"] if p["path"] == sys.argv[2])
-v = [c["provider_calls_per_reg"]["get_pages"] + c["provider_calls_per_reg"]["get_pages_persistent"]
-     for c in p["cells"]]
-print(min(v), max(v)) if v else print("none none")
-PY
-}
-
-# rp_numbers_present FILE: every path has cells with cycles, latencies and rates > 0, and the
-# memory figure when it was asked for.
-rp_numbers_present() {
-    python3 - "$1" <<'PY'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-bad = []
-for p in doc["paths"]:
-    if not p["cells"]:
-        bad.append(f'{p["path"]}: no cells')
-    for c in p["cells"]:
-        for k in (("reg", "median_ns"), ("reg", "p99_ns"), ("dereg", "median_ns"), ("regs_per_s",)):
-            v = c
-            for kk in k:
-                v = v[kk]
-            if not v or v <= 0:
-                bad.append(f'{p["path"]} size {c["size"]} threads {c["threads"]}: {"/".join(k)} = {v}')
-    for r in p["invalidation"]:
-        if r["free_with_live_mr"]["median_ns"] <= 0:
-            bad.append(f'{p["path"]}: no free latency at {r["size"]}')
-    if p["memory"] is not None and not p["memory"].get("mrs"):
-        bad.append(f'{p["path"]}: no live MRs for the memory figure')
-print("\n".join(bad) if bad else f'{len(doc["paths"])} paths, numbers present')
-sys.exit(1 if bad else 0)
-PY
 }
 
 rp_machine() {

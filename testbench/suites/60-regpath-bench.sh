@@ -9,18 +9,10 @@ RP_ARGS="--sizes 64K,1M --threads 1,2 --ops 12 --min-ops 3 --cell-budget-s 10 --
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=300
 
-pins_per_reg() { # PATH EXPECTED: provider pins per registration, in every cell
-    local got
-    got=$(rp_get_pages_per_reg "$RP_OUT/regpath.json" "$1") || return 1
-    echo "$1: provider pins per registration (min max over cells): $got (expected $2)"
-    [ "$got" = "$2.0 $2.0" ]
-}
-
 if rp_run_all "$RP_OUT/regpath.json" "smoke run"; then
-    tb_case numbers-present rp_numbers_present "$RP_OUT/regpath.json"
-    tb_case nvpeer-inval-one-pin-per-registration pins_per_reg nvpeer-inval 1
-    tb_case nvpeer-persistent-one-pin-per-registration pins_per_reg nvpeer-persistent 1
-    tb_case classic-two-pins-per-registration pins_per_reg classic 2
-    tb_case classic-persistent-two-pins-per-registration pins_per_reg classic-persistent 2
-    tb_case floor-one-pin-per-registration pins_per_reg floor 1
+    # One check (each nvpeer start costs seconds in the guest): numbers present for every path,
+    # one provider pin per registration for nvpeer and the floor, two for the classic client.
+    tb_case numbers-and-pins-per-registration $NVPEER emu regpath check "$RP_OUT/regpath.json" \
+        --pins nvpeer-inval=1 --pins nvpeer-persistent=1 --pins floor=1 --pins floor-persistent=1 \
+        --pins classic=2 --pins classic-persistent=2
 fi

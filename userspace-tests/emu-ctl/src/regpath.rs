@@ -52,6 +52,14 @@ enum Cmd {
         #[arg(long, default_value = "")]
         machine: String,
     },
+    /// Check a merged document: numbers present, pins per registration (exit 1 otherwise).
+    Check {
+        /// Merged document.
+        file: PathBuf,
+        /// PATH=N: every cell of PATH must show N provider pins per registration.
+        #[arg(long)]
+        pins: Vec<String>,
+    },
     /// Print the tables of a merged document written by `report`.
     Table {
         /// Merged document.
@@ -67,9 +75,14 @@ struct MeasureArgs {
     /// `floor` (rawfloor.ko) or `core` (peer_mem_emu REGISTER through the loaded client).
     #[arg(long, value_parser = ["floor", "core"])]
     via: String,
-    /// Floor only: use the persistent pin API.
+    /// Floor: use the persistent pin API. Core paths: the API of the adjacent floor.
     #[arg(long)]
     persistent: bool,
+    /// Core paths: measure a floor cell (rawfloor, same size and threads) right before each cell
+    /// and compute that cell's ratios against it, so that slow drift of the shared host's load
+    /// does not enter the ratios.
+    #[arg(long)]
+    adjacent_floor: bool,
     /// The path whose numbers are this one's 1.0x (stored for `report`).
     #[arg(long, default_value = "floor")]
     floor_ref: String,
@@ -145,7 +158,86 @@ pub fn run(args: Args) -> Result<u8> {
             print!("{}", tables(&read_json(&file)?));
             Ok(0)
         }
+        Cmd::Check { file, pins } => {
+            let problems = check(&read_json(&file)?, &pins);
+            for p in &problems {
+                println!("{p}");
+            }
+            if problems.is_empty() {
+                println!(
+                    "numbers present; pins per registration as expected ({})",
+                    pins.join(", ")
+                );
+                Ok(0)
+            } else {
+                Ok(1)
+            }
+        }
     }
+}
+
+/// Problems of a merged document: a path without cells, a cell without latencies or rate, a
+/// missing free latency or memory figure, and pins per registration (get_pages +
+/// get_pages_persistent) other than expected for the paths named in `pins` (`PATH=N`).
+fn check(doc: &Value, pins: &[String]) -> Vec<String> {
+    let mut bad = Vec::new();
+    let empty = Vec::new();
+    let paths = doc["paths"].as_array().unwrap_or(&empty);
+    for p in paths {
+        let name = p["path"].as_str().unwrap_or("?");
+        let cells = p["cells"].as_array().unwrap_or(&empty);
+        if cells.is_empty() {
+            bad.push(format!("{name}: no cells"));
+        }
+        for c in cells {
+            for keys in [
+                &["reg", "median_ns"][..],
+                &["reg", "p99_ns"],
+                &["dereg", "median_ns"],
+                &["regs_per_s"],
+            ] {
+                if !num(c, keys).is_some_and(|v| v > 0.0) {
+                    bad.push(format!(
+                        "{name} size {} threads {}: no {}",
+                        c["size"],
+                        c["threads"],
+                        keys.join(".")
+                    ));
+                }
+            }
+        }
+        for r in p["invalidation"].as_array().unwrap_or(&empty) {
+            if !num(r, &["free_with_live_mr", "median_ns"]).is_some_and(|v| v > 0.0) {
+                bad.push(format!("{name} size {}: no free latency", r["size"]));
+            }
+        }
+        if p["memory"].is_object() && !num(&p["memory"], &["mrs"]).is_some_and(|v| v > 0.0) {
+            bad.push(format!("{name}: no live MRs for the memory figure"));
+        }
+    }
+    for spec in pins {
+        let Some((name, want)) = spec.split_once('=') else {
+            bad.push(format!("bad --pins '{spec}' (PATH=N)"));
+            continue;
+        };
+        let want: f64 = want.parse().unwrap_or(f64::NAN);
+        let Some(p) = paths.iter().find(|p| p["path"] == name) else {
+            bad.push(format!("{name}: not in the document"));
+            continue;
+        };
+        for c in p["cells"].as_array().unwrap_or(&empty) {
+            let pc = &c["provider_calls_per_reg"];
+            let got = num(pc, &["get_pages"]).unwrap_or(0.0)
+                + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
+            if got != want {
+                bad.push(format!(
+                    "{name} size {} threads {}: {got} pins per registration, expected {want}",
+                    c["size"], c["threads"]
+                ));
+            }
+        }
+    }
+    bad
 }
 
 fn read_json(p: &PathBuf) -> Result<Value> {
@@ -640,6 +732,11 @@ fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
 fn measure(m: &MeasureArgs) -> Result<Value> {
     let gpu = Gpu::open()?;
     let path = open_path(m)?;
+    // Fresh counters, no faults, load-time configuration.
+    gpu.reset()?;
+    if let Path::Core(c) = &path {
+        c.reset()?;
+    }
     let orig = gpu.config()?;
     let model = abi::Config {
         call_cost_ns: m.call_cost_us * 1000,
@@ -651,12 +748,23 @@ fn measure(m: &MeasureArgs) -> Result<Value> {
     let res = measure_all(m, &path, &gpu);
     gpu.set_config(orig)?;
     let mut doc = res?;
+    let st = gpu.stats()?;
+    if st.live_pins != 0 || st.live_mappings != 0 {
+        return Err(EmuError::Check(format!(
+            "{}: {} pins and {} DMA mappings left at the provider after every MR was deregistered",
+            m.path, st.live_pins, st.live_mappings
+        )));
+    }
     doc["cost_model"] =
         json!({"call_cost_ns": model.call_cost_ns, "page_cost_ns": model.page_cost_ns});
     Ok(doc)
 }
 
 fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
+    let adj = match path {
+        Path::Core(_) if m.adjacent_floor => Some(Path::Floor(Floor::open(m.persistent)?)),
+        _ => None,
+    };
     let clients = match path {
         Path::Core(c) => c
             .clients()?
@@ -693,8 +801,21 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
                     "why": format!("size x threads above --max-mapped {} bytes", m.max_mapped)}));
                 continue;
             }
+            let adjacent = match (&adj, path) {
+                (Some(f), Path::Core(_)) => match cell(m, f, gpu, a.va, size, t) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        skipped.push(fail(size, Some(t), "adjacent floor cell", e));
+                        None
+                    }
+                },
+                _ => None,
+            };
             match cell(m, path, gpu, a.va, size, t) {
-                Ok(c) => {
+                Ok(mut c) => {
+                    if let Some(f) = adjacent {
+                        c["adjacent_floor"] = f;
+                    }
                     eprintln!(
                         "regpath: {} size {} threads {}: {} cycles, reg median {} us",
                         m.path,
@@ -802,15 +923,32 @@ fn report(mut paths: Vec<Value>, machine: &str) -> Value {
                     c["size"].as_u64().unwrap_or(0),
                     c["threads"].as_u64().unwrap_or(0),
                 );
-                let f = find_cell(&fl, s, t);
+                // The floor measured right before this cell if there is one, else the floor path.
+                let f = c
+                    .get("adjacent_floor")
+                    .cloned()
+                    .or_else(|| find_cell(&fl, s, t).cloned());
+                let f = f.as_ref();
                 let k = classic.and_then(|k| find_cell(k, s, t));
                 let r = |keys: &[&str]| ratio(num(c, keys), f.and_then(|f| num(f, keys)));
+                let cyc = ["cycle", "median_ns"];
+                // Against the classic client: each over its own adjacent floor when both have one.
+                let vs_classic = match (f, k.and_then(|k| k.get("adjacent_floor"))) {
+                    (Some(f), Some(kf)) if c.get("adjacent_floor").is_some() => ratio(
+                        num(c, &cyc).zip(num(f, &cyc)).map(|(a, b)| a / b),
+                        k.and_then(|k| num(k, &cyc))
+                            .zip(num(kf, &cyc))
+                            .map(|(a, b)| a / b),
+                    ),
+                    _ => ratio(num(c, &cyc), k.and_then(|k| num(k, &cyc))),
+                };
                 c["ratios"] = json!({
                     "reg_median": r(&["reg", "median_ns"]), "reg_p99": r(&["reg", "p99_ns"]),
                     "dereg_median": r(&["dereg", "median_ns"]), "dereg_p99": r(&["dereg", "p99_ns"]),
                     "cycle_median": r(&["cycle", "median_ns"]), "regs_per_s": r(&["regs_per_s"]),
                     "provider_calls": r(&["provider_calls_per_reg", "total"]),
-                    "cycle_median_vs_classic": ratio(num(c, &["cycle", "median_ns"]), k.and_then(|k| num(k, &["cycle", "median_ns"]))),
+                    "cycle_median_vs_classic": vs_classic,
+                    "against": if c.get("adjacent_floor").is_some() { "adjacent floor cell" } else { "floor path" },
                 });
             }
         }
@@ -1116,5 +1254,29 @@ mod tests {
             json!(1.0)
         );
         assert!(tables(&doc).contains("1.10x"));
+    }
+
+    #[test]
+    fn adjacent_floor_and_check() {
+        let cell = |ns: u64, gets: f64| {
+            json!({"size": 65536, "threads": 1, "regs_per_s": 10.0,
+                   "reg": {"median_ns": ns, "p99_ns": ns}, "dereg": {"median_ns": ns},
+                   "cycle": {"median_ns": ns},
+                   "provider_calls_per_reg": {"get_pages": gets, "get_pages_persistent": 0.0}})
+        };
+        let floor = json!({"path": "floor", "via": "floor", "floor_ref": "floor", "cells": [cell(100, 1.0)]});
+        let mut k = cell(400, 2.0);
+        k["adjacent_floor"] = cell(200, 1.0);
+        let classic = json!({"path": "classic", "via": "core", "floor_ref": "floor", "classic_ref": "classic", "cells": [k]});
+        let mut c = cell(150, 1.0);
+        c["adjacent_floor"] = cell(100, 1.0);
+        let nv = json!({"path": "nvpeer-inval", "via": "core", "floor_ref": "floor", "classic_ref": "classic", "cells": [c]});
+        let doc = report(vec![floor, classic, nv], "test");
+        let r = &doc["paths"][2]["cells"][0]["ratios"];
+        assert_eq!(r["reg_median"], json!(1.5));
+        // (150 / 100) / (400 / 200)
+        assert_eq!(r["cycle_median_vs_classic"], json!(0.75));
+        assert!(check(&doc, &["nvpeer-inval=1".into(), "classic=2".into()]).is_empty());
+        assert_eq!(check(&doc, &["classic=1".into()]).len(), 1);
     }
 }
