@@ -8,6 +8,9 @@ mountpoint -q /sys || mount -t sysfs sys /sys
 mountpoint -q /dev || mount -t devtmpfs dev /dev
 mkdir -p /dev/pts /dev/shm 2>/dev/null
 mount -t devpts devpts /dev/pts 2>/dev/null
+# devtmpfs has no /dev/fd family; bash process substitution needs it.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do [ -e "/dev/${i#*:}" ] || ln -s "/proc/self/fd/${i%%:*}" "/dev/${i#*:}"; done
 mount -t debugfs debugfs /sys/kernel/debug
 for d in /tmp /run /var/tmp /var/lib/dkms /lib/modules /root /var/log /dev/shm; do mount -t tmpfs tmpfs "$d" 2>/dev/null; done
 mkdir -p /run/netns
