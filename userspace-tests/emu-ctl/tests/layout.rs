@@ -6,7 +6,14 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Output of the C probe, compiled and run once per test process (the tests run in parallel and
+/// would otherwise race on the same source and binary paths).
 fn probe() -> String {
+    static OUT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OUT.get_or_init(compile_and_run_probe).clone()
+}
+
+fn compile_and_run_probe() -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testbench/emu/include");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let src = dir.join("layout_probe.c");
