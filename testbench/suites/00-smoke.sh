@@ -37,8 +37,12 @@ tb_case rxe-veth-namespaces smoke_rxe
 
 smoke_write_bw() {
     ip netns exec a timeout 300 ib_write_bw -d rxea -s 65536 -n 100 -F >/tmp/bw-server.log 2>&1 &
-    local srv=$!
-    sleep 2
+    local srv=$! i
+    # The guest is slow: wait until the server listens instead of guessing a delay.
+    for i in $(seq 1 120); do
+        ip netns exec a ss -ltn 2>/dev/null | grep -q ':18515 ' && break
+        sleep 1
+    done
     timeout 300 ip netns exec b ib_write_bw -d rxeb -s 65536 -n 100 -F 10.99.0.1 >/tmp/bw-client.log 2>&1
     local rc=$?
     wait $srv
