@@ -3,6 +3,7 @@
 #   make                build nvpeer.ko against KDIR (default: the running kernel)
 #   make demo           boot the test bench and show a registration + invalidation, step by step
 #   make check          host unit tests + every bench suite (installs what it needs)
+#   make check-full     the same with every model/ABI combination and soak iteration counts (hours)
 #   make vm-shell       interactive shell in the bench VM
 #   make bench          registration-path benchmark (bench-results/regpath.json)
 #   make install / uninstall / sign / dkms-install   see docs/install.md
@@ -10,7 +11,7 @@
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
 
-.PHONY: all default check demo vm-shell bench
+.PHONY: all default check check-full demo vm-shell bench
 default: all
 
 # Module build rules (modules, clean, preflight, ffi-check).
@@ -20,6 +21,9 @@ default: all
 
 check:
 	@testbench/check
+
+check-full:
+	@NVPEER_DEPTH=full testbench/check
 
 demo:
 	@testbench/demo

@@ -49,6 +49,7 @@ else
         fi
         echo "nvpeer-bench: suite $suite end rc=$rc" >/dev/kmsg
         echo "=== suite $suite: end rc=$rc after $(( $(date +%s) - start )) s"
+        echo "suite[$suite] $(( $(date +%s) - start ))" >>/bench/results/timings.txt
         [ "${NVPEER_SHOW:-0}" = 1 ] || tail -n 5 "/bench/results/$suite.log" | sed 's/^/    /'
     done < /bench/suites.txt
 fi

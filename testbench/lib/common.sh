@@ -4,6 +4,10 @@ TB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO_DIR=$(cd "$TB_DIR/.." && pwd)
 NVPEER_CACHE=${NVPEER_CACHE:-/var/cache/nvpeer-testbench}
 export NVPEER_CACHE
+# Cargo builds (host unit tests, the guest's nvpeer CLI) keep their outputs in the cache too, so a
+# fresh clone on a machine that already built once recompiles only what changed.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$NVPEER_CACHE/cargo-target}
+NVPEER_CLI="$CARGO_TARGET_DIR/release/nvpeer"
 
 tb_log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 tb_die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }

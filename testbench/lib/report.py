@@ -2,7 +2,8 @@
 """Bench results: merge JSON-lines result files, scan kernel logs, print a summary.
 
 Usage:
-  report.py scan LOG [--expect REGEX]   print offending kernel report lines; exit 1 if the log fails
+  report.py scan LOG [--expect REGEX]...  print offending kernel report lines; exit 1 if the log fails
+                                        (with --expect: each REGEX must appear; they excuse the log)
   report.py summary FILE...             table of all results + "N passed, N failed, N skipped"
 """
 import json
@@ -50,19 +51,28 @@ def scan(path, expect):
 
 def cmd_scan(args):
     path = args[0]
-    expect = None
-    if "--expect" in args:
-        expect = re.compile(args[args.index("--expect") + 1])
-    res = scan(path, expect)
+    expects = [re.compile(args[i + 1]) for i, a in enumerate(args) if a == "--expect"]
+    res = scan(path, None)
     if not res:
         print(f"missing log {path}")
         return 1
     hits, lines = res
-    if expect is not None:
-        if any(expect.search(l) for l in lines):
-            print(f"expected kernel report seen ({expect.pattern})")
+    if expects:
+        missing = [e.pattern for e in expects if not any(e.search(l) for l in lines)]
+        # Reports before the first expected one are not excused (a KASAN report disables lockdep
+        # and taints the kernel: after it, the log is only read for the expected reports).
+        first = min((i for i, l in enumerate(lines) if any(e.search(l) for e in expects)), default=None)
+        early = [(i, l) for i, l in hits if first is not None and i < first and
+                 not any(e.search(l) for e in expects)]
+        if early:
+            print(f"{len(early)} unexpected kernel report line(s) before the expected one:")
+            for _, l in early[:20]:
+                print("  " + l)
+            return 1
+        if not missing:
+            print("expected kernel report(s) seen: " + "; ".join(e.pattern for e in expects))
             return 0
-        print(f"expected kernel report NOT seen: {expect.pattern}")
+        print("expected kernel report NOT seen: " + "; ".join(missing))
         for _, l in hits[:40]:
             print("  " + l)
         return 1

@@ -1,8 +1,10 @@
 # nvpeer under fault injection at every provider call (nvp2p_emu) and every core allocation/HW
 # fault point (peer_mem_emu), in both client modes: registrations fail cleanly and nothing leaks
 # (no provider pin, no mapping, nvpeer's books balanced); then a register/free/deregister race
-# stress (NP_STRESS_ITER iterations per thread x 4 threads; NP_STRESS_ITER=25000 is the 100k run).
+# stress (NP_STRESS_ITER iterations per thread x 4 threads: 60 in make check, 250 in make
+# check-full; NP_STRESS_ITER=25000 is the 100k run).
 . /src/testbench/suites/nvpeer-lib.sh.inc
+if [ "${NVPEER_DEPTH:-check}" = full ]; then NP_STRESS_ITER=${NP_STRESS_ITER:-250}; else NP_STRESS_ITER=${NP_STRESS_ITER:-60}; fi
 
 faults() { # params...
     np_up 5.5 2 "$@" || return 1
@@ -16,7 +18,7 @@ tb_case fault-injection-no-leaks-invalidating faults persistent_api_support=0
 
 stress() {
     np_up 5.5 2 persistent_api_support=0 || return 1
-    $NVPEER emu scenario race-stress --module nvpeer --iterations "${NP_STRESS_ITER:-250}" --threads 4 || return 1
+    $NVPEER emu scenario race-stress --module nvpeer --iterations "$NP_STRESS_ITER" --threads 4 || return 1
     np_clean || return 1
     echo "registrations $(np_stat registrations) callbacks $(np_stat callbacks) invalidations $(np_stat invalidations) stale $(np_stat callbacks_stale) revoked $(np_stat err_revoked)"
 }
