@@ -56,14 +56,14 @@ ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host -t w
     --no-progress --out-json-file "$OUT/nvpeer-bw.json" >"$OUT/nvpeer-client.txt" 2>&1
 nrc=$?
 wait $srv
-nv=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tests"][0]["results"][0]["BW_average"])' \
+nv=$(python3 -S -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tests"][0]["results"][0]["BW_average"])' \
     "$OUT/nvpeer-bw.json" 2>/dev/null)
 
 echo "size=$SIZE iterations=$ITERS"
 echo "ib_write_bw   BW average [MiB/s]: ${pt:-n/a} (exit $prc)"
 echo "nvpeer bench  BW average [MiB/s]: ${nv:-n/a} (exit $nrc)"
 if [ -n "$pt" ] && [ -n "$nv" ]; then
-    python3 -c "import sys; p,n=float(sys.argv[1]),float(sys.argv[2]); print(f'ratio nvpeer/ib_write_bw: {n/p:.3f}' if p > 0 else 'ratio: n/a')" "$pt" "$nv"
+    python3 -S -c "import sys; p,n=float(sys.argv[1]),float(sys.argv[2]); print(f'ratio nvpeer/ib_write_bw: {n/p:.3f}' if p > 0 else 'ratio: n/a')" "$pt" "$nv"
     exit 0
 fi
 echo "bw-vs-perftest: one of the two runs produced no figure"; cat "$OUT/perftest-client.txt" "$OUT/nvpeer-client.txt"

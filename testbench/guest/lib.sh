@@ -8,47 +8,66 @@
 #   /kernel   the bench kernel's build tree       $NVPEER    the nvpeer CLI (host-built, release)
 # Every .ko built in the repo is installed in /lib/modules/$(uname -r)/extra and depmod has run,
 # so `modprobe nvp2p_emu` etc. work.
+#
+# In the TCG+KASAN+lockdep guest every fork+exec costs a few hundred ms, so these helpers use bash
+# builtins only (no date, mktemp, tail, tr or command substitution) but for one cat per case.
 
 TB_RESULTS=${TB_RESULTS:-/bench/results/results.jsonl}
 NVPEER=${NVPEER:-/bench/bin/nvpeer}
 TB_SUITE=${TB_SUITE:-unknown}
 
-# JSON string of stdin, in pure bash (python3 costs seconds per start in the TCG+KASAN guest).
+# _tb_json_str VAR TEXT: VAR = TEXT as a JSON string (quotes included).
 _tb_json_str() {
-    local s
-    s=$(cat; printf x); s=${s%x}
+    local -n _out=$1
+    local s=$2
     s=${s//\\/\\\\}; s=${s//\"/\\\"}
     s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; s=${s//$'\r'/}
-    s=$(printf %s "$s" | tr -d '\000-\010\013\014\016-\037')
-    printf '"%s"\n' "$s"
+    s=${s//[$'\001'-$'\010'$'\013'$'\014'$'\016'-$'\037']/}
+    _out="\"$s\""
+}
+
+# _tb_now_ms VAR: VAR = wall clock in ms.
+_tb_now_ms() {
+    local -n _t=$1
+    local r=${EPOCHREALTIME/[.,]/}
+    _t=$(( 10#$r / 1000 ))
 }
 
 # tb_result CASE STATUS [DETAILS] [DURATION]
 tb_result() {
-    local case=$1 status=$2 details=${3:-} duration=${4:-0}
+    local case=$1 status=$2 details=${3:-} duration=${4:-0} js jc jd
+    _tb_json_str js "$TB_SUITE"; _tb_json_str jc "$case"; _tb_json_str jd "$details"
     printf '{"suite":%s,"case":%s,"status":"%s","duration":%s,"details":%s}\n' \
-        "$(printf %s "$TB_SUITE" | _tb_json_str)" "$(printf %s "$case" | _tb_json_str)" \
-        "$status" "$duration" "$(printf %s "$details" | _tb_json_str)" >>"$TB_RESULTS"
+        "$js" "$jc" "$status" "$duration" "$jd" >>"$TB_RESULTS"
     printf '[%s] %-4s %s %s\n' "$TB_SUITE" "$status" "$case" "${details:0:200}" >&2
+}
+
+# _tb_tail VAR N FILE: VAR = the last N lines of FILE.
+_tb_tail() {
+    local -n _v=$1
+    local n=$2 lines
+    mapfile -t lines <"$3"
+    local start=$(( ${#lines[@]} > n ? ${#lines[@]} - n : 0 ))
+    local IFS=$'\n'
+    _v="${lines[*]:start}"
 }
 
 # tb_case CASE CMD... : runs CMD; exit 0 = pass, 77 = skip, else fail. Details: last output lines.
 tb_case() {
     local case=$1; shift
-    local out start rc=0
-    out=$(mktemp)
-    start=$(date +%s%N)
+    local out=/tmp/tb-case.$BASHPID start end rc=0 dur details
+    _tb_now_ms start
     "$@" >"$out" 2>&1 || rc=$?
-    local dur
-    dur=$(( ($(date +%s%N) - start) / 1000000 ))
-    dur=$(printf '%d.%03d' $((dur / 1000)) $((dur % 1000)))
+    _tb_now_ms end
+    dur=$((end - start))
+    printf -v dur '%d.%03d' $((dur / 1000)) $((dur % 1000))
     # Mark the case in dmesg so kernel reports can be attributed to it.
     echo "nvpeer-bench: case $TB_SUITE/$case rc=$rc" >/dev/kmsg 2>/dev/null || true
-    if [ "$rc" = 0 ]; then tb_result "$case" pass "$(tail -n 3 "$out")" "$dur"
-    elif [ "$rc" = 77 ]; then tb_result "$case" skip "$(tail -n 3 "$out")" "$dur"
-    else tb_result "$case" fail "rc=$rc: $(tail -n 15 "$out")" "$dur"; fi
+    if [ "$rc" = 0 ]; then _tb_tail details 3 "$out"; tb_result "$case" pass "$details" "$dur"
+    elif [ "$rc" = 77 ]; then _tb_tail details 3 "$out"; tb_result "$case" skip "$details" "$dur"
+    else _tb_tail details 15 "$out"; tb_result "$case" fail "rc=$rc: $details" "$dur"; fi
     cat "$out" >>"/bench/results/$TB_SUITE.log"
-    rm -f "$out"
+    : >"$out"
     return 0
 }
 

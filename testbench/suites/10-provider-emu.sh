@@ -27,7 +27,7 @@ nvp2p_load() {
 nvp2p_group() {
     local out line name status secs details seen=0
     out=$(mktemp)
-    python3 "$NVP2P_TEST" "$@" >"$out" 2>&1
+    python3 -S "$NVP2P_TEST" "$@" >"$out" 2>&1
     while IFS= read -r line; do
         case "$line" in
             RESULT\ *)

@@ -5,17 +5,30 @@
 # invalidate, dereg, sysfs counters), and the client-struct modification check. Clients come from
 # testbench/emu/peer_mem/selftest (pme_selftest.ko, driven by module parameters).
 
-PMECTL="python3 /src/testbench/emu/peer_mem/selftest/pmectl.py"
+PMECTL="python3 -S /src/testbench/emu/peer_mem/selftest/pmectl.py"
 MP=/sys/kernel/mm/memory_peers
 ST_RESULT=/sys/module/pme_selftest/parameters/result
 
 # PME_CL_* flags of peer_mem_emu_ioctl.h
 CL_INV=1; CL_EX=2; CL_UNMAPS=4; CL_49_HOOKS=16; CL_SYSFS=32
 
+# kv VAR OUT KEY: VAR = value of KEY in pmectl's KEY=VALUE output OUT (bash only: every fork
+# costs a few hundred ms in the TCG+KASAN guest).
+kv() {
+    local -n _kv=$1
+    local l
+    _kv=""
+    while IFS= read -r l; do
+        [[ $l == "$3="* ]] && { _kv=${l#*=}; return 0; }
+    done <<<"$2"
+}
 # jget KEY...: value of KEY (parts joined with '.') in pmectl's KEY=VALUE output on stdin
-jget() { local IFS=.; sed -n "s/^$*=//p" | head -n1; }
+jget() { local IFS=. v; kv v "$(cat)" "$*"; printf '%s\n' "$v"; }
 # stat NAME: a global counter from debugfs (no Python start-up: the TCG guest is slow)
-dstat() { sed -n "s/^$1 //p" /sys/kernel/debug/peer_mem_emu/stats; }
+dstat() {
+    local n v
+    while read -r n v; do [ "$n" = "$1" ] && { echo "$v"; return 0; }; done </sys/kernel/debug/peer_mem_emu/stats
+}
 
 # st_load CLIENT_SPEC...: load the selftest client with these specs, print its result line.
 st_load() {
@@ -175,7 +188,7 @@ fd_teardown() {
 tb_case fd-teardown fd_teardown
 
 bad_input() {
-    python3 - <<'EOF'
+    python3 -S - <<'EOF'
 import errno, os, struct, sys
 sys.path.insert(0, "/src/testbench/emu/peer_mem/selftest")
 import pmectl as p
@@ -232,7 +245,7 @@ MR_ARGS="262144 0x11100 0x20000"
 QF_PEER=1; QF_ACT=2; QF_REVOKED=4; QF_TRIMMED=16; QF_INV=64
 
 # want OUT KEY VALUE: assert pmectl output line KEY=VALUE
-want() { expect_eq "$2" "$(echo "$1" | jget "$2")" "$3"; }
+want() { local v; kv v "$1" "$2"; expect_eq "$2" "$v" "$3"; }
 
 set_model() { $PMECTL model "$1"; }
 

@@ -52,11 +52,11 @@ bad_unaligned() {
 bad_missing_op() {
     local before after
     bad_reload_emus || return 1
-    before=$($NVPEER emu core counters --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rejected_clients"])')
+    before=$($NVPEER emu core counters --json | python3 -S -c 'import json,sys; print(json.load(sys.stdin)["rejected_clients"])')
     if modprobe $BAD bug=missing_op persistent_api_support=1 2>/dev/null; then
         rmmod $BAD; echo "bug=missing_op NOT caught: client without dma_map registered"; return 1
     fi
-    after=$($NVPEER emu core counters --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rejected_clients"])')
+    after=$($NVPEER emu core counters --json | python3 -S -c 'import json,sys; print(json.load(sys.stdin)["rejected_clients"])')
     [ "$after" -gt "$before" ] || { echo "core did not count a rejected client"; return 1; }
     dmesg | tail -n 50 | grep -i 'mandatory' | tail -n 1
     echo "bug=missing_op caught: registration refused (rule: acquire/get_pages/put_pages/dma_map/dma_unmap are mandatory)"

@@ -6,7 +6,7 @@
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 gpu_calls() { # OP: provider emulator call count
-    $NVPEER emu gpu counters --json | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['$1']['calls'])"
+    $NVPEER emu gpu counters --json | python3 -S -c "import json,sys; print(json.load(sys.stdin)['calls']['$1']['calls'])"
 }
 
 one_pin_per_registration() { # MODE(persistent|invalidating) N

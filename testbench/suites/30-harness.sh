@@ -67,7 +67,7 @@ hv_validate_two_node() {
 hv_validate_json() {
     ip netns exec hva "$NVPEER" validate --mem host -d rxea --json --only reg.sizes,cap. --max-size 64K \
         >"$OUT/validate.json" || return 1
-    python3 - "$OUT/validate.json" <<'PY'
+    python3 -S - "$OUT/validate.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 names = [c["name"] for c in d["cases"]]
@@ -88,7 +88,7 @@ hv_bench_two_node() {
     wait $srv; local src=$?
     [ "$rc" = 0 ] && [ "$src" = 0 ] || { echo "client $rc server $src"; cat "$OUT/bench-server.txt"; return 1; }
     grep -q 'BW peak\[MiB/sec\]' "$OUT/bench-client.txt" && grep -q 't_typical\[usec\]' "$OUT/bench-client.txt" || return 1
-    python3 - "$OUT/bench.json" <<'PY'
+    python3 -S - "$OUT/bench.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 t = {x["test"]: x for x in d["tests"]}

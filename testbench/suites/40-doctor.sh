@@ -17,7 +17,7 @@ doc_run() {
 # check by id) must evaluate to its VALUE (strings as they are, anything else as JSON). One Python
 # start for all of them: each start costs seconds in the TCG+KASAN guest.
 want() {
-    python3 - "$DOC_JSON" "$@" <<'PY'
+    python3 -S - "$DOC_JSON" "$@" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 def c(i):
