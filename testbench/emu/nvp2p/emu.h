@@ -181,6 +181,7 @@ struct emu_state {
 	u64 callbacks;
 	u64 put_after_teardown;
 	u64 free_calls_in_cb;
+	u64 api_window_hits;
 
 	/* rm_lock */
 	nvp2p_emu_dma_stopped_fn probe;

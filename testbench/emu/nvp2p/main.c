@@ -242,6 +242,7 @@ void emu_fill_stats(struct nvp2p_emu_stats *st)
 	st->callbacks = emu.callbacks;
 	st->put_after_teardown = emu.put_after_teardown;
 	st->free_calls_in_callback = emu.free_calls_in_cb;
+	st->api_window_hits = emu.api_window_hits;
 	spin_unlock(&emu.stat_lock);
 }
 
@@ -268,6 +269,7 @@ void emu_reset(void)
 	emu.callbacks = 0;
 	emu.put_after_teardown = 0;
 	emu.free_calls_in_cb = 0;
+	emu.api_window_hits = 0;
 	memset(vlog, 0, sizeof(vlog));
 	vlog_seq = 0;
 	spin_unlock(&emu.stat_lock);
@@ -344,12 +346,12 @@ static int stats_show(struct seq_file *s, void *unused)
 		   "live_persistent_pins %llu\npinned_pages %llu\nlive_mappings %llu\n"
 		   "callbacks %llu\nput_after_teardown %llu\nbar1_used %llu\n"
 		   "bar1_budget %llu\ntombstones %llu\nfree_calls_in_callback %llu\n"
-		   "pt_abi %u\n",
+		   "api_window_hits %llu\npt_abi %u\n",
 		   st->violations_total, st->live_allocs, st->live_pins,
 		   st->live_persistent_pins, st->pinned_pages, st->live_mappings,
 		   st->callbacks, st->put_after_teardown, st->bar1_used,
 		   cfg.bar1_budget, st->quarantined, st->free_calls_in_callback,
-		   cfg.pt_abi);
+		   st->api_window_hits, cfg.pt_abi);
 	kfree(st);
 	return 0;
 }

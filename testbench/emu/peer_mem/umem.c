@@ -148,14 +148,20 @@ static void pme_call_put_pages(struct pme_mr *mr)
 	mr->n_put_pages++;
 }
 
-/* fingerprint of the sg entries the core hands back to the client later */
+/*
+ * Fingerprint of the sg entries the core hands back to the client later. A
+ * client may report more mapped entries than its table has (recorded as an
+ * sg-nmap violation): only the entries that exist are read.
+ */
 u64 pme_sg_hash(struct sg_table *sgt, u32 n)
 {
 	struct scatterlist *sg;
 	u64 h = 1469598103934665603ULL;
 	u32 i;
 
-	for_each_sg(sgt->sgl, sg, n, i) {
+	if (!sgt->sgl)
+		return h;
+	for_each_sg(sgt->sgl, sg, min(n, sgt->orig_nents), i) {
 		h = (h ^ sg_dma_address(sg)) * 1099511628211ULL;
 		h = (h ^ sg_dma_len(sg)) * 1099511628211ULL;
 		h = (h ^ sg->length) * 1099511628211ULL;

@@ -358,6 +358,7 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
                 "live_mappings": s.live_mappings, "callbacks": s.callbacks,
                 "put_after_teardown": s.put_after_teardown, "bar1_used": s.bar1_used,
                 "quarantined": s.quarantined, "free_calls_in_callback": s.free_calls_in_callback,
+                "api_window_hits": s.api_window_hits,
             });
             if j {
                 return json(&v).map(|_| 0);
@@ -369,7 +370,7 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             }
             for k in ["violations_total", "live_allocs", "live_pins", "live_persistent_pins", "pinned_pages",
                       "live_mappings", "callbacks", "put_after_teardown", "bar1_used", "quarantined",
-                      "free_calls_in_callback"] {
+                      "free_calls_in_callback", "api_window_hits"] {
                 println!("{k:<24} {}", v[k]);
             }
         }

@@ -216,7 +216,8 @@ pub mod abi {
         pub bar1_used: u64,
         pub quarantined: u64,
         pub free_calls_in_callback: u64,
-        pub reserved: [u64; 5],
+        pub api_window_hits: u64,
+        pub reserved: [u64; 4],
     }
     impl Default for Stats {
         fn default() -> Self {

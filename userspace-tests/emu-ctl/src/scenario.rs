@@ -215,6 +215,12 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
         let n = env.gpu.check_leaks()?;
         env.note(format!("{n} pin(s) live after the scenario: leak check run"));
     }
+    let window = env.gpu.stats()?.api_window_hits;
+    if window != 0 {
+        env.note(format!(
+            "{window} dma_map_pages call(s) hit the NVIDIA API's own window (table freed while the call waited for the RM lock): failed cleanly, not a client error"
+        ));
+    }
     let found = recorded(&env)?;
     let log = env.log.lock().map(|l| l.clone()).unwrap_or_default();
     let (pass, message) = if env.opts.expect.is_empty() {
