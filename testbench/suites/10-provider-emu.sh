@@ -47,7 +47,7 @@ tb_case load nvp2p_load
 if [ -c /dev/nvp2p_emu ]; then
     nvp2p_group abi-sizes alloc-list-free gup-fails pin-map-unmap-put get-pages-validation \
         free-runs-callback persistent-outlives-free pt-abi-and-flags bar1-budget fault-injection \
-        put-blocks-behind-callback free-in-registration-window rm-cost-model process-exit gpu-teardown token-lookup bad-ioctl-input
+        put-blocks-behind-callback free-in-registration-window rm-cost-model process-exit gpu-teardown token-lookup bad-ioctl-input api-window
 
     # Violations provoked on purpose: their kernel log lines are expected.
     tb_expect_begin 'nvp2p_emu: VIOLATION'

@@ -452,6 +452,33 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
 
+/*
+ * dma_map_pages on a table that a free callback tore down between the client's
+ * last look at its own state and the provider reading the table. The real
+ * driver reads a freed table here, but no client of the non-persistent API can
+ * close the window: its callback runs under the RM lock, so it cannot hold a
+ * lock of its own across this call, nor make the callback wait for it. Counted
+ * and logged, not a violation; the call fails with -EINVAL. (A client that
+ * ignored its callback altogether is caught by the scenarios instead: its MR
+ * stays mapped after the free.) Returns false when the table was not torn down
+ * by a callback, or when this very task ran that teardown (a free, then a map,
+ * one after the other: no race): then it is the client's error. Called with
+ * tbl_lock held.
+ */
+static bool api_window(const void *pt, const char *when)
+{
+	struct emu_tomb *t = emu_tomb_lookup((unsigned long)pt, EMU_TOMB_PT);
+
+	if (!t || t->how != EMU_END_CALLBACK || t->ender == current->pid)
+		return false;
+	spin_lock(&emu.stat_lock);
+	emu.api_window_hits++;
+	spin_unlock(&emu.stat_lock);
+	pr_info("api-window: dma_map_pages on page table %px of pin %llu, torn down by its free callback %s (real driver: reads a freed table); failing it with -EINVAL\n",
+		pt, t->id, when);
+	return true;
+}
+
 int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
@@ -472,7 +499,8 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 	mutex_lock(&emu.tbl_lock);
 	p = emu_pin_lookup(page_table);
 	if (!p) {
-		report_dead_table("dma_map_pages", page_table);
+		if (!api_window(page_table, "after the client's last check"))
+			report_dead_table("dma_map_pages", page_table);
 		mutex_unlock(&emu.tbl_lock);
 		return emu_fail(op, -EINVAL);
 	}
@@ -501,18 +529,10 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 	rm_lock_cost(entries);
 	mutex_lock(&emu.tbl_lock);
 	if (emu_pin_lookup(page_table) != p) {
-		/*
-		 * Freed while we waited for the lock: the real driver reads the
-		 * freed table here. The client passed a live table and cannot
-		 * hold a lock of its own across this call (the callback runs
-		 * under the RM lock), so no client of the non-persistent API can
-		 * close this window: counted and logged, not a violation.
-		 */
-		spin_lock(&emu.stat_lock);
-		emu.api_window_hits++;
-		spin_unlock(&emu.stat_lock);
-		pr_info("api-window: dma_map_pages on page table %px: torn down by a free callback while the call waited for the RM lock (real driver: reads a freed table); failing it with -EINVAL\n",
-			page_table);
+		/* Freed while we waited for the lock. */
+		if (!api_window(page_table, "while the call waited for the RM lock"))
+			report_dead_table("dma_map_pages (released while it waited for the RM lock)",
+					  page_table);
 		mutex_unlock(&emu.tbl_lock);
 		mutex_unlock(&emu.rm_lock);
 		return emu_fail(op, -EINVAL);

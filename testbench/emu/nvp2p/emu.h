@@ -141,6 +141,7 @@ struct emu_tomb {
 	enum emu_end how;
 	bool put_seen;
 	pid_t tgid;
+	pid_t ender;                    /* task that tore it down (put, free, exit) */
 	u64 id;
 };
 

@@ -298,6 +298,7 @@ void emu_tomb_add(unsigned long key, enum emu_tomb_kind kind, enum emu_end how,
 	t->key = key;
 	t->kind = kind;
 	t->how = how;
+	t->ender = current->pid;
 	t->tgid = tgid;
 	t->id = id;
 	hash_add(emu.tomb_hash, &t->hnode, key);

@@ -647,6 +647,28 @@ def case_violation_freed_table():
     note("dma_map_pages on a freed page table recorded")
 
 
+def case_api_window():
+    # The same map on a callback-torn-down table, but the free ran on another thread: the race a
+    # correct client cannot close (its check and the call cannot be atomic against the callback).
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    t = threading.Thread(target=d.free, args=(a.va,))
+    t.start()
+    t.join()
+    before = d.stats()
+    m = d.client(C_MAP, handle=c.handle)
+    after = d.stats()
+    check(m.ret == -errno.EINVAL, f"map on a table freed by another thread returned {m.ret}")
+    check(after.violations_total == before.violations_total,
+          f"recorded as a violation: {list(after.violations)[:14]}")
+    check(after.api_window_hits == before.api_window_hits + 1,
+          f"api_window_hits {after.api_window_hits} (before {before.api_window_hits})")
+    d.client(C_CLOSE, handle=c.handle)
+    d.close()
+    note("map after another thread's free: counted as the API window, failed with -EINVAL, no violation")
+
+
 def case_violation_double_put():
     d = fresh()
     a = d.alloc(GPU_PAGE)
