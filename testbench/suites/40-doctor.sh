@@ -2,7 +2,10 @@
 # core emulators, with nvpeer loaded (registered nv_mem client, parameters, library detection),
 # with an rxe device (RDMA device listing, ibv_reg_dmabuf_mr(fd=-1) probe through sideway), the
 # vIOMMU, the table output and --root on fixture trees. Assertions are on the JSON it prints.
-# bench: own-boot
+# Boot group "system" (20-nvpeer-load, this, 50-dkms): the baseline needs a machine where none of
+# our modules is loaded, which 20-nvpeer-load leaves behind; 50-dkms, which installs nvpeer into
+# the module tree, comes last.
+# bench: boot system
 
 DOC_JSON=/bench/doctor.json
 

@@ -5,7 +5,7 @@
 # with nvpeer's one-line message. The guest root is read-only 9p: the DKMS source tree goes to
 # tmpfs (--sourcetree); /var/lib/dkms and /lib/modules are tmpfs already (guest init), and the
 # modprobe.d file goes to /run/modprobe.d.
-# bench: own-boot
+# bench: boot system
 
 KREL=$(uname -r)
 SRCTREE=/tmp/nvpeer-dkms-src
