@@ -233,7 +233,7 @@ fault_points() {
     $PMECTL fault 0 1 1 >/dev/null || return 1      # PME_FP_UMEM_ALLOC on the next REGISTER
     r=$($PMECTL reghost 4096 3 2>&1) && { echo "register survived the fault: $r"; return 1; }
     echo "$r" | grep -q "Errno 12" || { echo "want ENOMEM: $r"; return 1; }
-    expect_eq fired "$(dstat "fault_fired\\[0\\]")" 1 || return 1
+    expect_eq fired "$(dstat "fault_fired[0]")" 1 || return 1
     expect_eq live_mrs "$(dstat live_mrs)" 0
 }
 tb_case fault-points fault_points
