@@ -49,6 +49,14 @@ struct st_ctx {
 	struct device *dev;
 	struct mutex lock;		/* mapped, sg: never held across core calls */
 	struct sg_table sg;		/* copy of the table given to the core */
+	/*
+	 * The DMA addresses as mapped: the core trims the first and last sg
+	 * entries to the registered range (and restores them only before its
+	 * own dma_unmap call), so unmapping from the sg table after an
+	 * invalidate would unmap other ranges than were mapped.
+	 */
+	dma_addr_t *dma;
+	unsigned int ndma;
 	bool sg_allocated, mapped, pinned;
 };
 
@@ -71,7 +79,10 @@ static void st_region_free(struct kref *ref)
 
 static void st_ctx_free(struct kref *ref)
 {
-	kfree(container_of(ref, struct st_ctx, ref));
+	struct st_ctx *ctx = container_of(ref, struct st_ctx, ref);
+
+	kfree(ctx->dma);	/* NULL unless the core never unmapped */
+	kfree(ctx);
 }
 
 /* ---- the device memory ---- */
@@ -213,14 +224,16 @@ static int st_m_get_pages(unsigned long addr, size_t size, int write, int force,
 
 static void st_unmap_pages(struct st_ctx *ctx)
 {
-	struct scatterlist *sg;
 	unsigned int i;
 
 	mutex_lock(&ctx->lock);
 	if (ctx->mapped) {
-		for_each_sg(ctx->sg.sgl, sg, ctx->sg.orig_nents, i)
-			dma_unmap_page(ctx->dev, sg_dma_address(sg), ST_GRAN,
+		for (i = 0; i < ctx->ndma; i++)
+			dma_unmap_page(ctx->dev, ctx->dma[i], ST_GRAN,
 				       DMA_BIDIRECTIONAL);
+		kfree(ctx->dma);
+		ctx->dma = NULL;
+		ctx->ndma = 0;
 		ctx->mapped = false;
 	}
 	mutex_unlock(&ctx->lock);
@@ -232,11 +245,17 @@ static int st_m_dma_map(struct sg_table *sg_head, void *client_context,
 	struct st_ctx *ctx = client_context;
 	unsigned int n = (ctx->end - ctx->start) / ST_GRAN, first, i;
 	struct scatterlist *sg;
+	dma_addr_t *dma;
 	int ret;
 
+	dma = kcalloc(n, sizeof(*dma), GFP_KERNEL);
+	if (!dma)
+		return -ENOMEM;
 	ret = sg_alloc_table(sg_head, n, GFP_KERNEL);
-	if (ret)
+	if (ret) {
+		kfree(dma);
 		return ret;
+	}
 	first = (ctx->start - ctx->region->start) / ST_GRAN;
 	for_each_sg(sg_head->sgl, sg, n, i) {
 		struct page *page = ctx->region->blocks[first + i];
@@ -250,13 +269,17 @@ static int st_m_dma_map(struct sg_table *sg_head, void *client_context,
 				dma_unmap_page(dev, sg_dma_address(u), ST_GRAN,
 					       DMA_BIDIRECTIONAL);
 			sg_free_table(sg_head);
+			kfree(dma);
 			return -ENOMEM;
 		}
 		sg_set_page(sg, page, ST_GRAN, 0);
 		sg_dma_address(sg) = a;
 		sg_dma_len(sg) = ST_GRAN;
+		dma[i] = a;
 	}
 	mutex_lock(&ctx->lock);
+	ctx->dma = dma;
+	ctx->ndma = n;
 	ctx->dev = dev;
 	ctx->sg = *sg_head;
 	ctx->sg_allocated = true;
