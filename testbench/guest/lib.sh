@@ -15,6 +15,7 @@
 TB_RESULTS=${TB_RESULTS:-/bench/results/results.jsonl}
 NVPEER=${NVPEER:-/bench/bin/nvpeer}
 TB_SUITE=${TB_SUITE:-unknown}
+_TB_CASE_SEQ=0
 
 # _tb_json_str VAR TEXT: VAR = TEXT as a JSON string (quotes included).
 _tb_json_str() {
@@ -55,7 +56,8 @@ _tb_tail() {
 # tb_case CASE CMD... : runs CMD; exit 0 = pass, 77 = skip, else fail. Details: last output lines.
 tb_case() {
     local case=$1; shift
-    local out=/tmp/tb-case.$BASHPID start end rc=0 dur details
+    # One output file per call (a case may itself run tb_case), emptied afterwards (rm would fork).
+    local out=/tmp/tb-case.$BASHPID.$((++_TB_CASE_SEQ)) start end rc=0 dur details
     _tb_now_ms start
     "$@" >"$out" 2>&1 || rc=$?
     _tb_now_ms end
