@@ -203,10 +203,11 @@ struct nvp2p_emu_stats {
 	__u64 bar1_used;
 	__u64 quarantined;                        /* torn-down tables+mappings kept poisoned */
 	__u64 free_calls_in_callback;             /* free_page_table/free_dma_mapping inside a callback */
-	__u64 api_window_hits;                    /* dma_map_pages whose table a free tore down while it
-						     waited for the RM lock: a window of the NVIDIA API
-						     itself (no client of the non-persistent API can
-						     close it), counted, not a violation; the call fails
+	__u64 api_window_hits;                    /* dma_map_pages whose table a free callback run by
+						     another task tore down (before the call or while it
+						     waited for the RM lock): a window of the NVIDIA API
+						     itself that no client of the non-persistent API can
+						     close; counted, not a violation; the call fails
 						     with -EINVAL */
 	__u64 reserved[4];
 };
