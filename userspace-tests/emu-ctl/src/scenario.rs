@@ -218,7 +218,7 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
     let window = env.gpu.stats()?.api_window_hits;
     if window != 0 {
         env.note(format!(
-            "{window} dma_map_pages call(s) hit the NVIDIA API's own window (table freed while the call waited for the RM lock): failed cleanly, not a client error"
+            "{window} dma_map_pages call(s) hit the NVIDIA API's own window (table torn down by a free on another thread, before the call or while it waited for the RM lock): failed cleanly, not a client error"
         ));
     }
     let found = recorded(&env)?;
