@@ -3,6 +3,7 @@
 //! `/sys/kernel/debug/nvpeer/`: `stats`, `mrs`, `config` (formats: `uapi/debugfs.md`).
 
 use crate::client::{Which, VERSION};
+use crate::footprint::Footprint;
 use crate::registry;
 use crate::stats::STATS;
 use kernel::debugfs::{Dir, File};
@@ -34,7 +35,7 @@ fn render_config(c: &ConfigInfo, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     for w in c.clients.iter().flatten() {
         writeln!(f, "client {} {}", w.name().1, w.describe())?;
     }
-    Ok(())
+    Footprint::get().render(f)
 }
 
 fn render_mrs(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {

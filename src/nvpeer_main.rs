@@ -12,6 +12,7 @@ mod abi;
 mod client;
 mod debugfs;
 mod ffi;
+mod footprint;
 mod modref;
 mod mr;
 mod p2p;

@@ -90,8 +90,14 @@ formats() {
     # every value is a decimal number, all zero except nothing happened yet
     awk 'NF != 2 || $2 !~ /^[0-9]+$/ { bad = 1; print "bad line: " $0 } END { exit bad }' $DBG/stats || { np_unload; return 1; }
     [ -z "$(cat $DBG/mrs)" ] || { cat $DBG/mrs; np_unload; return 1; }
+    # config's footprint line: total = record + node as allocated, each allocated >= requested.
+    local fp
+    fp=$(grep '^mr_footprint_bytes ' $DBG/config)
+    awk '{ split($4, r, "/"); split($6, n, "/") }
+         NF != 6 || $3 != "record" || $5 != "node" || $2 != r[2] + n[2] || r[2] < r[1] || n[2] < n[1] || r[1] == 0 || n[1] == 0 { bad = 1 }
+         END { exit bad || NR != 1 }' <<<"$fp" || { echo "bad footprint line: '$fp'"; np_unload; return 1; }
     np_unload
-    echo "stats has the $(echo "$have" | wc -w) documented keys; mrs empty"
+    echo "stats has the $(echo "$have" | wc -w) documented keys; mrs empty; config: $fp"
 }
 tb_case debugfs-formats-match-uapi formats
 

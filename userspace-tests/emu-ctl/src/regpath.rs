@@ -693,7 +693,20 @@ fn memory(path: &Path, gpu: &Gpu, n: u32) -> Result<Value> {
     let mut v = before.per_mr(&after, held);
     v["mrs"] = json!(held);
     v["error"] = json!(err);
+    if let Some(b) = client_footprint() {
+        v["client_own_bytes_per_mr"] = json!(b);
+    }
     Ok(v)
+}
+
+/// nvpeer's own account of the memory it keeps per live MR (debugfs `config`,
+/// `mr_footprint_bytes`, uapi/debugfs.md), when nvpeer is the loaded client.
+fn client_footprint() -> Option<u64> {
+    parse_footprint(&std::fs::read_to_string("/sys/kernel/debug/nvpeer/config").ok()?)
+}
+
+fn parse_footprint(config: &str) -> Option<u64> {
+    config.lines().find_map(|l| l.strip_prefix("mr_footprint_bytes ")?.split_whitespace().next()?.parse().ok())
 }
 
 /// As many live 64 KiB MRs as the guest allows (up to `target`), then all freed.
@@ -1177,7 +1190,7 @@ pub fn tables(doc: &Value) -> String {
     ] {
         out.push_str(&format!("\n### {title}\n\n"));
         header(&mut out, "figure");
-        let rows: [(&str, &str); 14] = [
+        let rows: [(&str, &str); 15] = [
             ("MRs held", "mrs"),
             ("target / reached", "reached"),
             ("stopped by", "stopped_by"),
@@ -1210,6 +1223,10 @@ pub fn tables(doc: &Value) -> String {
                 "kernel allocations per MR (kmemleak objects)",
                 "kernel_allocations_per_mr",
             ),
+            (
+                "client's own bytes per MR (nvpeer debugfs mr_footprint_bytes)",
+                "client_own_bytes_per_mr",
+            ),
             ("reg µs per MR", "reg_us_per_mr"),
             ("dereg µs per MR", "dereg_us_per_mr"),
             (
@@ -1240,6 +1257,13 @@ pub fn tables(doc: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprint_line() {
+        let c = "version 0.1.0\npersistent_api_support 1\nclient nv_mem persistent\nmr_footprint_bytes 576 record 424/512 node 40/64\n";
+        assert_eq!(parse_footprint(c), Some(576));
+        assert_eq!(parse_footprint("version 0.1.0\n"), None);
+    }
 
     #[test]
     fn rawfloor_abi_sizes() {
