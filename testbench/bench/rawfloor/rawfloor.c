@@ -238,6 +238,9 @@ static int __init rf_init(void)
 	rf_peer = pci_get_device(RF_EDU_VENDOR, RF_EDU_DEVICE, NULL);
 	if (!rf_peer)
 		pr_warn("no QEMU edu device (1234:11e8): RF_IOC_REG will fail with -ENODEV\n");
+	/* As peer_mem_emu does: the 64-bit DMA mask an HCA driver sets (IOVA beyond 4 GiB). */
+	else if (dma_set_mask_and_coherent(&rf_peer->dev, DMA_BIT_MASK(64)))
+		pr_warn("edu keeps its 32-bit DMA mask\n");
 	ret = misc_register(&rf_misc);
 	if (ret)
 		pci_dev_put(rf_peer);

@@ -27,6 +27,13 @@ int pme_devices_init(void)
 	pme_edu = pci_get_device(PME_EDU_VENDOR, PME_EDU_DEVICE, NULL);
 	if (!pme_edu)
 		pr_warn("peer_mem_emu: no QEMU edu PCI device (1234:11e8); PCI dma_device unavailable\n");
+	/*
+	 * No driver binds edu, so it keeps the PCI default 32-bit mask; an HCA driver sets 64 bits
+	 * (mlx5 does). With 32 bits the vIOMMU runs out of IOVA after about 2 GiB mapped at once.
+	 * The DMA layer still hands out addresses below 4 GiB first.
+	 */
+	if (pme_edu && dma_set_mask_and_coherent(&pme_edu->dev, DMA_BIT_MASK(64)))
+		pr_warn("peer_mem_emu: edu keeps its 32-bit DMA mask\n");
 	pme_faux = faux_device_create("peer_mem_emu_nonpci", NULL, NULL);
 	if (!pme_faux)
 		return -ENOMEM;
