@@ -3,11 +3,12 @@
 # the same VM, in one run (a benchmark: it prints both figures and their ratio; it asserts nothing
 # about the ratio). Runs inside the bench VM as root; needs rdma_rxe, iproute2, perftest.
 #
-#   bw-vs-perftest.sh [SIZE] [ITERS] [OUT_DIR]      defaults: 65536 200 /bench/harness
+#   bw-vs-perftest.sh [SIZE] [ITERS] [OUT_DIR] [ROUNDS]    defaults: 65536 200 /bench/harness 5
 set -u
 SIZE=${1:-65536}
 ITERS=${2:-200}
 OUT=${3:-/bench/harness}
+ROUNDS=${4:-5}
 NVPEER=${NVPEER:-/bench/bin/nvpeer}
 A=10.99.1.1
 mkdir -p "$OUT" /run/netns
@@ -15,7 +16,9 @@ mkdir -p "$OUT" /run/netns
 up() {
     modprobe rdma_rxe || return 1
     ip netns add bwa && ip netns add bwb || return 1
-    ip link add bweth-a type veth peer name bweth-b || return 1
+    # Jumbo frames, as RoCE fabrics run them: rxe then uses a 4096-byte path MTU (both tools
+    # take the port's active MTU), a quarter of the packets per message of a 1500-byte link.
+    ip link add bweth-a mtu 9000 type veth peer name bweth-b mtu 9000 || return 1
     ip link set bweth-a netns bwa && ip link set bweth-b netns bwb
     ip -n bwa addr add $A/24 dev bweth-a && ip -n bwb addr add 10.99.1.2/24 dev bweth-b
     ip -n bwa link set bweth-a up && ip -n bwb link set bweth-b up
@@ -39,32 +42,52 @@ trap down EXIT
 
 up || { echo "bw-vs-perftest: rxe setup failed"; exit 1; }
 
-# perftest: server in bwa, client in bwb; the client prints the result row.
-ip netns exec bwa ib_write_bw -d rxebwa -s "$SIZE" -n "$ITERS" -F -p 18701 >"$OUT/perftest-server.txt" 2>&1 &
-srv=$!
-sleep 2
-ip netns exec bwb ib_write_bw -d rxebwb -s "$SIZE" -n "$ITERS" -F -p 18701 $A >"$OUT/perftest-client.txt" 2>&1
-prc=$?
-wait $srv
-# Result row: "<bytes> <iters> <peak> <avg> <msgrate>".
-pt=$(awk -v s="$SIZE" '$1 == s && NF >= 5 { print $4 }' "$OUT/perftest-client.txt" | tail -n 1)
+# One measurement of each tool; both print "<figure>" (BW average, MiB/s) or nothing.
+perftest_once() { # round
+    ip netns exec bwa ib_write_bw -d rxebwa -s "$SIZE" -n "$ITERS" -F -p 18701 >"$OUT/perftest-server.$1.txt" 2>&1 &
+    local srv=$!
+    sleep 2
+    ip netns exec bwb ib_write_bw -d rxebwb -s "$SIZE" -n "$ITERS" -F -p 18701 $A >"$OUT/perftest-client.$1.txt" 2>&1
+    local rc=$?
+    wait $srv
+    [ $rc = 0 ] || { echo "ib_write_bw exited $rc (round $1)" >&2; return 1; }
+    # Result row: "<bytes> <iters> <peak> <avg> <msgrate>".
+    awk -v s="$SIZE" '$1 == s && NF >= 5 { print $4 }' "$OUT/perftest-client.$1.txt" | tail -n 1
+}
+nvpeer_once() { # round
+    ip netns exec bwa "$NVPEER" bench --server -d rxebwa -p 18702 >"$OUT/nvpeer-server.$1.txt" 2>&1 &
+    local srv=$!
+    ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host -t write_bw -s "$SIZE" -n "$ITERS" \
+        --no-progress --out-json-file "$OUT/nvpeer-bw.$1.json" >"$OUT/nvpeer-client.$1.txt" 2>&1
+    local rc=$?
+    wait $srv
+    [ $rc = 0 ] || { echo "nvpeer bench exited $rc (round $1)" >&2; return 1; }
+    python3 -S -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % float(d["tests"][0]["results"][0]["BW_average"]))' \
+        "$OUT/nvpeer-bw.$1.json"
+}
 
-# nvpeer: same shape.
-ip netns exec bwa "$NVPEER" bench --server -d rxebwa -p 18702 >"$OUT/nvpeer-server.txt" 2>&1 &
-srv=$!
-ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host -t write_bw -s "$SIZE" -n "$ITERS" \
-    --no-progress --out-json-file "$OUT/nvpeer-bw.json" >"$OUT/nvpeer-client.txt" 2>&1
-nrc=$?
-wait $srv
-nv=$(python3 -S -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tests"][0]["results"][0]["BW_average"])' \
-    "$OUT/nvpeer-bw.json" 2>/dev/null)
-
-echo "size=$SIZE iterations=$ITERS"
-echo "ib_write_bw   BW average [MiB/s]: ${pt:-n/a} (exit $prc)"
-echo "nvpeer bench  BW average [MiB/s]: ${nv:-n/a} (exit $nrc)"
-if [ -n "$pt" ] && [ -n "$nv" ]; then
-    python3 -S -c "import sys; p,n=float(sys.argv[1]),float(sys.argv[2]); print(f'ratio nvpeer/ib_write_bw: {n/p:.3f}' if p > 0 else 'ratio: n/a')" "$pt" "$nv"
-    exit 0
-fi
-echo "bw-vs-perftest: one of the two runs produced no figure"; cat "$OUT/perftest-client.txt" "$OUT/nvpeer-client.txt"
-exit 1
+# The link is emulated (rxe over veth in a TCG guest on a shared host): one sample of each tool
+# differs by 10% from run to run. Alternate the tools ROUNDS times, the order flipping each round,
+# and compare medians.
+pts=() nvs=()
+for r in $(seq 1 "$ROUNDS"); do
+    if [ $((r % 2)) = 1 ]; then
+        p=$(perftest_once "$r") && n=$(nvpeer_once "$r")
+    else
+        n=$(nvpeer_once "$r") && p=$(perftest_once "$r")
+    fi || { cat "$OUT"/perftest-client.*.txt "$OUT"/nvpeer-client.*.txt 2>/dev/null | tail -n 40; exit 1; }
+    [ -n "$p" ] && [ -n "$n" ] || { echo "bw-vs-perftest: round $r produced no figure"; exit 1; }
+    echo "round $r: ib_write_bw $p MiB/s, nvpeer bench $n MiB/s"
+    pts+=("$p") nvs+=("$n")
+done
+echo "size=$SIZE iterations=$ITERS rounds=$ROUNDS (figures: BW average, MiB/s)"
+python3 -S - "${pts[*]}" "${nvs[*]}" <<'PY'
+import sys
+p = [float(x) for x in sys.argv[1].split()]
+n = [float(x) for x in sys.argv[2].split()]
+med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
+print(f"ib_write_bw   BW average [MiB/s]: median {med(p):.2f} (min {min(p):.2f}, max {max(p):.2f})")
+print(f"nvpeer bench  BW average [MiB/s]: median {med(n):.2f} (min {min(n):.2f}, max {max(n):.2f})")
+print(f"ratio nvpeer/ib_write_bw: {med(n) / med(p):.3f} (of medians; per round: "
+      + ", ".join(f"{b / a:.3f}" for a, b in zip(p, n)) + ")")
+PY
