@@ -62,7 +62,7 @@ impl Footprint {
         self.record.allocated + self.node.allocated
     }
 
-    /// The `config` lines.
+    /// The `config` line.
     pub(crate) fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
