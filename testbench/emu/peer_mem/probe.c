@@ -95,6 +95,13 @@ static bool pme_dma_stopped(const struct nvp2p_emu_revoke_info *info, void *ctx)
 	list_for_each_entry(mr, &pme_live_mrs, live_node) {
 		if (READ_ONCE(mr->state) != PME_ST_MAPPED || READ_ONCE(mr->revoked))
 			continue;
+		/*
+		 * OFED 4.x: an invalidation before activation only marks the umem; activation then
+		 * fails and the core tears the MR down. Its key never reaches a user, so no work
+		 * request can make the device DMA through it: the core's window, not the client's.
+		 */
+		if (READ_ONCE(mr->inval_before_act))
+			continue;
 		for (i = 0; i < info->nr_mappings && stopped; i++) {
 			if (info->mappings[i] && pme_mr_hits(mr, info->mappings[i])) {
 				pr_err("peer_mem_emu: MR %u of client %s still maps GPU range 0x%llx+0x%llx freed by pid %d: the fake HCA was not revoked\n",

@@ -64,10 +64,12 @@ void pme_unlock_mapping(struct pme_mr *mr)
 /* The fake HCA stops DMA (mlx5: UMR revoke of the mkey). */
 void pme_hw_revoke(struct pme_mr *mr)
 {
-	if (mr->revoked)
+	if (READ_ONCE(mr->revoked))
 		return;
 	WRITE_ONCE(mr->dma_stopped_ns, ktime_get_ns());
-	WRITE_ONCE(mr->revoked, true);
+	/* 4.9: a dereg and an invalidation of the same MR may both revoke; count it once */
+	if (xchg(&mr->revoked, true))
+		return;
 	atomic64_inc(&pme_cnt.hw_revokes);
 }
 
@@ -299,6 +301,9 @@ static void pme_dereg_49(struct pme_mr *mr)
 	struct pme_client *c = mr->client;
 	bool inflight;
 
+	/* mlx5 4.x, as 5.x: the mkey is destroyed first, then the umem's ticket is dropped */
+	pme_hw_revoke(mr);
+	pme_delay(PME_DP_DEREG_BEFORE_STOP);
 	mutex_lock(&c->lock49);
 	if (mr->on_ticket_list) {
 		list_del(&mr->ticket_node);
@@ -311,7 +316,6 @@ static void pme_dereg_49(struct pme_mr *mr)
 		wait_for_completion(&mr->inval49_done);
 		return;
 	}
-	pme_delay(PME_DP_DEREG_BEFORE_STOP);
 	pme_teardown_49(mr);
 }
 
