@@ -2,9 +2,10 @@
 # and the persistent client, with fault injection at every provider call, core fault point and
 # slab allocation, in each OFED core model and both page-table ABIs.
 #
-# Client under test: CLIENT (default classic_peer, the C baseline). The same file runs against
-# nvpeer: `CLIENT=nvpeer source 12-emu-scenarios.sh` (20-nvpeer-*.sh do that). The client module
-# must take nvidia-peermem's parameters persistent_api_support= and peerdirect_support=.
+# Client under test: CLIENT (default classic_peer, the C baseline). The same file can run against
+# nvpeer (`CLIENT=nvpeer`), but nvpeer's own suites (21, 24) drive the scenarios directly, every
+# one in every model and ABI. The client module must take nvidia-peermem's parameters
+# persistent_api_support= and peerdirect_support=.
 # Each case runs `nvpeer emu scenario NAME` (see `nvpeer emu scenario --list`): it passes only if
 # the scenario's own checks hold and neither emulator recorded a violation, a deadlock, a leaked
 # pin/mapping/MR or an unreleased acquire; the failure message names the broken rule.
