@@ -11,7 +11,8 @@ RP_ARGS+=" --cell-budget-s 10 --max-mapped 8G --inval-iters 3 --mem-mrs 1000 --s
 # registering per path is only a guard. Cells of up to 8 GiB DMA-mapped at once (1 GiB x 8 threads
 # on one shared allocation): the edu peer has the 64-bit DMA mask an HCA driver sets. Those cells
 # leave the kernel draining its IOVA cache for a minute or more: the memory and scale phases wait
-# for it to settle (up to 300 s) so that the drain does not count against them.
+# for it to settle (up to 300 s). That removes the drain from the memory figures, but not every
+# disturbance: see docs/performance.md on the 1000-MR figures.
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=100000
 
