@@ -104,15 +104,15 @@ impl Mr {
     /// pin; the core tries the next client. The pin is carried into get_pages (hazard H7: no probe).
     pub(crate) fn acquire(addr: u64, size: u64, persistent: bool) -> Option<Arc<Mr>> {
         STATS.acquire_calls.inc();
-        let mr = Self::new(addr, size, persistent);
-        let mr = match mr {
-            Some(mr) => mr,
-            None => {
-                STATS.acquire_declined.inc();
-                return None;
-            }
+        let Some(cover) = range::cover(addr, size) else {
+            STATS.err_range.inc();
+            STATS.acquire_declined.inc();
+            return None;
         };
-        let cover = mr.inner.lock().cover;
+        let Some(mr) = Self::new(addr, size, cover, persistent) else {
+            STATS.acquire_declined.inc();
+            return None;
+        };
         if mr.pin(cover).is_err() {
             mr.core_done();
             STATS.acquire_declined.inc();
@@ -122,11 +122,7 @@ impl Mr {
         Some(mr)
     }
 
-    fn new(addr: u64, size: u64, persistent: bool) -> Option<Arc<Mr>> {
-        let Some(cover) = range::cover(addr, size) else {
-            STATS.err_range.inc();
-            return None;
-        };
+    fn new(addr: u64, size: u64, cover: Cover, persistent: bool) -> Option<Arc<Mr>> {
         let module = ModuleRef::get()?;
         let mr = Arc::pin_init(
             pin_init!(Mr {
@@ -391,16 +387,21 @@ impl Mr {
             STATS.err_entries.inc();
             EINVAL
         })?;
-        let mut addrs = KVec::with_capacity(n as usize, GFP_KERNEL).inspect_err(|_| STATS.err_nomem.inc())?;
-        for i in 0..n {
-            let a = dm.address(i).ok_or(EINVAL)?;
-            let e = sgl::entry(a, PAGE_SIZE as u64).map_err(|_| {
+        // NVIDIA's own array, checked in place and copied straight into the SG table: no
+        // temporary copy (the caller holds the lock that keeps the mapping live).
+        let addrs = dm.addresses().ok_or(EINVAL)?;
+        if addrs.len() != n as usize {
+            STATS.err_entries.inc();
+            return Err(EINVAL);
+        }
+        for &a in addrs {
+            // An entry is the whole GPU page at `a`: only the address needs checking.
+            sgl::entry(a, PAGE_SIZE as u64).map_err(|_| {
                 STATS.err_sgl.inc();
                 EINVAL
             })?;
-            addrs.push(e.addr, GFP_KERNEL)?;
         }
-        SgRecord::build(sgt, &addrs).inspect_err(|_| STATS.err_nomem.inc())
+        SgRecord::build(sgt, addrs).inspect_err(|_| STATS.err_nomem.inc())
     }
 
     /// dma_unmap: unmap unless NVIDIA revoked the pages (then NVIDIA unmaps them itself).

@@ -100,22 +100,20 @@ impl DmaMapping {
         unsafe { ((*p).version, (*p).entries) }
     }
 
-    /// Bus address of page `i`, `None` past the end. Only valid on a compatible mapping version.
-    pub(crate) fn address(&self, i: u32) -> Option<u64> {
+    /// The bus address of every page, `None` when NVIDIA gave no array. Only valid on a compatible
+    /// mapping version, and only while the mapping stays live (the caller holds the registration
+    /// lock, which NVIDIA's free callback needs before it frees the mapping).
+    pub(crate) fn addresses(&self) -> Option<&[u64]> {
         let (_, entries) = self.header();
-        if i >= entries {
+        let p = self.0.as_ptr();
+        // SAFETY: live mapping (type invariant) with a compatible version (caller checked).
+        let a = unsafe { (*p).dma_addresses };
+        if a.is_null() {
             return None;
         }
-        let p = self.0.as_ptr();
-        // SAFETY: live mapping (type invariant) with a compatible version (caller checked), whose
-        // `dma_addresses` array has `entries` elements; `i < entries`.
-        unsafe {
-            let a = (*p).dma_addresses;
-            if a.is_null() {
-                return None;
-            }
-            Some(*a.add(i as usize))
-        }
+        // SAFETY: a compatible mapping's `dma_addresses` array has `entries` elements, which
+        // NVIDIA does not change or free while the mapping is live (see above).
+        Some(unsafe { core::slice::from_raw_parts(a, entries as usize) })
     }
 }
 

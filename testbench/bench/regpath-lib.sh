@@ -12,8 +12,10 @@
 #   classic-persistent  classic_peer.ko persistent_api_support=1
 #   nvpeer-inval        nvpeer.ko persistent_api_support=0
 #   nvpeer-persistent   nvpeer.ko persistent_api_support=1
-# Knobs (environment): RP_OUT (result dir), RP_PATHS, RP_SCALE_PATHS, RP_MAX_MEM_MB and
-# RP_ARGS (extra `nvpeer emu regpath measure` options: sizes, threads, iterations, cost model).
+# Knobs (environment): RP_OUT (result dir), RP_PATHS, RP_SCALE_PATHS, RP_MAX_MEM_MB,
+# RP_ARGS (extra `nvpeer emu regpath measure` options: sizes, threads, iterations, cost model) and
+# RP_HOST_CALIBRATION (the host's `nvpeer emu calibrate` JSON: when set, rp_dilation dilates the
+# cost model by the guest's measured slowdown).
 # shellcheck shell=bash
 
 RP_OUT=${RP_OUT:-/bench/bench-results}
@@ -21,6 +23,27 @@ RP_PATHS=${RP_PATHS:-"floor floor-persistent classic classic-persistent nvpeer-i
 RP_SCALE_PATHS=${RP_SCALE_PATHS:-""}
 RP_SCALE=${RP_SCALE:-0}
 RP_MAX_MEM_MB=${RP_MAX_MEM_MB:-1100}
+RP_HOST_CALIBRATION=${RP_HOST_CALIBRATION:-}
+RP_DILATE=()
+
+# rp_dilation: time the calibration workload here, divide by the host's figure, and have every
+# path's cost model multiplied by that factor (docs/performance.md, "Time dilation").
+rp_dilation() {
+    [ -n "$RP_HOST_CALIBRATION" ] || return 0
+    [ -f "$RP_HOST_CALIBRATION" ] || { echo "no host calibration at $RP_HOST_CALIBRATION"; return 1; }
+    mkdir -p "$RP_OUT"
+    $NVPEER emu calibrate >"$RP_OUT/guest-calibration.json" || return 1
+    cp "$RP_HOST_CALIBRATION" "$RP_OUT/host-calibration.json"
+    local line
+    line=$(python3 - "$RP_OUT/host-calibration.json" "$RP_OUT/guest-calibration.json" <<'PY'
+import json, sys
+host, guest = (json.load(open(f))["median_ns_per_iter"] for f in sys.argv[1:3])
+print(f"{guest / host:.2f} guest {guest:.0f} ns / host {host:.0f} ns per calibration iteration")
+PY
+) || return 1
+    echo "time dilation: ${line}"
+    RP_DILATE=(--dilate "${line%% *}" --dilate-source "${line#* }")
+}
 
 rp_down() {
     local m
@@ -59,7 +82,7 @@ rp_path() {
     local rc=0
     # measure resets both emulators' counters first and fails if a pin or mapping is left.
     # shellcheck disable=SC2086
-    $NVPEER emu regpath measure --path "$name" --via "$via" "${extra[@]}" $RP_ARGS \
+    $NVPEER emu regpath measure --path "$name" --via "$via" "${extra[@]}" "${RP_DILATE[@]}" $RP_ARGS \
         --out "$RP_OUT/$name.json" || rc=1
     if [ -n "$mod" ]; then rmmod "$mod" || { echo "rmmod $mod failed"; rc=1; }; fi
     $NVPEER emu gpu violations >/dev/null || { $NVPEER emu gpu violations; rc=1; }
@@ -89,6 +112,11 @@ rp_run_all() {
         tb_result load fail "could not load nvp2p_emu, peer_mem_emu and rawfloor"
         rp_down
         return 1
+    fi
+    if [ -n "$RP_HOST_CALIBRATION" ]; then
+        # tb_case runs rp_dilation in this shell, so RP_DILATE is set here when it passed.
+        tb_case time-dilation rp_dilation
+        [ ${#RP_DILATE[@]} -gt 0 ] || { rp_down; return 1; }
     fi
     for p in $RP_PATHS; do tb_case "measure/$p" rp_path "$p"; done
     rp_down

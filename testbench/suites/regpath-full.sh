@@ -15,5 +15,10 @@ RP_ARGS+=" --cell-budget-s 10 --max-mapped 8G --inval-iters 3 --mem-mrs 1000 --s
 # disturbance: see docs/performance.md on the 1000-MR figures.
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=100000
+# The cost model: gdrcopy's measured V100 pin/unpin costs, dilated by this guest's software
+# slowdown against the host (testbench/bench/run times the calibration workload on the host before
+# the boot; rp_dilation times it here). docs/performance.md says why and what it assumes.
+RP_ARGS+=" --cost-model ${RP_COST_MODEL:-pinmaplat-v100}"
+RP_HOST_CALIBRATION=/src/bench-results/host-calibration.json
 
 rp_run_all "$RP_OUT/regpath.json" ""

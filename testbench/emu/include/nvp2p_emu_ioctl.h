@@ -162,10 +162,15 @@ struct nvp2p_emu_config {
 	__u64 cb_delay_ns;          /* sleep after taking the RM lock, before calling a free callback */
 	__u64 cb_after_delay_ns;    /* sleep after the callback returned, before teardown */
 	__u64 reg_window_delay_ns;  /* get_pages: sleep between pinning and callback registration (RM lock dropped) */
-	__u64 call_cost_ns;         /* modelled RM latency of each get/put/map call, RM lock held */
-	__u64 page_cost_ns;         /* plus this much per 64 KiB page */
+	/* The RM cost model: time spent with the RM lock held, per call and per
+	 * 64 KiB page of the call (dma_unmap_pages takes no RM lock: no cost). */
+	__u64 get_cost_ns;          /* get_pages, get_pages_persistent: per call */
+	__u64 get_page_cost_ns;     /*   plus per page pinned */
 	__u64 unmap_delay_ns;       /* dma_unmap_pages: sleep after reading the table (widens H2) */
-	__u64 reserved[4];          /* 0 */
+	__u64 map_cost_ns;          /* dma_map_pages: per call */
+	__u64 map_page_cost_ns;     /*   plus per page mapped */
+	__u64 put_cost_ns;          /* put_pages, put_pages_persistent: per call */
+	__u64 put_page_cost_ns;     /*   plus per page released */
 };
 
 /* ---- statistics and violations ------------------------------------------ */
@@ -209,7 +214,10 @@ struct nvp2p_emu_stats {
 						     itself that no client of the non-persistent API can
 						     close; counted, not a violation; the call fails
 						     with -EINVAL */
-	__u64 reserved[4];
+	__u64 api_ns;                             /* wall time inside get/put/map/unmap entry
+						     points, all tasks summed (modelled RM
+						     cost and waits for the RM lock included) */
+	__u64 reserved[3];
 };
 
 /* ---- in-kernel test client (drives the kernel API from userspace) ------- */

@@ -206,6 +206,9 @@ struct pme_stats {
 	__u64 releases;		/* release() calls (or NULL release reached) */
 	__u64 delay_hits[PME_MAX_POINTS];  /* times each delay point was reached */
 	__u64 fault_fired[PME_MAX_POINTS]; /* times each fault fired */
+	__u64 client_calls;	/* calls into client callbacks (acquire ... release) */
+	__u64 client_ns;	/* wall time spent inside them, all tasks summed (provider
+				   calls the client makes included) */
 };
 
 /* Violation rules (pme_violation.rule); the log line names them as text. */

@@ -12,6 +12,7 @@
  */
 #define pr_fmt(fmt) "nvp2p_emu: " fmt
 
+#include <linux/ktime.h>
 #include <linux/dma-mapping.h>
 #include <linux/export.h>
 #include <linux/mm.h>
@@ -73,14 +74,44 @@ void nvp2p_emu_clear_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn)
 }
 EXPORT_SYMBOL_GPL(nvp2p_emu_clear_dma_stopped_probe);
 
-/* Take the RM lock and spend the modelled RM time for `pages` GPU pages. */
-static void rm_lock_cost(u64 pages)
+/* Which call's costs of the RM cost model (nvp2p_emu_config) to spend. */
+enum rm_call { RM_GET, RM_MAP, RM_PUT };
+
+/*
+ * The modelled RM time of a call of `kind`: its per-call cost if `call`, plus
+ * its per-page cost times `pages`.
+ */
+static u64 rm_cost_ns(enum rm_call kind, bool call, u64 pages)
 {
 	struct nvp2p_emu_config cfg;
 
-	mutex_lock(&emu.rm_lock);
+	u64 per_call, per_page;
+
 	emu_get_config(&cfg);
-	emu_delay_ns(cfg.call_cost_ns + cfg.page_cost_ns * pages);
+	switch (kind) {
+	case RM_GET:
+		per_call = cfg.get_cost_ns;
+		per_page = cfg.get_page_cost_ns;
+		break;
+	case RM_MAP:
+		per_call = cfg.map_cost_ns;
+		per_page = cfg.map_page_cost_ns;
+		break;
+	default:
+		per_call = cfg.put_cost_ns;
+		per_page = cfg.put_page_cost_ns;
+		break;
+	}
+	/* Each knob is at most 60 s (emu_set_config), so none of this overflows; a call's
+	 * modelled time is capped at 60 s all the same. */
+	return min_t(u64, (call ? per_call : 0) + per_page * pages, EMU_MAX_DELAY_NS);
+}
+
+/* Take the RM lock and spend the modelled RM time of a call covering `pages` GPU pages. */
+static void rm_lock_cost(enum rm_call kind, u64 pages)
+{
+	mutex_lock(&emu.rm_lock);
+	emu_delay_ns(rm_cost_ns(kind, true, pages));
 }
 
 /* A call that takes the RM lock, made from inside a free callback. */
@@ -205,7 +236,7 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	p->tgid = current->tgid;
 	p->state = EMU_PIN_PINNING;
 
-	rm_lock_cost(p->nr);
+	rm_lock_cost(RM_GET, p->nr);
 	emu_get_config(&cfg);
 
 	mutex_lock(&emu.tbl_lock);
@@ -270,7 +301,7 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	return 0;
 }
 
-int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
+static int api_get_pages(uint64_t p2p_token, uint32_t va_space,
 			 uint64_t virtual_address, uint64_t length,
 			 struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data)
@@ -289,9 +320,8 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
 	return pin_range(op, p2p_token, va_space, virtual_address, length,
 			 page_table, free_callback, data, 0);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
-int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
+static int api_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
 				    uint32_t flags)
 {
@@ -309,7 +339,6 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 	return pin_range(op, 0, 0, virtual_address, length, page_table,
 			 NULL, NULL, flags);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
 
 /* Report a call with a table that is not live; returns true if it was ours once. */
 static bool report_dead_table(const char *what, const void *pt)
@@ -328,7 +357,7 @@ static bool report_dead_table(const char *what, const void *pt)
 	return false;
 }
 
-int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
+static int api_put_pages(uint64_t p2p_token, uint32_t va_space,
 			 uint64_t virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
@@ -347,7 +376,8 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
 		return emu_fail(op, ret);
 
 	/* Blocks here while any free callback runs. */
-	rm_lock_cost(0);
+	/* The per-call cost now; the per-page cost once the pin is known. */
+	rm_lock_cost(RM_PUT, 0);
 	mutex_lock(&emu.tbl_lock);
 	p = emu_pin_lookup(page_table);
 	if (!p) {
@@ -396,13 +426,14 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
 		return 0;
 	}
 	mutex_unlock(&emu.tbl_lock);
+	/* The pin cannot go away: teardown needs the RM lock, which we hold. */
+	emu_delay_ns(rm_cost_ns(RM_PUT, false, p->nr));
 	emu_teardown_pin(p, EMU_END_PUT);
 	mutex_unlock(&emu.rm_lock);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
 
-int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
+static int api_put_pages_persistent(uint64_t virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
 				    uint32_t flags)
 {
@@ -421,7 +452,8 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 	if (ret)
 		return emu_fail(op, ret);
 
-	rm_lock_cost(0);
+	/* The per-call cost now; the per-page cost once the pin is known. */
+	rm_lock_cost(RM_PUT, 0);
 	mutex_lock(&emu.tbl_lock);
 	p = emu_pin_lookup(page_table);
 	if (!p || !p->persistent) {
@@ -446,11 +478,12 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 			      "put_pages_persistent on table %px with va 0x%llx, pinned at 0x%llx",
 			      page_table, virtual_address, p->va);
 	mutex_unlock(&emu.tbl_lock);
+	/* The pin cannot go away: teardown needs the RM lock, which we hold. */
+	emu_delay_ns(rm_cost_ns(RM_PUT, false, p->nr));
 	emu_teardown_pin(p, EMU_END_PUT);
 	mutex_unlock(&emu.rm_lock);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
 
 /*
  * dma_map_pages on a table that a free callback tore down between the client's
@@ -479,7 +512,7 @@ static bool api_window(const void *pt, const char *when)
 	return true;
 }
 
-int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
+static int api_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
@@ -526,7 +559,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 	if (ret)
 		return emu_fail(op, ret);
 
-	rm_lock_cost(entries);
+	rm_lock_cost(RM_MAP, entries);
 	mutex_lock(&emu.tbl_lock);
 	if (emu_pin_lookup(page_table) != p) {
 		/* Freed while we waited for the lock. */
@@ -594,7 +627,6 @@ out_unlock:
 	mutex_unlock(&emu.rm_lock);
 	return emu_fail(op, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
 
 static struct emu_map *map_lookup(const struct nvidia_p2p_dma_mapping *m)
 {
@@ -606,7 +638,7 @@ static struct emu_map *map_lookup(const struct nvidia_p2p_dma_mapping *m)
 	return NULL;
 }
 
-int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
+static int api_dma_unmap_pages(struct pci_dev *peer,
 			       struct nvidia_p2p_page_table *page_table,
 			       struct nvidia_p2p_dma_mapping *dma_mapping)
 {
@@ -671,7 +703,6 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 	mutex_unlock(&emu.tbl_lock);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
 
 /* The two documented no-ops; count whether they came from a callback. */
 static int free_noop(unsigned int op)
@@ -684,6 +715,86 @@ static int free_noop(unsigned int op)
 	}
 	return 0;
 }
+
+/*
+ * The exported entry points: each runs its call above and adds the time it took
+ * to the provider's API time (nvp2p_emu_stats.api_ns), so that a benchmark can
+ * split a registration's time between the provider and its callers.
+ */
+
+int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
+			 uint64_t virtual_address, uint64_t length,
+			 struct nvidia_p2p_page_table **page_table,
+			 void (*free_callback)(void *data), void *data)
+{
+	u64 t0 = ktime_get_ns();
+	int ret = api_get_pages(p2p_token, va_space, virtual_address, length, page_table,
+				free_callback, data);
+
+	emu_account_api_ns(NVP2P_EMU_OP_GET_PAGES, t0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
+
+int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
+				    struct nvidia_p2p_page_table **page_table,
+				    uint32_t flags)
+{
+	u64 t0 = ktime_get_ns();
+	int ret = api_get_pages_persistent(virtual_address, length, page_table, flags);
+
+	emu_account_api_ns(NVP2P_EMU_OP_GET_PAGES_PERSISTENT, t0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
+
+int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
+			 uint64_t virtual_address,
+			 struct nvidia_p2p_page_table *page_table)
+{
+	u64 t0 = ktime_get_ns();
+	int ret = api_put_pages(p2p_token, va_space, virtual_address, page_table);
+
+	emu_account_api_ns(NVP2P_EMU_OP_PUT_PAGES, t0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
+
+int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
+				    struct nvidia_p2p_page_table *page_table,
+				    uint32_t flags)
+{
+	u64 t0 = ktime_get_ns();
+	int ret = api_put_pages_persistent(virtual_address, page_table, flags);
+
+	emu_account_api_ns(NVP2P_EMU_OP_PUT_PAGES_PERSISTENT, t0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
+
+int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
+			     struct nvidia_p2p_page_table *page_table,
+			     struct nvidia_p2p_dma_mapping **dma_mapping)
+{
+	u64 t0 = ktime_get_ns();
+	int ret = api_dma_map_pages(peer, page_table, dma_mapping);
+
+	emu_account_api_ns(NVP2P_EMU_OP_DMA_MAP, t0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
+
+int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
+			       struct nvidia_p2p_page_table *page_table,
+			       struct nvidia_p2p_dma_mapping *dma_mapping)
+{
+	u64 t0 = ktime_get_ns();
+	int ret = api_dma_unmap_pages(peer, page_table, dma_mapping);
+
+	emu_account_api_ns(NVP2P_EMU_OP_DMA_UNMAP, t0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
 
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 {

@@ -183,6 +183,8 @@ struct emu_state {
 	u64 put_after_teardown;
 	u64 free_calls_in_cb;
 	u64 api_window_hits;
+	u64 api_ns;
+	u64 op_ns[NVP2P_EMU_OP_SLOTS];	/* api_ns by op (debugfs only) */
 
 	/* rm_lock */
 	nvp2p_emu_dma_stopped_fn probe;
@@ -197,8 +199,11 @@ extern struct emu_state emu;
 /* main.c */
 void emu_violation(unsigned int rule, const char *fmt, ...) __printf(2, 3);
 void emu_count_call(unsigned int op);
+void emu_account_api_ns(unsigned int op, u64 t0);
 int emu_fail(unsigned int op, int ret);
 int emu_fault_check(unsigned int op);
+/* Longest delay a single knob may ask for, and longest modelled RM call: 60 s. */
+#define EMU_MAX_DELAY_NS (60ULL * NSEC_PER_SEC)
 void emu_delay_ns(u64 ns);
 void emu_get_config(struct nvp2p_emu_config *cfg);
 int emu_set_config(const struct nvp2p_emu_config *cfg);

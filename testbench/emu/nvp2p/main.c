@@ -8,6 +8,7 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/module.h>
+#include <linux/ktime.h>
 #include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
@@ -105,6 +106,17 @@ void emu_count_call(unsigned int op)
 	spin_unlock(&emu.stat_lock);
 }
 
+/* Adds the time since `t0` (ktime_get_ns()) to the time spent inside the API, in all and by op. */
+void emu_account_api_ns(unsigned int op, u64 t0)
+{
+	u64 took = ktime_get_ns() - t0;
+
+	spin_lock(&emu.stat_lock);
+	emu.api_ns += took;
+	emu.op_ns[op] += took;
+	spin_unlock(&emu.stat_lock);
+}
+
 int emu_fail(unsigned int op, int ret)
 {
 	if (ret) {
@@ -163,8 +175,6 @@ void emu_get_config(struct nvp2p_emu_config *cfg)
 	spin_unlock(&emu.stat_lock);
 }
 
-/* Longest delay a single knob may ask for: 60 s. */
-#define EMU_MAX_DELAY_NS (60ULL * NSEC_PER_SEC)
 
 int emu_set_config(const struct nvp2p_emu_config *cfg)
 {
@@ -172,18 +182,17 @@ int emu_set_config(const struct nvp2p_emu_config *cfg)
 
 	if (cfg->pt_abi != 1 && cfg->pt_abi != 2)
 		return -EINVAL;
+	const u64 delays[] = {
+		cfg->cb_delay_ns, cfg->cb_after_delay_ns, cfg->reg_window_delay_ns,
+		cfg->unmap_delay_ns, cfg->get_cost_ns, cfg->get_page_cost_ns, cfg->map_cost_ns,
+		cfg->map_page_cost_ns, cfg->put_cost_ns, cfg->put_page_cost_ns,
+	};
+
 	if (cfg->reserved0)
 		return -EINVAL;
-	for (i = 0; i < ARRAY_SIZE(cfg->reserved); i++)
-		if (cfg->reserved[i])
+	for (i = 0; i < ARRAY_SIZE(delays); i++)
+		if (delays[i] > EMU_MAX_DELAY_NS)
 			return -EINVAL;
-	if (cfg->cb_delay_ns > EMU_MAX_DELAY_NS ||
-	    cfg->cb_after_delay_ns > EMU_MAX_DELAY_NS ||
-	    cfg->reg_window_delay_ns > EMU_MAX_DELAY_NS ||
-	    cfg->call_cost_ns > EMU_MAX_DELAY_NS ||
-	    cfg->page_cost_ns > EMU_MAX_DELAY_NS ||
-	    cfg->unmap_delay_ns > EMU_MAX_DELAY_NS)
-		return -EINVAL;
 	spin_lock(&emu.stat_lock);
 	emu.cfg = *cfg;
 	spin_unlock(&emu.stat_lock);
@@ -243,6 +252,7 @@ void emu_fill_stats(struct nvp2p_emu_stats *st)
 	st->put_after_teardown = emu.put_after_teardown;
 	st->free_calls_in_callback = emu.free_calls_in_cb;
 	st->api_window_hits = emu.api_window_hits;
+	st->api_ns = emu.api_ns;
 	spin_unlock(&emu.stat_lock);
 }
 
@@ -270,6 +280,8 @@ void emu_reset(void)
 	emu.put_after_teardown = 0;
 	emu.free_calls_in_cb = 0;
 	emu.api_window_hits = 0;
+	emu.api_ns = 0;
+	memset(emu.op_ns, 0, sizeof(emu.op_ns));
 	memset(vlog, 0, sizeof(vlog));
 	vlog_seq = 0;
 	spin_unlock(&emu.stat_lock);
@@ -332,26 +344,30 @@ static int stats_show(struct seq_file *s, void *unused)
 {
 	struct nvp2p_emu_stats *st;
 	struct nvp2p_emu_config cfg;
+	u64 op_ns[NVP2P_EMU_OP_SLOTS];
 	unsigned int i;
 
 	st = kmalloc(sizeof(*st), GFP_KERNEL);
 	if (!st)
 		return -ENOMEM;
 	emu_fill_stats(st);
+	spin_lock(&emu.stat_lock);
+	memcpy(op_ns, emu.op_ns, sizeof(op_ns));
+	spin_unlock(&emu.stat_lock);
 	emu_get_config(&cfg);
 	for (i = 0; i < NVP2P_EMU_OP_COUNT; i++)
-		seq_printf(s, "calls.%s %llu\nfailures.%s %llu\n", op_names[i],
-			   st->calls[i], op_names[i], st->failures[i]);
+		seq_printf(s, "calls.%s %llu\nfailures.%s %llu\nns.%s %llu\n", op_names[i],
+			   st->calls[i], op_names[i], st->failures[i], op_names[i], op_ns[i]);
 	seq_printf(s, "violations %llu\nlive_allocs %llu\nlive_pins %llu\n"
 		   "live_persistent_pins %llu\npinned_pages %llu\nlive_mappings %llu\n"
 		   "callbacks %llu\nput_after_teardown %llu\nbar1_used %llu\n"
 		   "bar1_budget %llu\ntombstones %llu\nfree_calls_in_callback %llu\n"
-		   "api_window_hits %llu\npt_abi %u\n",
+		   "api_window_hits %llu\napi_ns %llu\npt_abi %u\n",
 		   st->violations_total, st->live_allocs, st->live_pins,
 		   st->live_persistent_pins, st->pinned_pages, st->live_mappings,
 		   st->callbacks, st->put_after_teardown, st->bar1_used,
 		   cfg.bar1_budget, st->quarantined, st->free_calls_in_callback,
-		   st->api_window_hits, cfg.pt_abi);
+		   st->api_window_hits, st->api_ns, cfg.pt_abi);
 	kfree(st);
 	return 0;
 }

@@ -42,14 +42,16 @@ Fault = _s("Fault", [("op", U32), ("mode", U32), ("err", S32), ("n", U32), ("ski
                      ("pad", U32), ("injected", U64)])
 Config = _s("Config", [("pt_abi", U32), ("reserved0", U32), ("bar1_budget", U64),
                        ("cb_delay_ns", U64), ("cb_after_delay_ns", U64),
-                       ("reg_window_delay_ns", U64), ("call_cost_ns", U64),
-                       ("page_cost_ns", U64), ("unmap_delay_ns", U64), ("reserved", U64 * 4)])
+                       ("reg_window_delay_ns", U64), ("get_cost_ns", U64),
+                       ("get_page_cost_ns", U64), ("unmap_delay_ns", U64), ("map_cost_ns", U64),
+                       ("map_page_cost_ns", U64), ("put_cost_ns", U64),
+                       ("put_page_cost_ns", U64)])
 Stats = _s("Stats", [("calls", U64 * 16), ("failures", U64 * 16), ("violations", U64 * 32),
                      ("violations_total", U64), ("live_allocs", U64), ("live_pins", U64),
                      ("live_persistent_pins", U64), ("pinned_pages", U64),
                      ("live_mappings", U64), ("callbacks", U64), ("put_after_teardown", U64),
                      ("bar1_used", U64), ("quarantined", U64), ("free_calls_in_callback", U64),
-                     ("api_window_hits", U64), ("reserved", U64 * 4)])
+                     ("api_window_hits", U64), ("api_ns", U64), ("reserved", U64 * 3)])
 Client = _s("Client", [("op", U32), ("flags", U32), ("handle", U64), ("va", U64), ("len", U64),
                        ("peer_bdf", U32), ("peer_domain", U32), ("ret", S32), ("callbacks", U32),
                        ("pt_version", U32), ("pt_entries", U32), ("pt_page_size", U32),
@@ -462,19 +464,46 @@ def case_free_in_registration_window():
 
 
 def case_rm_cost_model():
+    """Each RM call spends its own modelled cost: per call plus per 64 KiB page."""
     d = fresh()
     a = d.alloc(4 * GPU_PAGE)
-    d.set_config(call_cost_ns=100_000_000, page_cost_ns=50_000_000)
-    start = time.monotonic()
-    c = d.pin(a.va, 4 * GPU_PAGE)
-    took = time.monotonic() - start
+    ms = 1_000_000
+    # Distinct totals, so that a call spending another call's cost, or skipping its per-call
+    # or per-page part, is caught: get 0.2 s (per call only), map 0.6 s (per page only),
+    # put 0.4 s (both), unmap nothing.
+    d.set_config(get_cost_ns=200 * ms, get_page_cost_ns=0, map_cost_ns=0,
+                 map_page_cost_ns=150 * ms, put_cost_ns=200 * ms, put_page_cost_ns=50 * ms)
+
+    def timed(f):
+        start = time.monotonic()
+        r = f()
+        return r, time.monotonic() - start
+    c, t_get = timed(lambda: d.pin(a.va, 4 * GPU_PAGE))
     check(c.ret == 0, f"pin {c.ret}")
-    check(took >= 0.3, f"get_pages of 4 pages took {took:.3f} s, modelled cost 0.3 s")
+    m, t_map = timed(lambda: d.client(C_MAP, handle=c.handle))
+    check(m.ret == 0, f"map {m.ret}")
+    u, t_unmap = timed(lambda: d.client(C_UNMAP, handle=c.handle))
+    check(u.ret == 0, f"unmap {u.ret}")
+    p, t_put = timed(lambda: d.client(C_UNPIN, handle=c.handle))
+    check(p.ret == 0, f"put {p.ret}")
+    # Lower bounds are the model; the upper bounds (model + 0.35 s of slack for the TCG guest)
+    # only tell the calls' costs apart.
+    for name, took, model in (("get_pages", t_get, 0.2), ("dma_map_pages", t_map, 0.6),
+                              ("dma_unmap_pages", t_unmap, 0.0), ("put_pages", t_put, 0.4)):
+        check(model <= took < model + 0.35, f"{name} of 4 pages took {took:.3f} s, modelled {model} s")
+    # Out of range: a per-page or per-call cost above 60 s.
+    cfg = d.config()
+    for bad in (dict(get_page_cost_ns=61_000 * ms), dict(put_cost_ns=61_000 * ms)):
+        for k, v in bad.items():
+            setattr(cfg, k, v)
+        check(d.ioctl(IOC_SET_CONFIG, cfg) == -errno.EINVAL, f"config {bad} accepted")
+        cfg = d.config()
     d.must(IOC_RESET)
     d.client(C_CLOSE, handle=c.handle)
     d.free(a.va)
     d.close()
-    note(f"modelled RM cost: 4-page get_pages took {took:.2f} s")
+    note(f"modelled RM cost, 4 pages: get {t_get:.2f} s, map {t_map:.2f} s, unmap {t_unmap:.2f} s, "
+         f"put {t_put:.2f} s (model 0.2/0.6/0/0.4)")
 
 
 def _exit_with_order(d, nvidia_first):

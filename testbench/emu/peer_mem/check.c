@@ -144,10 +144,35 @@ void pme_call_enter(struct pme_call *call, struct pme_client *c,
 	spin_lock(&pme_calls_lock);
 	list_add(&call->node, &pme_calls);
 	spin_unlock(&pme_calls_lock);
+	call->t0 = ktime_get_ns();
+}
+
+/* Client callback time per callback, by name (debugfs "client_time"). */
+static const char *const pme_call_names[] = {
+	"acquire", "get_pages", "dma_map", "get_page_size", "dma_unmap", "put_pages", "release",
+};
+static atomic64_t pme_call_n[ARRAY_SIZE(pme_call_names) + 1];
+static atomic64_t pme_call_ns[ARRAY_SIZE(pme_call_names) + 1];
+
+static unsigned int pme_call_index(const char *op)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(pme_call_names); i++)
+		if (!strcmp(op, pme_call_names[i]))
+			return i;
+	return ARRAY_SIZE(pme_call_names);	/* "other" */
 }
 
 void pme_call_exit(struct pme_call *call)
 {
+	u64 took = ktime_get_ns() - call->t0;
+	unsigned int i = pme_call_index(call->op);
+
+	atomic64_inc(&pme_cnt.client_calls);
+	atomic64_add(took, &pme_cnt.client_ns);
+	atomic64_inc(&pme_call_n[i]);
+	atomic64_add(took, &pme_call_ns[i]);
 	spin_lock(&pme_calls_lock);
 	list_del(&call->node);
 	spin_unlock(&pme_calls_lock);
@@ -264,6 +289,8 @@ void pme_get_stats(struct pme_stats *s)
 	s->hw_revokes = atomic64_read(&pme_cnt.hw_revokes);
 	s->acquires = atomic64_read(&pme_cnt.acquires);
 	s->releases = atomic64_read(&pme_cnt.releases);
+	s->client_calls = atomic64_read(&pme_cnt.client_calls);
+	s->client_ns = atomic64_read(&pme_cnt.client_ns);
 	for (i = 0; i < PME_DP_COUNT; i++)
 		s->delay_hits[i] = atomic64_read(&pme_delay_hits[i]);
 	for (i = 0; i < PME_FP_COUNT; i++)
@@ -289,6 +316,12 @@ void pme_reset(void)
 	atomic64_set(&pme_cnt.hw_revokes, 0);
 	atomic64_set(&pme_cnt.acquires, 0);
 	atomic64_set(&pme_cnt.releases, 0);
+	atomic64_set(&pme_cnt.client_calls, 0);
+	atomic64_set(&pme_cnt.client_ns, 0);
+	for (i = 0; i < ARRAY_SIZE(pme_call_n); i++) {
+		atomic64_set(&pme_call_n[i], 0);
+		atomic64_set(&pme_call_ns[i], 0);
+	}
 	spin_lock(&pme_fault_lock);
 	memset(pme_faults, 0, sizeof(pme_faults));
 	spin_unlock(&pme_fault_lock);
@@ -340,6 +373,7 @@ static int pme_dbg_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "invalidate_calls %llu\ninvalidate_unknown %llu\nhw_revokes %llu\n",
 		   s.invalidate_calls, s.invalidate_unknown, s.hw_revokes);
 	seq_printf(m, "acquires %llu\nreleases %llu\n", s.acquires, s.releases);
+	seq_printf(m, "client_calls %llu\nclient_ns %llu\n", s.client_calls, s.client_ns);
 	for (i = 0; i < PME_DP_COUNT; i++)
 		seq_printf(m, "delay_hits[%d] %llu\n", i, s.delay_hits[i]);
 	for (i = 0; i < PME_FP_COUNT; i++)
@@ -348,12 +382,26 @@ static int pme_dbg_stats_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(pme_dbg_stats);
 
+/* "NAME calls ns" per client callback since the last reset (provider calls included). */
+static int pme_dbg_client_time_show(struct seq_file *m, void *unused)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(pme_call_n); i++)
+		seq_printf(m, "%s %lld %lld\n",
+			   i < ARRAY_SIZE(pme_call_names) ? pme_call_names[i] : "other",
+			   atomic64_read(&pme_call_n[i]), atomic64_read(&pme_call_ns[i]));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(pme_dbg_client_time);
+
 int pme_debugfs_init(void)
 {
 	pme_dbg_dir = debugfs_create_dir("peer_mem_emu", NULL);
 	debugfs_create_file("violations", 0444, pme_dbg_dir, NULL,
 			    &pme_dbg_violations_fops);
 	debugfs_create_file("stats", 0444, pme_dbg_dir, NULL, &pme_dbg_stats_fops);
+	debugfs_create_file("client_time", 0444, pme_dbg_dir, NULL, &pme_dbg_client_time_fops);
 	return 0;
 }
 

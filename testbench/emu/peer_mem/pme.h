@@ -169,6 +169,7 @@ struct pme_call {
 	const char *op;
 	struct pme_client *client;
 	struct pme_mr *mr;
+	u64 t0;			/* ktime_get_ns() on entry: client time accounting */
 };
 void pme_call_enter(struct pme_call *call, struct pme_client *c,
 		    struct pme_mr *mr, const char *op);
@@ -193,6 +194,7 @@ struct pme_counters {
 	atomic64_t live_clients, live_mrs, regs_ok, regs_failed, deregs;
 	atomic64_t invalidate_calls, invalidate_unknown, hw_revokes;
 	atomic64_t acquires, releases;
+	atomic64_t client_calls, client_ns;
 };
 extern struct pme_counters pme_cnt;
 

@@ -4,6 +4,7 @@
 //! 2 usage or device error.
 
 use crate::core::{self, Core, RegParams};
+use crate::cost_model::{self, CostModel};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{self, Gpu};
 use crate::scenario;
@@ -40,6 +41,17 @@ enum Cmd {
     },
     /// Registration-path benchmark: measure one path, or merge paths into a report.
     Regpath(crate::regpath::Args),
+    /// Time the calibration workload (64 KiB anonymous mmap+populate+munmap) and print JSON;
+    /// run on the host and in the bench guest, the ratio is the guest's software slowdown.
+    /// Also lists the RM cost-model presets.
+    Calibrate {
+        /// Rounds (the median round is reported).
+        #[arg(long, default_value_t = 7)]
+        rounds: u32,
+        /// Iterations per round.
+        #[arg(long, default_value_t = 2000)]
+        iters: u32,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -122,12 +134,13 @@ enum GpuCmd {
         /// dma_unmap_pages: delay after reading the table, ms.
         #[arg(long)]
         unmap_delay_ms: Option<u64>,
-        /// Modelled RM latency per call, µs.
+        /// RM cost model: set every call's cost from a preset (see `nvpeer emu calibrate
+        /// --help`), optionally dilated by --dilate.
         #[arg(long)]
-        call_cost_us: Option<u64>,
-        /// Modelled cost per 64 KiB page, ns.
-        #[arg(long)]
-        page_cost_ns: Option<u64>,
+        cost_model: Option<String>,
+        /// Multiply the preset's costs by this factor.
+        #[arg(long, default_value_t = 1.0, requires = "cost_model")]
+        dilate: f64,
     },
     /// Clear faults, counters, violations; restore the default configuration.
     Reset,
@@ -288,6 +301,20 @@ fn dispatch(cmd: Cmd) -> Result<u8> {
         Cmd::Scenario(a) => scenario_cmd(a),
         Cmd::Steps { steps } => steps_cmd(&steps),
         Cmd::Regpath(a) => crate::regpath::run(a),
+        Cmd::Calibrate { rounds, iters } => {
+            let (median, per_round) = cost_model::calibrate(rounds, iters)?;
+            let presets: serde_json::Map<String, serde_json::Value> = cost_model::PRESETS
+                .iter()
+                .map(|(n, why)| (n.to_string(), serde_json::json!(why)))
+                .collect();
+            json(&serde_json::json!({
+                "workload": "mmap 64 KiB anonymous MAP_POPULATE + munmap",
+                "rounds": rounds, "iters": iters,
+                "median_ns_per_iter": median, "ns_per_iter_per_round": per_round,
+                "cost_model_presets": presets,
+            }))?;
+            Ok(0)
+        }
         Cmd::Sysfs { client } => {
             for (k, v) in crate::sysfs::read(&client)? {
                 println!("{k} {v}");
@@ -404,7 +431,16 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
                 println!("{}: {} (injected so far {injected})", nvp2p::OPS[o as usize], if clear { "cleared".into() } else { format!("fail with {err}") });
             }
         }
-        GpuCmd::Config { pt_abi, bar1_budget, cb_delay_ms, cb_after_delay_ms, reg_window_delay_ms, unmap_delay_ms, call_cost_us, page_cost_ns } => {
+        GpuCmd::Config {
+            pt_abi,
+            bar1_budget,
+            cb_delay_ms,
+            cb_after_delay_ms,
+            reg_window_delay_ms,
+            unmap_delay_ms,
+            cost_model,
+            dilate,
+        } => {
             let mut c = gpu.config()?;
             let before = c;
             if let Some(v) = pt_abi {
@@ -417,8 +453,9 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             c.cb_after_delay_ns = ms_to_ns(cb_after_delay_ms, c.cb_after_delay_ns);
             c.reg_window_delay_ns = ms_to_ns(reg_window_delay_ms, c.reg_window_delay_ns);
             c.unmap_delay_ns = ms_to_ns(unmap_delay_ms, c.unmap_delay_ns);
-            c.call_cost_ns = call_cost_us.map(|u| u * 1000).unwrap_or(c.call_cost_ns);
-            c.page_cost_ns = page_cost_ns.unwrap_or(c.page_cost_ns);
+            if let Some(name) = cost_model {
+                c = CostModel::preset(&name)?.dilated(dilate)?.apply(c);
+            }
             if serde_json::to_string(&c).ok() != serde_json::to_string(&before).ok() {
                 gpu.set_config(c)?;
             }

@@ -274,6 +274,8 @@ pub mod abi {
         pub releases: u64,
         pub delay_hits: [u64; 16],
         pub fault_fired: [u64; 16],
+        pub client_calls: u64,
+        pub client_ns: u64,
     }
     #[repr(C)]
     #[derive(Debug, Clone, Copy)]

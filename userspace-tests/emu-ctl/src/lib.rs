@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod core;
+pub mod cost_model;
 pub mod error;
 pub mod nvp2p;
 pub mod regpath;

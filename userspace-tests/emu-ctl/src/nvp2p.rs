@@ -194,10 +194,13 @@ pub mod abi {
         pub cb_delay_ns: u64,
         pub cb_after_delay_ns: u64,
         pub reg_window_delay_ns: u64,
-        pub call_cost_ns: u64,
-        pub page_cost_ns: u64,
+        pub get_cost_ns: u64,
+        pub get_page_cost_ns: u64,
         pub unmap_delay_ns: u64,
-        pub reserved: [u64; 4],
+        pub map_cost_ns: u64,
+        pub map_page_cost_ns: u64,
+        pub put_cost_ns: u64,
+        pub put_page_cost_ns: u64,
     }
     #[repr(C)]
     #[derive(Debug, Clone, Copy)]
@@ -217,7 +220,8 @@ pub mod abi {
         pub quarantined: u64,
         pub free_calls_in_callback: u64,
         pub api_window_hits: u64,
-        pub reserved: [u64; 4],
+        pub api_ns: u64,
+        pub reserved: [u64; 3],
     }
     impl Default for Stats {
         fn default() -> Self {

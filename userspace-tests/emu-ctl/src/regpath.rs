@@ -17,6 +17,7 @@
 
 use crate::cli::parse_size;
 use crate::core::{Core, RegParams};
+use crate::cost_model::CostModel;
 use crate::error::{ioctl_res, EmuError, Result};
 use crate::nvp2p::{abi, Gpu, OPS};
 use serde_json::{json, Map, Value};
@@ -127,12 +128,17 @@ struct MeasureArgs {
     /// Scale test stops early when MemAvailable drops below this (MiB).
     #[arg(long, default_value_t = 384)]
     scale_min_avail_mb: u64,
-    /// Modelled RM latency per provider call (get/put/map), µs.
-    #[arg(long, default_value_t = 250)]
-    call_cost_us: u64,
-    /// Modelled cost per 64 KiB page of get_pages and dma_map_pages, ns.
-    #[arg(long, default_value_t = 1000)]
-    page_cost_ns: u64,
+    /// The provider's RM cost model: a preset of `nvpeer emu calibrate` (pinmaplat-v100,
+    /// uniform-250us, none).
+    #[arg(long, default_value = "pinmaplat-v100")]
+    cost_model: String,
+    /// Multiply the model's costs by this factor: the guest's measured software slowdown against
+    /// the machine the model was taken from (docs/performance.md).
+    #[arg(long, default_value_t = 1.0)]
+    dilate: f64,
+    /// Where the dilation factor came from (stored in the document).
+    #[arg(long, default_value = "")]
+    dilate_source: String,
     /// Output file.
     #[arg(long)]
     out: PathBuf,
@@ -367,6 +373,14 @@ impl Path {
         }
     }
 
+    /// Time spent inside client callbacks so far (the core's counter), for core paths.
+    fn client_ns(&self) -> Result<Option<u64>> {
+        match self {
+            Path::Core(c) => Ok(Some(c.stats()?.client_ns)),
+            Path::Floor(_) => Ok(None),
+        }
+    }
+
     /// What a free under this live registration left behind (for the invalidation table).
     fn state_after_free(&self, h: Handle) -> String {
         match (self, h) {
@@ -573,6 +587,7 @@ fn cell(
     let per_thread = ops.div_ceil(threads);
     let budget = Duration::from_secs(m.cell_budget_s);
     let before = gpu.stats()?;
+    let client_before = path.client_ns()?;
     let start = Instant::now();
     let results: Vec<Result<(Vec<u64>, Vec<u64>)>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
@@ -603,6 +618,7 @@ fn cell(
     });
     let wall = start.elapsed();
     let after = gpu.stats()?;
+    let client_after = path.client_ns()?;
     let (mut reg, mut dereg) = (Vec::new(), Vec::new());
     for r in results {
         let (a, b) = r?;
@@ -611,12 +627,37 @@ fn cell(
     }
     let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
     let n = reg.len() as u64;
+    let split = time_split(
+        &cycles,
+        after.api_ns.saturating_sub(before.api_ns),
+        client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)),
+    );
     Ok(json!({
         "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
         "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
         "reg": summary(reg), "dereg": summary(dereg), "cycle": summary(cycles),
         "provider_calls_per_reg": calls_per_reg(&before, &after, n),
+        "time_split_ns_per_cycle": split,
     }))
+}
+
+/// Where a cell's mean registration + deregistration time went, per cycle: inside the provider's
+/// entry points (`provider`: modelled RM cost, real IOMMU work, waits for the RM lock); inside
+/// the client's callbacks but not the provider (`client_own`, core paths); and the rest
+/// (`rest`: the core's own work and the syscalls for core paths, the syscalls and rawfloor's
+/// bookkeeping for the floor). With several threads, lock waits count where they happen.
+fn time_split(cycles: &[u64], provider_ns: u64, client_ns: Option<u64>) -> Value {
+    let n = cycles.len().max(1) as f64;
+    let mean = cycles.iter().sum::<u64>() as f64 / n;
+    let provider = provider_ns as f64 / n;
+    match client_ns {
+        Some(c) => {
+            let client = c as f64 / n;
+            json!({"mean": mean, "provider": provider, "client_own": client - provider,
+                   "rest": mean - client})
+        }
+        None => json!({"mean": mean, "provider": provider, "rest": mean - provider}),
+    }
 }
 
 /// Kernel-side provider times of the floor (rawfloor's own ktime around each NVIDIA call).
@@ -790,13 +831,12 @@ fn measure(m: &MeasureArgs) -> Result<Value> {
         c.reset()?;
     }
     let orig = gpu.config()?;
-    let model = abi::Config {
-        call_cost_ns: m.call_cost_us * 1000,
-        page_cost_ns: m.page_cost_ns,
+    let base = CostModel::preset(&m.cost_model)?;
+    let model = base.dilated(m.dilate)?;
+    gpu.set_config(model.apply(abi::Config {
         bar1_budget: 0,
         ..orig
-    };
-    gpu.set_config(model)?;
+    }))?;
     let res = measure_all(m, &path, &gpu);
     gpu.set_config(orig)?;
     let mut doc = res?;
@@ -807,8 +847,8 @@ fn measure(m: &MeasureArgs) -> Result<Value> {
             m.path, st.live_pins, st.live_mappings
         )));
     }
-    doc["cost_model"] =
-        json!({"call_cost_ns": model.call_cost_ns, "page_cost_ns": model.page_cost_ns});
+    doc["cost_model"] = json!({"preset": m.cost_model, "preset_ns": base.to_json(),
+        "dilate": m.dilate, "dilate_source": m.dilate_source, "applied_ns": model.to_json()});
     Ok(doc)
 }
 
@@ -903,11 +943,7 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     let sc = if m.scale > 0 {
         // The scale test measures the software cost per MR: the RM cost model is switched off.
         let cfg = gpu.config()?;
-        gpu.set_config(abi::Config {
-            call_cost_ns: 0,
-            page_cost_ns: 0,
-            ..cfg
-        })?;
+        gpu.set_config(CostModel::default().apply(cfg))?;
         let r = scale(m, path, gpu);
         gpu.set_config(cfg)?;
         r?
@@ -1052,6 +1088,30 @@ fn size_name(s: u64) -> String {
     }
 }
 
+/// One table row's cells: `f` of each path's cell of `size` and `threads` ("-" where none),
+/// joined with " | ".
+fn cells_row(paths: &[Value], size: u64, threads: u64, f: impl Fn(&Value) -> String) -> String {
+    paths
+        .iter()
+        .map(|p| find_cell(p, size, threads).map_or("-".into(), &f))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The cost model a path was measured with, as applied (dilation included).
+fn model_of(cm: &Value) -> Option<CostModel> {
+    let a = &cm["applied_ns"];
+    let f = |k: &str| a[k].as_f64();
+    Some(CostModel {
+        get_ns: f("get_ns")?,
+        get_page_ns: f("get_page_ns")?,
+        map_ns: f("map_ns")?,
+        map_page_ns: f("map_page_ns")?,
+        put_ns: f("put_ns")?,
+        put_page_ns: f("put_page_ns")?,
+    })
+}
+
 /// Markdown tables of a merged document.
 pub fn tables(doc: &Value) -> String {
     let empty = Vec::new();
@@ -1085,6 +1145,16 @@ pub fn tables(doc: &Value) -> String {
     threads.sort_unstable();
     threads.dedup();
     let mut out = String::new();
+    if let Some(cm) = paths.first().map(|p| &p["cost_model"]).filter(|c| c.is_object()) {
+        out.push_str(&format!(
+            "cost model: {} x {:.1} ({}); applied ns: {}\n",
+            cm["preset"].as_str().unwrap_or("?"),
+            cm["dilate"].as_f64().unwrap_or(1.0),
+            cm["dilate_source"].as_str().filter(|s| !s.is_empty()).unwrap_or("no dilation"),
+            cm["applied_ns"]
+        ));
+    }
+    let model = paths.first().and_then(|p| model_of(&p["cost_model"]));
     let header = |out: &mut String, first: &str| {
         out.push_str(&format!(
             "| {first} | {} |\n|---|{}\n",
@@ -1115,15 +1185,10 @@ pub fn tables(doc: &Value) -> String {
         out.push_str(&format!("\n### {title} (1 thread; ratio to the floor)\n\n"));
         header(&mut out, "size");
         for &s in &sizes {
-            let row: Vec<String> = paths
-                .iter()
-                .map(|p| {
-                    find_cell(p, s, 1).map_or("-".into(), |c| {
-                        format!("{} ({})", us(num(c, keys)), x(&c["ratios"][rk]))
-                    })
-                })
-                .collect();
-            out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+            let row = cells_row(paths, s, 1, |c| {
+                format!("{} ({})", us(num(c, keys)), x(&c["ratios"][rk]))
+            });
+            out.push_str(&format!("| {} | {row} |\n", size_name(s)));
         }
     }
     if paths
@@ -1131,59 +1196,55 @@ pub fn tables(doc: &Value) -> String {
         .any(|p| p["path"].as_str().is_some_and(|n| n.starts_with("classic")))
     {
         out.push_str("\n### registration + deregistration, median, ratio to the classic C client (1 thread)\n\n");
-        header(&mut out, "size");
+        out.push_str("(model bound: 1 pin against 2 with every cost but the modelled provider's at zero)\n\n");
+        out.push_str(&format!(
+            "| size | {} | model bound |\n|---|{}\n",
+            names.join(" | "),
+            "---|".repeat(names.len() + 1)
+        ));
         for &s in &sizes {
-            let row: Vec<String> = paths
-                .iter()
-                .map(|p| {
-                    find_cell(p, s, 1)
-                        .map_or("-".into(), |c| x(&c["ratios"]["cycle_median_vs_classic"]))
-                })
-                .collect();
-            out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+            let row = cells_row(paths, s, 1, |c| x(&c["ratios"]["cycle_median_vs_classic"]));
+            let pages = (s >> 16).max(1);
+            let bound = model
+                .map(|m| x(&json!(m.cycle_ns(pages, 1) / m.cycle_ns(pages, 2))))
+                .unwrap_or_else(|| "-".into());
+            out.push_str(&format!("| {} | {row} | {bound} |\n", size_name(s)));
         }
+    }
+    out.push_str("\n### where a registration + deregistration went, mean µs (1 thread): provider / client's own / rest (core + syscalls; floor: syscalls + rawfloor)\n\n");
+    header(&mut out, "size");
+    for &s in &sizes {
+        let row = cells_row(paths, s, 1, |c| {
+            let t = &c["time_split_ns_per_cycle"];
+            let client = num(t, &["client_own"]).map_or("-".into(), |v| us(Some(v)));
+            format!("{} / {client} / {}", us(num(t, &["provider"])), us(num(t, &["rest"])))
+        });
+        out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
     out.push_str("\n### cycles (reg + dereg) per second by threads (ratio to the floor at the same threads)\n\n");
     header(&mut out, "size / threads");
     for &s in &sizes {
         for &t in &threads {
-            let row: Vec<String> = paths
-                .iter()
-                .map(|p| {
-                    find_cell(p, s, t).map_or("-".into(), |c| {
-                        format!(
-                            "{:.1} ({})",
-                            num(c, &["regs_per_s"]).unwrap_or(0.0),
-                            x(&c["ratios"]["regs_per_s"])
-                        )
-                    })
-                })
-                .collect();
-            out.push_str(&format!(
-                "| {} / {t} | {} |\n",
-                size_name(s),
-                row.join(" | ")
-            ));
+            let row = cells_row(paths, s, t, |c| {
+                format!(
+                    "{:.1} ({})",
+                    num(c, &["regs_per_s"]).unwrap_or(0.0),
+                    x(&c["ratios"]["regs_per_s"])
+                )
+            });
+            out.push_str(&format!("| {} / {t} | {row} |\n", size_name(s)));
         }
     }
     out.push_str("\n### provider calls per registration (get_pages + get_pages_persistent; all calls per reg+dereg)\n\n");
     header(&mut out, "size");
     for &s in &sizes {
-        let row: Vec<String> = paths
-            .iter()
-            .map(|p| {
-                find_cell(p, s, 1).map_or("-".into(), |c| {
-                    let pc = &c["provider_calls_per_reg"];
-                    let gets = num(pc, &["get_pages"]).unwrap_or(0.0)
-                        + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
-                    format!(
-                        "{gets:.2} get; {:.2} all",
-                        num(pc, &["total"]).unwrap_or(0.0)
-                    )
-                })
-            })
-            .collect();
-        out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+        let row = cells_row(paths, s, 1, |c| {
+            let pc = &c["provider_calls_per_reg"];
+            let gets = num(pc, &["get_pages"]).unwrap_or(0.0)
+                + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
+            format!("{gets:.2} get; {:.2} all", num(pc, &["total"]).unwrap_or(0.0))
+        });
+        out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
     out.push_str("\n### free (cudaFree) under one live MR, median µs (ratio to the floor); callbacks per free; MR state after\n\n");
     header(&mut out, "size");

@@ -36,7 +36,7 @@ F_QUERY = "<IIIIQQQQQIIII"
 F_CFG = "<IIII"
 F_FAULT = "<IIII"
 F_DELAY = "<II"
-F_STATS = "<" + "Q" * (14 + 16 + 16)
+F_STATS = "<" + "Q" * (14 + 16 + 16 + 2)
 F_VIOL = "<IIIIQ192s"
 F_CLIENT = "<IIQQ64s16s"
 
@@ -75,6 +75,7 @@ def stats(fd):
     d = dict(zip(STAT_NAMES, v[:14]))
     d["delay_hits"] = list(v[14:30])
     d["fault_fired"] = list(v[30:46])
+    d["client_calls"], d["client_ns"] = v[46], v[47]
     return d
 
 
