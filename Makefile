@@ -6,12 +6,13 @@
 #   make check-full     the same with every model/ABI combination and soak iteration counts (hours)
 #   make vm-shell       interactive shell in the bench VM
 #   make bench          registration-path benchmark (bench-results/regpath.json)
+#   make bench-memory   its memory pass alone, in a fresh boot (bench-results/regpath-memory.json)
 #   make install / uninstall / sign / dkms-install   see docs/install.md
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
 
-.PHONY: all default check check-full demo vm-shell bench
+.PHONY: all default check check-full demo vm-shell bench bench-memory
 default: all
 
 # Module build rules (modules, clean, preflight, ffi-check).
@@ -33,3 +34,6 @@ vm-shell:
 
 bench:
 	@testbench/bench/run
+
+bench-memory:
+	@testbench/bench/run memory

@@ -13,6 +13,7 @@
 #   nvpeer-inval        nvpeer.ko persistent_api_support=0
 #   nvpeer-persistent   nvpeer.ko persistent_api_support=1
 # Knobs (environment): RP_OUT (result dir), RP_PATHS, RP_SCALE_PATHS, RP_MAX_MEM_MB,
+# RP_MEMORY_FIRST (1: measure every path's slab memory first, in a pass of its own),
 # RP_ARGS (extra `nvpeer emu regpath measure` options: sizes, threads, iterations, cost model) and
 # RP_HOST_CALIBRATION (the host's `nvpeer emu calibrate` JSON: when set, rp_dilation dilates the
 # cost model by the guest's measured slowdown).
@@ -59,9 +60,11 @@ rp_up() {
     modprobe rawfloor || return 1
 }
 
-# rp_path NAME: load NAME's client, measure it, unload it; then both emulators must be clean.
+# rp_path NAME [PHASE]: load NAME's client, measure it, unload it; then both emulators must be
+# clean. PHASE: all (default); memory (only the slab memory per live MR, into NAME.memory.json);
+# rest (everything but memory, which is taken from NAME.memory.json).
 rp_path() {
-    local name=$1 via=core mod="" params="" extra=()
+    local name=$1 phase=${2:-all} via=core mod="" params="" extra=() out="$RP_OUT/$1.json"
     case "$name" in
         floor) via=floor ;;
         floor-persistent) via=floor
@@ -75,6 +78,12 @@ rp_path() {
         *) echo "unknown path $name"; return 1 ;;
     esac
     case " $RP_SCALE_PATHS " in *" $name "*) extra+=(--scale "$RP_SCALE") ;; esac
+    case "$phase" in
+        all) ;;
+        memory) extra+=(--mem-only); out="$RP_OUT/$name.memory.json" ;;
+        rest) extra+=(--memory-from "$RP_OUT/$name.memory.json") ;;
+        *) echo "unknown phase $phase"; return 1 ;;
+    esac
     if [ -n "$mod" ]; then
         # shellcheck disable=SC2086
         modprobe "$mod" $params || { echo "modprobe $mod $params failed"; return 1; }
@@ -83,7 +92,7 @@ rp_path() {
     # measure resets both emulators' counters first and fails if a pin or mapping is left.
     # shellcheck disable=SC2086
     $NVPEER emu regpath measure --path "$name" --via "$via" "${extra[@]}" "${RP_DILATE[@]}" $RP_ARGS \
-        --out "$RP_OUT/$name.json" || rc=1
+        --out "$out" || rc=1
     if [ -n "$mod" ]; then rmmod "$mod" || { echo "rmmod $mod failed"; rc=1; }; fi
     $NVPEER emu gpu violations >/dev/null || { $NVPEER emu gpu violations; rc=1; }
     $NVPEER emu core violations >/dev/null || { $NVPEER emu core violations; rc=1; }
@@ -118,7 +127,15 @@ rp_run_all() {
         tb_case time-dilation rp_dilation
         [ ${#RP_DILATE[@]} -gt 0 ] || { rp_down; return 1; }
     fi
-    for p in $RP_PATHS; do tb_case "measure/$p" rp_path "$p"; done
+    if [ "${RP_MEMORY_FIRST:-0}" = 1 ]; then
+        # The slab figures of every path first, in a quiet kernel: large cells and the scale test
+        # leave caches (IOVA magazines, slabs) draining for minutes, which a later path's
+        # before/after counters would pick up (docs/performance.md).
+        for p in $RP_PATHS; do tb_case "memory/$p" rp_path "$p" memory; done
+        for p in $RP_PATHS; do tb_case "measure/$p" rp_path "$p" rest; done
+    else
+        for p in $RP_PATHS; do tb_case "measure/$p" rp_path "$p"; done
+    fi
     rp_down
     tb_case report rp_report "$merged" "$(rp_machine)${label:+ ($label)}"
 }

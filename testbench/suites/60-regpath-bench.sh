@@ -8,6 +8,8 @@ RP_OUT=/bench/bench-results/smoke
 RP_ARGS="--sizes 64K,1M --threads 1,2 --ops 12 --min-ops 3 --cell-budget-s 10 --inval-iters 2 --mem-mrs 100"
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=300
+# As `make bench`: every path's slab memory first, then the rest.
+RP_MEMORY_FIRST=1
 
 if rp_run_all "$RP_OUT/regpath.json" "smoke run"; then
     # One check (each nvpeer start costs seconds in the guest): numbers present for every path,

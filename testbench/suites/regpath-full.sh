@@ -11,8 +11,7 @@ RP_ARGS+=" --cell-budget-s 10 --max-mapped 8G --inval-iters 3 --mem-mrs 1000 --s
 # registering per path is only a guard. Cells of up to 8 GiB DMA-mapped at once (1 GiB x 8 threads
 # on one shared allocation): the edu peer has the 64-bit DMA mask an HCA driver sets. Those cells
 # leave the kernel draining its IOVA cache for a minute or more: the memory and scale phases wait
-# for it to settle (up to 300 s). That removes the drain from the memory figures, but not every
-# disturbance: see docs/performance.md on the 1000-MR figures.
+# for it to settle (up to 300 s); the memory figures are taken first anyway (RP_MEMORY_FIRST).
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=100000
 # The cost model: gdrcopy's measured V100 pin/unpin costs, dilated by this guest's software
@@ -20,5 +19,8 @@ RP_SCALE=100000
 # the boot; rp_dilation times it here). docs/performance.md says why and what it assumes.
 RP_ARGS+=" --cost-model ${RP_COST_MODEL:-pinmaplat-v100}"
 RP_HOST_CALIBRATION=/src/bench-results/host-calibration.json
+# Every path's slab memory per live MR first, before any large cell or scale test disturbs the
+# kernel's caches; then the cells, invalidation and scale test of every path.
+RP_MEMORY_FIRST=1
 
 rp_run_all "$RP_OUT/regpath.json" ""

@@ -115,6 +115,15 @@ struct MeasureArgs {
     /// Live 64 KiB MRs for the slab-memory measurement; 0 skips.
     #[arg(long, default_value_t = 500)]
     mem_mrs: u32,
+    /// Measure only the slab memory per live MR (no cells, no invalidation, no scale test): the
+    /// first pass of `make bench`, run for every path before any large cell can disturb the
+    /// kernel's caches.
+    #[arg(long)]
+    mem_only: bool,
+    /// Take the memory figures from this earlier `--mem-only` file of the same path instead of
+    /// measuring them again.
+    #[arg(long, conflicts_with = "mem_only")]
+    memory_from: Option<PathBuf>,
     /// Live-MR scale test: MRs to hold at once (0 skips).
     #[arg(long, default_value_t = 0)]
     scale: u32,
@@ -879,7 +888,8 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         );
         json!({"size": size, "threads": t, "why": format!("{what}: {e}")})
     };
-    for &size in &m.sizes {
+    let sizes: &[u64] = if m.mem_only { &[] } else { &m.sizes };
+    for &size in sizes {
         let a = match gpu.alloc(size, 0) {
             Ok(a) => a,
             Err(e) => {
@@ -935,12 +945,25 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
             }
         }
     }
-    let mem = if m.mem_mrs > 0 {
+    let mem = if let Some(f) = &m.memory_from {
+        let earlier = read_json(f)?;
+        if earlier["path"] != json!(m.path) {
+            return Err(EmuError::Invalid(format!(
+                "{} holds the memory of path {}, not {}",
+                f.display(),
+                earlier["path"],
+                m.path
+            )));
+        }
+        let mut v = earlier["memory"].clone();
+        v["measured"] = json!("first, in a pass of its own before any cell of any path");
+        v
+    } else if m.mem_mrs > 0 {
         memory(path, gpu, m.mem_mrs, m.settle_s)?
     } else {
         Value::Null
     };
-    let sc = if m.scale > 0 {
+    let sc = if m.scale > 0 && !m.mem_only {
         // The scale test measures the software cost per MR: the RM cost model is switched off.
         let cfg = gpu.config()?;
         gpu.set_config(CostModel::default().apply(cfg))?;
