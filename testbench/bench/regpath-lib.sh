@@ -62,7 +62,7 @@ rp_up() {
 
 # rp_path NAME [PHASE]: load NAME's client, measure it, unload it; then both emulators must be
 # clean. PHASE: all (default); memory (only the slab memory per live MR, into NAME.memory.json);
-# rest (everything but memory, which is taken from NAME.memory.json).
+# rest (everything else; memory is taken from NAME.memory.json when that pass wrote it).
 rp_path() {
     local name=$1 phase=${2:-all} via=core mod="" params="" extra=() out="$RP_OUT/$1.json"
     case "$name" in
@@ -81,7 +81,8 @@ rp_path() {
     case "$phase" in
         all) ;;
         memory) extra+=(--mem-only); out="$RP_OUT/$name.memory.json" ;;
-        rest) extra+=(--memory-from "$RP_OUT/$name.memory.json") ;;
+        # Without a memory file (its pass failed, and said so), measure memory here after all.
+        rest) [ -f "$RP_OUT/$name.memory.json" ] && extra+=(--memory-from "$RP_OUT/$name.memory.json") ;;
         *) echo "unknown phase $phase"; return 1 ;;
     esac
     if [ -n "$mod" ]; then

@@ -84,7 +84,6 @@ enum rm_call { RM_GET, RM_MAP, RM_PUT };
 static u64 rm_cost_ns(enum rm_call kind, bool call, u64 pages)
 {
 	struct nvp2p_emu_config cfg;
-
 	u64 per_call, per_page;
 
 	emu_get_config(&cfg);
