@@ -14,6 +14,7 @@
 #   nvpeer-persistent   nvpeer.ko persistent_api_support=1
 # Knobs (environment): RP_OUT (result dir), RP_PATHS, RP_SCALE_PATHS, RP_MAX_MEM_MB,
 # RP_MEMORY_FIRST (1: measure every path's slab memory first, in a pass of its own),
+# RP_MEMORY_ONLY (1: that pass and nothing else),
 # RP_ARGS (extra `nvpeer emu regpath measure` options: sizes, threads, iterations, cost model) and
 # RP_HOST_CALIBRATION (the host's `nvpeer emu calibrate` JSON: when set, rp_dilation dilates the
 # cost model by the guest's measured slowdown).
@@ -128,7 +129,13 @@ rp_run_all() {
         tb_case time-dilation rp_dilation
         [ ${#RP_DILATE[@]} -gt 0 ] || { rp_down; return 1; }
     fi
-    if [ "${RP_MEMORY_FIRST:-0}" = 1 ]; then
+    if [ "${RP_MEMORY_ONLY:-0}" = 1 ]; then
+        # Only the memory pass; its files are the paths' results.
+        for p in $RP_PATHS; do
+            tb_case "memory/$p" rp_path "$p" memory
+            [ -f "$RP_OUT/$p.memory.json" ] && cp "$RP_OUT/$p.memory.json" "$RP_OUT/$p.json"
+        done
+    elif [ "${RP_MEMORY_FIRST:-0}" = 1 ]; then
         # The slab figures of every path first, in a quiet kernel: large cells and the scale test
         # leave caches (IOVA magazines, slabs) draining for minutes, which a later path's
         # before/after counters would pick up (docs/performance.md).

@@ -11,12 +11,11 @@
 use crate::error::{EmuError, Result};
 use crate::nvp2p::abi;
 use nix::sys::mman::{mmap_anonymous, munmap, MapFlags, ProtFlags};
-use serde_json::{json, Value};
 use std::num::NonZeroUsize;
 use std::time::Instant;
 
 /// Modelled RM time per call and per 64 KiB page of each call kind, in ns.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CostModel {
     /// `get_pages`, `get_pages_persistent`: per call.
     pub get_ns: f64,
@@ -116,12 +115,6 @@ impl CostModel {
         pin * pins as f64 + self.map_ns + self.map_page_ns * p
     }
 
-    /// The model as JSON (ns).
-    pub fn to_json(&self) -> Value {
-        json!({"get_ns": self.get_ns, "get_page_ns": self.get_page_ns, "map_ns": self.map_ns,
-               "map_page_ns": self.map_page_ns, "put_ns": self.put_ns,
-               "put_page_ns": self.put_page_ns})
-    }
 }
 
 /// The calibration workload: `rounds` rounds of `iters` iterations of mapping 64 KiB of anonymous

@@ -224,6 +224,24 @@ fn check(doc: &Value, pins: &[String]) -> Vec<String> {
                     ));
                 }
             }
+            // The time split: every path spends time in the provider; a core path also in its
+            // client's callbacks, which include the provider's calls (so client_own >= 0 up to
+            // clock granularity, checked loosely).
+            let t = &c["time_split_ns_per_cycle"];
+            let provider = num(t, &["provider"]).unwrap_or(0.0);
+            let mean = num(t, &["mean"]).unwrap_or(0.0);
+            if !(provider > 0.0 && provider <= mean) {
+                bad.push(format!(
+                    "{name} size {} threads {}: provider time {provider} ns not in (0, mean {mean}]",
+                    c["size"], c["threads"]
+                ));
+            }
+            if p["via"] == "core" && !num(t, &["client_own"]).is_some_and(|v| v > -0.01 * mean) {
+                bad.push(format!(
+                    "{name} size {} threads {}: no client time, or less than the provider's ({t})",
+                    c["size"], c["threads"]
+                ));
+            }
         }
         for r in p["invalidation"].as_array().unwrap_or(&empty) {
             if !num(r, &["free_with_live_mr", "median_ns"]).is_some_and(|v| v > 0.0) {
@@ -856,8 +874,8 @@ fn measure(m: &MeasureArgs) -> Result<Value> {
             m.path, st.live_pins, st.live_mappings
         )));
     }
-    doc["cost_model"] = json!({"preset": m.cost_model, "preset_ns": base.to_json(),
-        "dilate": m.dilate, "dilate_source": m.dilate_source, "applied_ns": model.to_json()});
+    doc["cost_model"] = json!({"preset": m.cost_model, "preset_ns": base,
+        "dilate": m.dilate, "dilate_source": m.dilate_source, "applied_ns": model});
     Ok(doc)
 }
 
@@ -1123,16 +1141,7 @@ fn cells_row(paths: &[Value], size: u64, threads: u64, f: impl Fn(&Value) -> Str
 
 /// The cost model a path was measured with, as applied (dilation included).
 fn model_of(cm: &Value) -> Option<CostModel> {
-    let a = &cm["applied_ns"];
-    let f = |k: &str| a[k].as_f64();
-    Some(CostModel {
-        get_ns: f("get_ns")?,
-        get_page_ns: f("get_page_ns")?,
-        map_ns: f("map_ns")?,
-        map_page_ns: f("map_page_ns")?,
-        put_ns: f("put_ns")?,
-        put_page_ns: f("put_page_ns")?,
-    })
+    serde_json::from_value(cm["applied_ns"].clone()).ok()
 }
 
 /// Markdown tables of a merged document.
@@ -1421,7 +1430,8 @@ mod tests {
             json!({"size": 65536, "threads": 1, "regs_per_s": 10.0,
                    "reg": {"median_ns": ns, "p99_ns": ns}, "dereg": {"median_ns": ns},
                    "cycle": {"median_ns": ns},
-                   "provider_calls_per_reg": {"get_pages": gets, "get_pages_persistent": 0.0}})
+                   "provider_calls_per_reg": {"get_pages": gets, "get_pages_persistent": 0.0},
+                   "time_split_ns_per_cycle": time_split(&[ns], ns / 2, Some(ns * 3 / 4))})
         };
         let floor = json!({"path": "floor", "via": "floor", "floor_ref": "floor", "cells": [cell(100, 1.0)]});
         let mut k = cell(400, 2.0);
@@ -1437,5 +1447,21 @@ mod tests {
         assert_eq!(r["cycle_median_vs_classic"], json!(0.75));
         assert!(check(&doc, &["nvpeer-inval=1".into(), "classic=2".into()]).is_empty());
         assert_eq!(check(&doc, &["classic=1".into()]).len(), 1);
+        // A cell without the time split, or a core path whose client time is below the
+        // provider's, is reported.
+        let mut bad = doc.clone();
+        bad["paths"][0]["cells"][0]["time_split_ns_per_cycle"] = json!(null);
+        bad["paths"][2]["cells"][0]["time_split_ns_per_cycle"] = time_split(&[150], 75, Some(10));
+        assert_eq!(check(&bad, &[]).len(), 2);
+    }
+
+    #[test]
+    fn time_split_parts_add_up() {
+        let t = time_split(&[100, 300], 200, Some(300));
+        assert_eq!(t["mean"], json!(200.0));
+        assert_eq!(t["provider"], json!(100.0));
+        assert_eq!(t["client_own"], json!(50.0));
+        assert_eq!(t["rest"], json!(50.0));
+        assert!(time_split(&[100], 50, None).get("client_own").is_none());
     }
 }
