@@ -7,12 +7,14 @@
 #   make vm-shell       interactive shell in the bench VM
 #   make bench          registration-path benchmark (bench-results/regpath.json)
 #   make bench-memory   its memory pass alone, in a fresh boot (bench-results/regpath-memory.json)
+#   make bench-stock    the benchmark on Debian's production kernel (bench-results/stock/)
+#   make bench-memory-stock  its memory pass alone, on that kernel
 #   make install / uninstall / sign / dkms-install   see docs/install.md
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
 
-.PHONY: all default check check-full demo vm-shell bench bench-memory
+.PHONY: all default check check-full demo vm-shell bench bench-memory bench-stock bench-memory-stock
 default: all
 
 # Module build rules (modules, clean, preflight, ffi-check).
@@ -37,3 +39,9 @@ bench:
 
 bench-memory:
 	@testbench/bench/run memory
+
+bench-stock:
+	@NVPEER_VM_KERNEL=stock testbench/bench/run
+
+bench-memory-stock:
+	@NVPEER_VM_KERNEL=stock testbench/bench/run memory

@@ -109,9 +109,19 @@ rp_report() {
     $NVPEER emu regpath report "${files[@]}" --out "$out" --machine "$machine"
 }
 
+# rp_kasan: whether this kernel is the KASAN bench kernel (not a production config).
+rp_kasan() { grep -q ' kasan_report$' /proc/kallsyms 2>/dev/null; }
+
 rp_machine() {
-    printf 'bench VM: QEMU TCG (no KVM), %s vCPUs, %s MiB, intel-iommu, edu DMA peer; kernel %s (KASAN, lockdep, kmemleak)' \
-        "$(nproc)" "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))" "$(uname -r)"
+    local debug=()
+    rp_kasan && debug+=(KASAN)
+    [ -e /proc/lockdep ] && debug+=(lockdep)
+    [ -e /sys/kernel/debug/kmemleak ] && debug+=(kmemleak)
+    local kind="production config: no KASAN, lockdep or kmemleak"
+    [ ${#debug[@]} -gt 0 ] && kind="${debug[*]}"
+    kind=${kind// /, }
+    printf 'bench VM: QEMU TCG (no KVM), %s vCPUs, %s MiB, intel-iommu, edu DMA peer; kernel %s (%s)' \
+        "$(nproc)" "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))" "$(uname -r)" "$kind"
 }
 
 # rp_run_all MERGED LABEL: load, measure every path of RP_PATHS (one tb_case each), merge into

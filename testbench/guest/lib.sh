@@ -37,7 +37,8 @@ _tb_now_ms() {
 # tb_result CASE STATUS [DETAILS] [DURATION]
 tb_result() {
     local case=$1 status=$2 details=${3:-} duration=${4:-0} js jc jd
-    _tb_json_str js "$TB_SUITE"; _tb_json_str jc "$case"; _tb_json_str jd "$details"
+    # On a kernel other than the bench kernel (NVPEER_VM_KERNEL=stock) the suite name says which.
+    _tb_json_str js "$TB_SUITE${NVPEER_KERNEL_TAG:+@$NVPEER_KERNEL_TAG}"; _tb_json_str jc "$case"; _tb_json_str jd "$details"
     printf '{"suite":%s,"case":%s,"status":"%s","duration":%s,"details":%s}\n' \
         "$js" "$jc" "$status" "$duration" "$jd" >>"$TB_RESULTS"
     printf '[%s] %-4s %s %s\n' "$TB_SUITE" "$status" "$case" "${details:0:200}" >&2

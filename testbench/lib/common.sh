@@ -66,3 +66,44 @@ tb_chroot() {
             LANG=C.UTF-8 "$@"
     ' tb "$root" "$kdir" "$REPO_DIR" "$@"
 }
+
+# tb_stock_dir ROOT KDIR: Debian's production kernel (testbench/lib/stock-build.sh: the signed image
+# and a module build tree for it), fetched and prepared once per toolchain root; prints its cache
+# directory. KDIR (the bench kernel's build) lends its source tree to modules_prepare.
+tb_stock_dir() {
+    local root=$1 kdir=$2 key sdir
+    key=$( (cat "$TB_DIR/lib/stock-build.sh"; echo "$root") | sha256sum | cut -c1-16)
+    sdir="$NVPEER_CACHE/stock-$key"
+    mkdir -p "$sdir"
+    (
+        flock 8
+        if [ ! -f "$sdir/.nvpeer-stock-ok" ]; then
+            TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_progress "stock Debian kernel: fetch + modules_prepare" \
+                tb_chroot "$root" bash /src/testbench/lib/stock-build.sh >&2
+            touch "$sdir/.nvpeer-stock-ok"
+        fi
+    ) 8>"$sdir.build-lock"
+    echo "$sdir"
+}
+
+# tb_stock_repo SDIR NAME: a clean copy of the repo's tracked and unignored files at SDIR/NAME (so
+# the in-tree .ko files built for the bench kernel stay intact); prints its path.
+tb_stock_repo() {
+    local dst="$1/$2"
+    rm -rf "$dst"; mkdir -p "$dst"
+    (cd "$REPO_DIR" && { git ls-files; git ls-files --others --exclude-standard; } | sort -u \
+        | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done | tar cf - -T -) | tar xf - -C "$dst"
+    echo "$dst"
+}
+
+# tb_stock_kbuild ROOT KDIR SDIR NAME DIR: builds the modules of DIR in the repo copy SDIR/NAME
+# against the stock kernel, with the symbols of every emulator built there before; output on
+# stdout/stderr, status of make.
+tb_stock_kbuild() {
+    local root=$1 kdir=$2 sdir=$3 name=$4 dir=$5 extra="" s
+    for s in "$sdir/$name"/testbench/emu/*/Module.symvers; do
+        [ -f "$s" ] && extra+=" /stock/$name/${s#"$sdir/$name/"}"
+    done
+    TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_chroot "$root" make -C /stock/obj \
+        CC=x86_64-linux-gnu-gcc-16 M="/stock/$name/$dir" KBUILD_EXTRA_SYMBOLS="$extra" modules
+}

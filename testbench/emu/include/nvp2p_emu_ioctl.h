@@ -217,7 +217,10 @@ struct nvp2p_emu_stats {
 	__u64 api_ns;                             /* wall time inside get/put/map/unmap entry
 						     points, all tasks summed (modelled RM
 						     cost and waits for the RM lock included) */
-	__u64 reserved[3];
+	__u64 model_ns;                           /* modelled RM time asked for (cost model) */
+	__u64 delay_ns;                           /* time the model's waits took: model_ns
+						     plus their overshoot */
+	__u64 reserved[1];
 };
 
 /* ---- in-kernel test client (drives the kernel API from userspace) ------- */

@@ -110,7 +110,7 @@ static u64 rm_cost_ns(enum rm_call kind, bool call, u64 pages)
 static void rm_lock_cost(enum rm_call kind, u64 pages)
 {
 	mutex_lock(&emu.rm_lock);
-	emu_delay_ns(rm_cost_ns(kind, true, pages));
+	emu_model_cost(rm_cost_ns(kind, true, pages));
 }
 
 /* A call that takes the RM lock, made from inside a free callback. */
@@ -426,7 +426,7 @@ static int api_put_pages(uint64_t p2p_token, uint32_t va_space,
 	}
 	mutex_unlock(&emu.tbl_lock);
 	/* The pin cannot go away: teardown needs the RM lock, which we hold. */
-	emu_delay_ns(rm_cost_ns(RM_PUT, false, p->nr));
+	emu_model_cost(rm_cost_ns(RM_PUT, false, p->nr));
 	emu_teardown_pin(p, EMU_END_PUT);
 	mutex_unlock(&emu.rm_lock);
 	return 0;
@@ -478,7 +478,7 @@ static int api_put_pages_persistent(uint64_t virtual_address,
 			      page_table, virtual_address, p->va);
 	mutex_unlock(&emu.tbl_lock);
 	/* The pin cannot go away: teardown needs the RM lock, which we hold. */
-	emu_delay_ns(rm_cost_ns(RM_PUT, false, p->nr));
+	emu_model_cost(rm_cost_ns(RM_PUT, false, p->nr));
 	emu_teardown_pin(p, EMU_END_PUT);
 	mutex_unlock(&emu.rm_lock);
 	return 0;

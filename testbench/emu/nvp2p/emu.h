@@ -185,6 +185,8 @@ struct emu_state {
 	u64 api_window_hits;
 	u64 api_ns;
 	u64 op_ns[NVP2P_EMU_OP_SLOTS];	/* api_ns by op (debugfs only) */
+	u64 model_ns;			/* modelled RM time asked for */
+	u64 delay_ns;			/* time its waits took */
 
 	/* rm_lock */
 	nvp2p_emu_dma_stopped_fn probe;
@@ -204,7 +206,8 @@ int emu_fail(unsigned int op, int ret);
 int emu_fault_check(unsigned int op);
 /* Longest delay a single knob may ask for, and longest modelled RM call: 60 s. */
 #define EMU_MAX_DELAY_NS (60ULL * NSEC_PER_SEC)
-void emu_delay_ns(u64 ns);
+u64 emu_delay_ns(u64 ns);
+void emu_model_cost(u64 ns);
 void emu_get_config(struct nvp2p_emu_config *cfg);
 int emu_set_config(const struct nvp2p_emu_config *cfg);
 int emu_set_fault(struct nvp2p_emu_fault *f);

@@ -158,14 +158,41 @@ int emu_fault_check(unsigned int op)
 	return ret;
 }
 
-void emu_delay_ns(u64 ns)
+/*
+ * Waits `ns` and returns the time it took. Long waits are CPU-bound, to a ktime
+ * deadline, yielding to other runnable tasks as they go: fsleep() would add up to
+ * a quarter of slack plus the wake-up latency (over 100 us in a TCG guest), and a
+ * modelled cost must cost what it says. RM's own time is CPU time as well (it
+ * polls the GSP for its RPC replies). Sleepable context for waits of 20 us or more.
+ */
+u64 emu_delay_ns(u64 ns)
 {
+	u64 t0, now;
+
 	if (!ns)
-		return;
-	if (ns < 20 * NSEC_PER_USEC)
+		return 0;
+	t0 = ktime_get_ns();
+	if (ns < 20 * NSEC_PER_USEC) {
 		ndelay(ns);
-	else
-		fsleep(div_u64(ns, NSEC_PER_USEC));
+		return ktime_get_ns() - t0;
+	}
+	do {
+		cpu_relax();
+		cond_resched();
+		now = ktime_get_ns();
+	} while (now - t0 < ns);
+	return now - t0;
+}
+
+/* Spends the modelled RM time `ns` and accounts it: model_ns asked, delay_ns spent. */
+void emu_model_cost(u64 ns)
+{
+	u64 took = emu_delay_ns(ns);
+
+	spin_lock(&emu.stat_lock);
+	emu.model_ns += ns;
+	emu.delay_ns += took;
+	spin_unlock(&emu.stat_lock);
 }
 
 void emu_get_config(struct nvp2p_emu_config *cfg)
@@ -253,6 +280,8 @@ void emu_fill_stats(struct nvp2p_emu_stats *st)
 	st->free_calls_in_callback = emu.free_calls_in_cb;
 	st->api_window_hits = emu.api_window_hits;
 	st->api_ns = emu.api_ns;
+	st->model_ns = emu.model_ns;
+	st->delay_ns = emu.delay_ns;
 	spin_unlock(&emu.stat_lock);
 }
 
@@ -281,6 +310,8 @@ void emu_reset(void)
 	emu.free_calls_in_cb = 0;
 	emu.api_window_hits = 0;
 	emu.api_ns = 0;
+	emu.model_ns = 0;
+	emu.delay_ns = 0;
 	memset(emu.op_ns, 0, sizeof(emu.op_ns));
 	memset(vlog, 0, sizeof(vlog));
 	vlog_seq = 0;
@@ -362,12 +393,12 @@ static int stats_show(struct seq_file *s, void *unused)
 		   "live_persistent_pins %llu\npinned_pages %llu\nlive_mappings %llu\n"
 		   "callbacks %llu\nput_after_teardown %llu\nbar1_used %llu\n"
 		   "bar1_budget %llu\ntombstones %llu\nfree_calls_in_callback %llu\n"
-		   "api_window_hits %llu\napi_ns %llu\npt_abi %u\n",
+		   "api_window_hits %llu\napi_ns %llu\nmodel_ns %llu\ndelay_ns %llu\npt_abi %u\n",
 		   st->violations_total, st->live_allocs, st->live_pins,
 		   st->live_persistent_pins, st->pinned_pages, st->live_mappings,
 		   st->callbacks, st->put_after_teardown, st->bar1_used,
 		   cfg.bar1_budget, st->quarantined, st->free_calls_in_callback,
-		   st->api_window_hits, st->api_ns, cfg.pt_abi);
+		   st->api_window_hits, st->api_ns, st->model_ns, st->delay_ns, cfg.pt_abi);
 	kfree(st);
 	return 0;
 }

@@ -51,7 +51,8 @@ Stats = _s("Stats", [("calls", U64 * 16), ("failures", U64 * 16), ("violations",
                      ("live_persistent_pins", U64), ("pinned_pages", U64),
                      ("live_mappings", U64), ("callbacks", U64), ("put_after_teardown", U64),
                      ("bar1_used", U64), ("quarantined", U64), ("free_calls_in_callback", U64),
-                     ("api_window_hits", U64), ("api_ns", U64), ("reserved", U64 * 3)])
+                     ("api_window_hits", U64), ("api_ns", U64), ("model_ns", U64),
+                    ("delay_ns", U64), ("reserved", U64 * 1)])
 Client = _s("Client", [("op", U32), ("flags", U32), ("handle", U64), ("va", U64), ("len", U64),
                        ("peer_bdf", U32), ("peer_domain", U32), ("ret", S32), ("callbacks", U32),
                        ("pt_version", U32), ("pt_entries", U32), ("pt_page_size", U32),
@@ -478,7 +479,8 @@ def case_rm_cost_model():
         start = time.monotonic()
         r = f()
         return r, time.monotonic() - start
-    api_before = d.stats().api_ns
+    st_before = d.stats()
+    api_before = st_before.api_ns
     c, t_get = timed(lambda: d.pin(a.va, 4 * GPU_PAGE))
     check(c.ret == 0, f"pin {c.ret}")
     m, t_map = timed(lambda: d.client(C_MAP, handle=c.handle))
@@ -497,6 +499,14 @@ def case_rm_cost_model():
     check(1.2 <= api_s <= t_get + t_map + t_unmap + t_put,
           f"api_ns grew by {api_s:.3f} s; modelled 1.2 s, measured around the calls "
           f"{t_get + t_map + t_unmap + t_put:.3f} s")
+    # The model's waits are exact: model_ns grew by the modelled 1.2 s to the nanosecond, and
+    # the waits overshot it by no more than 50 ms over the three calls (a wait ends at a ktime
+    # deadline; only a reschedule right before it can overshoot).
+    st = d.stats()
+    model_ns = st.model_ns - st_before.model_ns
+    over_ns = (st.delay_ns - st_before.delay_ns) - model_ns
+    check(model_ns == 1_200_000_000, f"model_ns grew by {model_ns} ns, modelled 1.2 s")
+    check(0 <= over_ns <= 50 * ms, f"the model's waits overshot it by {over_ns} ns")
     # Out of range: a per-page or per-call cost above 60 s.
     cfg = d.config()
     for bad in (dict(get_page_cost_ns=61_000 * ms), dict(put_cost_ns=61_000 * ms)):

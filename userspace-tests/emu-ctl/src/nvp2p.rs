@@ -221,7 +221,11 @@ pub mod abi {
         pub free_calls_in_callback: u64,
         pub api_window_hits: u64,
         pub api_ns: u64,
-        pub reserved: [u64; 3],
+        /// Modelled RM time asked for (cost model).
+        pub model_ns: u64,
+        /// Time the model's waits took (`model_ns` plus their overshoot).
+        pub delay_ns: u64,
+        pub reserved: [u64; 1],
     }
     impl Default for Stats {
         fn default() -> Self {

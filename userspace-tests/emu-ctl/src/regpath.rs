@@ -538,10 +538,12 @@ impl SlabSnap {
         rows.sort_by_key(|r| -(r.1 * r.2).abs());
         // kmemleak tracks every allocation with one object of its own: debug-only memory, but its
         // count is the number of kernel allocations per MR.
-        let kmemleak = rows
-            .iter()
-            .find(|r| r.0 == "kmemleak_object")
-            .map_or(0, |r| r.1);
+        // None on a kernel without kmemleak (a production config): the count is unknown there.
+        let kmemleak = after.caches.contains_key("kmemleak_object").then(|| {
+            rows.iter()
+                .find(|r| r.0 == "kmemleak_object")
+                .map_or(0, |r| r.1)
+        });
         let bytes: i64 = rows
             .iter()
             .filter(|r| r.0 != "kmemleak_object")
@@ -578,7 +580,7 @@ impl SlabSnap {
             "meminfo_sunreclaim_bytes_per_mr": (after.unrecl_kb as f64 - self.unrecl_kb as f64) * 1024.0 / n,
             "slabinfo_bytes_per_mr": bytes as f64 / n,
             "kmalloc_nominal_bytes_per_mr": nominal_bytes as f64 / n,
-            "kernel_allocations_per_mr": kmemleak as f64 / n,
+            "kernel_allocations_per_mr": kmemleak.map(|k| k as f64 / n),
             "kmalloc_profile_bytes_per_mr": profile,
             "slabinfo_available": !after.caches.is_empty(),
             "top_caches": top,
@@ -654,11 +656,16 @@ fn cell(
     }
     let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
     let n = reg.len() as u64;
-    let split = time_split(
+    let mut split = time_split(
         &cycles,
         after.api_ns.saturating_sub(before.api_ns),
         client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)),
     );
+    // Of the provider's time, what the cost model asked for and how far its waits overshot it.
+    let model = after.model_ns.saturating_sub(before.model_ns) as f64;
+    let waited = after.delay_ns.saturating_sub(before.delay_ns) as f64;
+    split["provider_model"] = json!(model / n.max(1) as f64);
+    split["model_overshoot"] = json!((waited - model) / n.max(1) as f64);
     Ok(json!({
         "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
         "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
@@ -673,6 +680,8 @@ fn cell(
 /// the client's callbacks but not the provider (`client_own`, core paths); and the rest
 /// (`rest`: the core's own work and the syscalls for core paths, the syscalls and rawfloor's
 /// bookkeeping for the floor). With several threads, lock waits count where they happen.
+/// The cell adds `provider_model` and `model_overshoot`: the part of `provider` that the cost
+/// model asked for, and how much longer than that its waits took.
 fn time_split(cycles: &[u64], provider_ns: u64, client_ns: Option<u64>) -> Value {
     let n = cycles.len().max(1) as f64;
     let mean = cycles.iter().sum::<u64>() as f64 / n;
@@ -1243,13 +1252,18 @@ pub fn tables(doc: &Value) -> String {
             out.push_str(&format!("| {} | {row} | {bound} |\n", size_name(s)));
         }
     }
-    out.push_str("\n### where a registration + deregistration went, mean µs (1 thread): provider / client's own / rest (core + syscalls; floor: syscalls + rawfloor)\n\n");
+    out.push_str("\n### where a registration + deregistration went, mean µs (1 thread): provider (of which the cost model) / client's own / rest (core + syscalls; floor: syscalls + rawfloor)\n\n");
     header(&mut out, "size");
     for &s in &sizes {
         let row = cells_row(paths, s, 1, |c| {
             let t = &c["time_split_ns_per_cycle"];
             let client = num(t, &["client_own"]).map_or("-".into(), |v| us(Some(v)));
-            format!("{} / {client} / {}", us(num(t, &["provider"])), us(num(t, &["rest"])))
+            format!(
+                "{} ({}) / {client} / {}",
+                us(num(t, &["provider"])),
+                us(num(t, &["provider_model"])),
+                us(num(t, &["rest"]))
+            )
         });
         out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
@@ -1312,7 +1326,7 @@ pub fn tables(doc: &Value) -> String {
             ("target / reached", "reached"),
             ("stopped by", "stopped_by"),
             (
-                "SUnreclaim bytes per MR (KASAN-padded)",
+                "SUnreclaim bytes per MR (debug-padded on a KASAN kernel)",
                 "meminfo_sunreclaim_bytes_per_mr",
             ),
             ("ratio to the floor", "ratio_slab_per_mr"),

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Runs INSIDE the toolchain root, with the stock-kernel cache dir at /stock (after stock-build.sh):
+# turns Debian's production kernel into a bench VM kernel, laid out like the bench kernel's build
+# (/stock/vm/obj/arch/x86/boot/bzImage, release, modules/lib/modules/RELEASE), plus an initramfs
+# that loads Debian's own 9p modules (Debian builds 9p as modules; the bench kernel has it built
+# in), mounts the same read-only 9p root as the bench kernel's VM and hands over to /nvpeer-init.
+set -euo pipefail
+flavour=$(cat /stock/release)
+cd /stock
+if [ ! -f modules-debs.ok ]; then
+    rm -rf mdebs mx; mkdir -p mdebs mx
+    (cd mdebs && apt-get download -qq "linux-modules-$flavour" "linux-base-$flavour") 2>&1 \
+        | grep -v "unsandboxed" || true
+    for d in mdebs/*.deb; do dpkg-deb -x "$d" mx; done
+    touch modules-debs.ok
+fi
+m=mx/usr/lib/modules/$flavour
+vm=/stock/vm
+rm -rf "$vm/obj" "$vm/modules" "$vm/initrd" "$vm/initrd.gz"
+mkdir -p "$vm/obj/arch/x86/boot" "$vm/modules/lib/modules/$flavour" "$vm/initrd/bin" "$vm/initrd/mods" \
+    "$vm/initrd/proc" "$vm/initrd/sys" "$vm/initrd/dev" "$vm/initrd/newroot"
+cp vmlinuz "$vm/obj/arch/x86/boot/bzImage"
+echo "$flavour" >"$vm/release"
+# The guest's depmod needs to know what is built in; Debian's other modules are not needed.
+cp "$m/modules.builtin" "$m/modules.builtin.modinfo" "$m/modules.order" "$vm/modules/lib/modules/$flavour/"
+# The 9p client, in dependency order (depends=: netfs <- 9pnet <- 9pnet_virtio, 9p).
+mods="fs/netfs/netfs net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p"
+for k in $mods; do xz -dc "$m/kernel/$k.ko.xz" >"$vm/initrd/mods/${k##*/}.ko"; done
+cp /bin/busybox "$vm/initrd/bin/busybox"
+cat >"$vm/initrd/init" <<INIT
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+for k in $mods; do insmod /mods/\${k##*/}.ko || echo "nvpeer initramfs: insmod \${k##*/} failed"; done
+if ! mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=\${NVPEER_9P_CACHE:-loose} /dev/root /newroot; then
+    echo "nvpeer initramfs: cannot mount the 9p root"; poweroff -f
+fi
+umount /proc
+exec switch_root /newroot /nvpeer-init
+INIT
+chmod +x "$vm/initrd/init"
+(cd "$vm/initrd" && find . | cpio -o -H newc 2>/dev/null | gzip -1 >"$vm/initrd.gz")
