@@ -79,11 +79,14 @@ struct MeasureArgs {
     /// Floor: use the persistent pin API. Core paths: the API of the adjacent floor.
     #[arg(long)]
     persistent: bool,
-    /// Core paths: measure a floor cell (rawfloor, same size and threads) right before each cell
-    /// and compute that cell's ratios against it, so that slow drift of the shared host's load
-    /// does not enter the ratios.
+    /// Core paths: measure a floor cell (rawfloor, same size and threads) with each cell,
+    /// interleaved with it in --rounds rounds, and compute that cell's ratios against it, so that
+    /// drift of the shared host's load or of the kernel's caches does not enter the ratios.
     #[arg(long)]
     adjacent_floor: bool,
+    /// With --adjacent-floor: rounds of floor, then client cycles, per cell.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
     /// The path whose numbers are this one's 1.0x (stored for `report`).
     #[arg(long, default_value = "floor")]
     floor_ref: String,
@@ -604,17 +607,49 @@ fn cell_ops(m: &MeasureArgs, size: u64) -> u32 {
     ((m.ops as f64 / ratio).round() as u32).max(m.min_ops)
 }
 
-fn cell(
-    m: &MeasureArgs,
+/// What some cycles of one path measured: latencies, and the counters' growth over them.
+#[derive(Default)]
+struct Samples {
+    reg: Vec<u64>,
+    dereg: Vec<u64>,
+    wall: Duration,
+    /// Provider counters' growth (calls, failures, api/model/delay ns), as a `Stats` whose every
+    /// field is a difference.
+    grown: abi::Stats,
+    /// Growth of the core's time inside client callbacks (core paths).
+    client_ns: Option<u64>,
+}
+
+impl Samples {
+    fn add(&mut self, o: Samples) {
+        self.reg.extend(o.reg);
+        self.dereg.extend(o.dereg);
+        self.wall += o.wall;
+        for i in 0..self.grown.calls.len() {
+            self.grown.calls[i] += o.grown.calls[i];
+            self.grown.failures[i] += o.grown.failures[i];
+        }
+        self.grown.api_ns += o.grown.api_ns;
+        self.grown.model_ns += o.grown.model_ns;
+        self.grown.delay_ns += o.grown.delay_ns;
+        self.client_ns = match (self.client_ns, o.client_ns) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// Runs `ops` cycles of `path` (at most `budget`), spread over `threads` threads.
+fn samples(
     path: &Path,
     gpu: &Gpu,
     va: u64,
     size: u64,
     threads: u32,
-) -> Result<Value> {
-    let ops = cell_ops(m, size).max(threads);
-    let per_thread = ops.div_ceil(threads);
-    let budget = Duration::from_secs(m.cell_budget_s);
+    ops: u32,
+    budget: Duration,
+) -> Result<Samples> {
+    let per_thread = ops.max(threads).div_ceil(threads);
     let before = gpu.stats()?;
     let client_before = path.client_ns()?;
     let start = Instant::now();
@@ -648,31 +683,75 @@ fn cell(
     let wall = start.elapsed();
     let after = gpu.stats()?;
     let client_after = path.client_ns()?;
-    let (mut reg, mut dereg) = (Vec::new(), Vec::new());
+    let mut out = Samples {
+        wall,
+        client_ns: client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)),
+        ..Samples::default()
+    };
     for r in results {
         let (a, b) = r?;
-        reg.extend(a);
-        dereg.extend(b);
+        out.reg.extend(a);
+        out.dereg.extend(b);
     }
+    for i in 0..out.grown.calls.len() {
+        out.grown.calls[i] = after.calls[i].saturating_sub(before.calls[i]);
+        out.grown.failures[i] = after.failures[i].saturating_sub(before.failures[i]);
+    }
+    out.grown.api_ns = after.api_ns.saturating_sub(before.api_ns);
+    out.grown.model_ns = after.model_ns.saturating_sub(before.model_ns);
+    out.grown.delay_ns = after.delay_ns.saturating_sub(before.delay_ns);
+    Ok(out)
+}
+
+/// One cell: `path` at `size` and `threads`. With `floor` (a core path's adjacent floor), the
+/// cell's cycles are split into `rounds` rounds that alternate floor, client, floor, client...,
+/// so that drift (the shared host's load, the IOMMU's IOVA caches, the slab state) lands on both
+/// alike; returns the client's cell and the floor's.
+fn cell(
+    m: &MeasureArgs,
+    path: &Path,
+    floor: Option<&Path>,
+    gpu: &Gpu,
+    va: u64,
+    size: u64,
+    threads: u32,
+) -> Result<(Value, Option<Value>)> {
+    let ops = cell_ops(m, size).max(threads);
+    let budget = Duration::from_secs(m.cell_budget_s);
+    let Some(f) = floor else {
+        let s = samples(path, gpu, va, size, threads, ops, budget)?;
+        return Ok((cell_value(size, threads, s), None));
+    };
+    let rounds = m.rounds.clamp(1, ops.div_ceil(threads));
+    let (per_round, round_budget) = (ops.div_ceil(rounds), budget / rounds);
+    let (mut fs, mut cs) = (Samples::default(), Samples::default());
+    for _ in 0..rounds {
+        fs.add(samples(f, gpu, va, size, threads, per_round, round_budget)?);
+        cs.add(samples(path, gpu, va, size, threads, per_round, round_budget)?);
+    }
+    let mut fv = cell_value(size, threads, fs);
+    fv["rounds"] = json!(rounds);
+    let mut cv = cell_value(size, threads, cs);
+    cv["rounds"] = json!(rounds);
+    Ok((cv, Some(fv)))
+}
+
+fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
+    let Samples { reg, dereg, wall, grown, client_ns } = s;
     let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
     let n = reg.len() as u64;
-    let mut split = time_split(
-        &cycles,
-        after.api_ns.saturating_sub(before.api_ns),
-        client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)),
-    );
+    let mut split = time_split(&cycles, grown.api_ns, client_ns);
     // Of the provider's time, what the cost model asked for and how far its waits overshot it.
-    let model = after.model_ns.saturating_sub(before.model_ns) as f64;
-    let waited = after.delay_ns.saturating_sub(before.delay_ns) as f64;
-    split["provider_model"] = json!(model / n.max(1) as f64);
-    split["model_overshoot"] = json!((waited - model) / n.max(1) as f64);
-    Ok(json!({
+    let per = n.max(1) as f64;
+    split["provider_model"] = json!(grown.model_ns as f64 / per);
+    split["model_overshoot"] = json!((grown.delay_ns as f64 - grown.model_ns as f64) / per);
+    json!({
         "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
         "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
         "reg": summary(reg), "dereg": summary(dereg), "cycle": summary(cycles),
-        "provider_calls_per_reg": calls_per_reg(&before, &after, n),
+        "provider_calls_per_reg": calls_per_reg(&abi::Stats::default(), &grown, n),
         "time_split_ns_per_cycle": split,
-    }))
+    })
 }
 
 /// Where a cell's mean registration + deregistration time went, per cycle: inside the provider's
@@ -930,18 +1009,8 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
                     "why": format!("size x threads above --max-mapped {} bytes", m.max_mapped)}));
                 continue;
             }
-            let adjacent = match (&adj, path) {
-                (Some(f), Path::Core(_)) => match cell(m, f, gpu, a.va, size, t) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        skipped.push(fail(size, Some(t), "adjacent floor cell", e));
-                        None
-                    }
-                },
-                _ => None,
-            };
-            match cell(m, path, gpu, a.va, size, t) {
-                Ok(mut c) => {
+            match cell(m, path, adj.as_ref(), gpu, a.va, size, t) {
+                Ok((mut c, adjacent)) => {
                     if let Some(f) = adjacent {
                         c["adjacent_floor"] = f;
                     }
