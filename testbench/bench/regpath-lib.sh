@@ -118,8 +118,7 @@ rp_machine() {
     [ -e /proc/lockdep ] && debug+=(lockdep)
     [ -e /sys/kernel/debug/kmemleak ] && debug+=(kmemleak)
     local kind="production config: no KASAN, lockdep or kmemleak"
-    [ ${#debug[@]} -gt 0 ] && kind="${debug[*]}"
-    kind=${kind// /, }
+    if [ ${#debug[@]} -gt 0 ]; then kind="${debug[*]}"; kind=${kind// /, }; fi
     printf 'bench VM: QEMU TCG (no KVM), %s vCPUs, %s MiB, intel-iommu, edu DMA peer; kernel %s (%s)' \
         "$(nproc)" "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))" "$(uname -r)" "$kind"
 }
