@@ -206,7 +206,7 @@ int emu_fail(unsigned int op, int ret);
 int emu_fault_check(unsigned int op);
 /* Longest delay a single knob may ask for, and longest modelled RM call: 60 s. */
 #define EMU_MAX_DELAY_NS (60ULL * NSEC_PER_SEC)
-u64 emu_delay_ns(u64 ns);
+void emu_delay_ns(u64 ns);
 void emu_model_cost(u64 ns);
 void emu_get_config(struct nvp2p_emu_config *cfg);
 int emu_set_config(const struct nvp2p_emu_config *cfg);

@@ -159,39 +159,45 @@ int emu_fault_check(unsigned int op)
 }
 
 /*
- * Waits `ns` and returns the time it took. Long waits are CPU-bound, to a ktime
- * deadline, yielding to other runnable tasks as they go: fsleep() would add up to
- * a quarter of slack plus the wake-up latency (over 100 us in a TCG guest), and a
- * modelled cost must cost what it says. RM's own time is CPU time as well (it
- * polls the GSP for its RPC replies). Sleepable context for waits of 20 us or more.
+ * The race-window knobs (cb_delay_ns, cb_after_delay_ns, reg_window_delay_ns,
+ * unmap_delay_ns): sleep, so that the racing task gets the CPU inside the window.
  */
-u64 emu_delay_ns(u64 ns)
+void emu_delay_ns(u64 ns)
+{
+	if (!ns)
+		return;
+	if (ns < 20 * NSEC_PER_USEC)
+		ndelay(ns);
+	else
+		fsleep(div_u64(ns, NSEC_PER_USEC));
+}
+
+/*
+ * Spends the modelled RM time `ns`, exactly, and accounts it (model_ns asked,
+ * delay_ns spent). The wait is CPU-bound to a ktime deadline, yielding to other
+ * runnable tasks as it goes: fsleep() would add up to a quarter of slack plus
+ * the wake-up latency (over 100 us in a TCG guest), and a modelled cost must
+ * cost what it says. RM's own time is CPU time as well (it polls the GSP for its
+ * RPC replies). Sleepable context.
+ */
+void emu_model_cost(u64 ns)
 {
 	u64 t0, now;
 
 	if (!ns)
-		return 0;
+		return;
 	t0 = ktime_get_ns();
-	if (ns < 20 * NSEC_PER_USEC) {
+	if (ns < 20 * NSEC_PER_USEC)
 		ndelay(ns);
-		return ktime_get_ns() - t0;
-	}
-	do {
-		cpu_relax();
-		cond_resched();
-		now = ktime_get_ns();
-	} while (now - t0 < ns);
-	return now - t0;
-}
-
-/* Spends the modelled RM time `ns` and accounts it: model_ns asked, delay_ns spent. */
-void emu_model_cost(u64 ns)
-{
-	u64 took = emu_delay_ns(ns);
-
+	else
+		do {
+			cpu_relax();
+			cond_resched();
+		} while (ktime_get_ns() - t0 < ns);
+	now = ktime_get_ns();
 	spin_lock(&emu.stat_lock);
 	emu.model_ns += ns;
-	emu.delay_ns += took;
+	emu.delay_ns += now - t0;
 	spin_unlock(&emu.stat_lock);
 }
 
