@@ -4,6 +4,7 @@
 # (/stock/vm/obj/arch/x86/boot/bzImage, release, modules/lib/modules/RELEASE), plus an initramfs
 # that loads Debian's own 9p modules (Debian builds 9p as modules; the bench kernel has it built
 # in), mounts the same read-only 9p root as the bench kernel's VM and hands over to /nvpeer-init.
+# (The root is always cached loosely here: NVPEER_9P_CACHE applies to the bench kernel only.)
 set -euo pipefail
 flavour=$(cat /stock/release)
 cd /stock
@@ -32,7 +33,7 @@ cat >"$vm/initrd/init" <<INIT
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 for k in $mods; do insmod /mods/\${k##*/}.ko || echo "nvpeer initramfs: insmod \${k##*/} failed"; done
-if ! mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=\${NVPEER_9P_CACHE:-loose} /dev/root /newroot; then
+if ! mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose /dev/root /newroot; then
     echo "nvpeer initramfs: cannot mount the 9p root"; poweroff -f
 fi
 umount /proc

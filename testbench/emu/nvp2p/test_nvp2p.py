@@ -52,7 +52,7 @@ Stats = _s("Stats", [("calls", U64 * 16), ("failures", U64 * 16), ("violations",
                      ("live_mappings", U64), ("callbacks", U64), ("put_after_teardown", U64),
                      ("bar1_used", U64), ("quarantined", U64), ("free_calls_in_callback", U64),
                      ("api_window_hits", U64), ("api_ns", U64), ("model_ns", U64),
-                    ("delay_ns", U64), ("reserved", U64 * 1)])
+                     ("delay_ns", U64), ("reserved", U64 * 1)])
 Client = _s("Client", [("op", U32), ("flags", U32), ("handle", U64), ("va", U64), ("len", U64),
                        ("peer_bdf", U32), ("peer_domain", U32), ("ret", S32), ("callbacks", U32),
                        ("pt_version", U32), ("pt_entries", U32), ("pt_page_size", U32),
