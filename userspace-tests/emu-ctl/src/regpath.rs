@@ -40,7 +40,7 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Cmd {
     /// Measure one path (the loaded client through the core, or the raw floor) and write JSON.
-    Measure(MeasureArgs),
+    Measure(Box<MeasureArgs>),
     /// Merge per-path JSON files, add ratios to the floor, write one document, print tables.
     Report {
         /// Per-path files written by `measure`.
