@@ -449,20 +449,16 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
-/// Provider calls between two counter snapshots, per registration.
-fn calls_per_reg(before: &abi::Stats, after: &abi::Stats, regs: u64) -> Value {
+/// Provider calls per registration, from the counters' growth over `regs` registrations.
+fn calls_per_reg(grown: &abi::Stats, regs: u64) -> Value {
     let mut m = Map::new();
     let mut total = 0u64;
     for (i, name) in OPS.iter().enumerate().take(6) {
-        let d = after.calls[i].saturating_sub(before.calls[i]);
-        total += d;
-        m.insert((*name).into(), json!(d as f64 / regs.max(1) as f64));
+        total += grown.calls[i];
+        m.insert((*name).into(), json!(grown.calls[i] as f64 / regs.max(1) as f64));
     }
     m.insert("total".into(), json!(total as f64 / regs.max(1) as f64));
-    let fails: u64 = (0..6)
-        .map(|i| after.failures[i].saturating_sub(before.failures[i]))
-        .sum();
-    m.insert("failures".into(), json!(fails));
+    m.insert("failures".into(), json!(grown.failures[..6].iter().sum::<u64>()));
     Value::Object(m)
 }
 
@@ -620,27 +616,22 @@ struct Samples {
     client_ns: Option<u64>,
 }
 
-impl Samples {
-    fn add(&mut self, o: Samples) {
-        self.reg.extend(o.reg);
-        self.dereg.extend(o.dereg);
-        self.wall += o.wall;
-        for i in 0..self.grown.calls.len() {
-            self.grown.calls[i] += o.grown.calls[i];
-            self.grown.failures[i] += o.grown.failures[i];
-        }
-        self.grown.api_ns += o.grown.api_ns;
-        self.grown.model_ns += o.grown.model_ns;
-        self.grown.delay_ns += o.grown.delay_ns;
-        self.client_ns = match (self.client_ns, o.client_ns) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
+/// Adds the growth of the provider counters from `before` to `after` to `acc`.
+fn grow(acc: &mut abi::Stats, before: &abi::Stats, after: &abi::Stats) {
+    for i in 0..acc.calls.len() {
+        acc.calls[i] += after.calls[i].saturating_sub(before.calls[i]);
+        acc.failures[i] += after.failures[i].saturating_sub(before.failures[i]);
     }
+    acc.api_ns += after.api_ns.saturating_sub(before.api_ns);
+    acc.model_ns += after.model_ns.saturating_sub(before.model_ns);
+    acc.delay_ns += after.delay_ns.saturating_sub(before.delay_ns);
 }
 
-/// Runs `ops` cycles of `path` (at most `budget`), spread over `threads` threads.
+/// Runs `ops` cycles of `path` (at most `budget`), spread over `threads` threads, and adds what
+/// they measured to `acc`.
+#[allow(clippy::too_many_arguments)]
 fn samples(
+    acc: &mut Samples,
     path: &Path,
     gpu: &Gpu,
     va: u64,
@@ -648,7 +639,7 @@ fn samples(
     threads: u32,
     ops: u32,
     budget: Duration,
-) -> Result<Samples> {
+) -> Result<()> {
     let per_thread = ops.max(threads).div_ceil(threads);
     let before = gpu.stats()?;
     let client_before = path.client_ns()?;
@@ -683,24 +674,17 @@ fn samples(
     let wall = start.elapsed();
     let after = gpu.stats()?;
     let client_after = path.client_ns()?;
-    let mut out = Samples {
-        wall,
-        client_ns: client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)),
-        ..Samples::default()
-    };
     for r in results {
         let (a, b) = r?;
-        out.reg.extend(a);
-        out.dereg.extend(b);
+        acc.reg.extend(a);
+        acc.dereg.extend(b);
     }
-    for i in 0..out.grown.calls.len() {
-        out.grown.calls[i] = after.calls[i].saturating_sub(before.calls[i]);
-        out.grown.failures[i] = after.failures[i].saturating_sub(before.failures[i]);
+    acc.wall += wall;
+    if let Some(grown) = client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)) {
+        *acc.client_ns.get_or_insert(0) += grown;
     }
-    out.grown.api_ns = after.api_ns.saturating_sub(before.api_ns);
-    out.grown.model_ns = after.model_ns.saturating_sub(before.model_ns);
-    out.grown.delay_ns = after.delay_ns.saturating_sub(before.delay_ns);
-    Ok(out)
+    grow(&mut acc.grown, &before, &after);
+    Ok(())
 }
 
 /// One cell: `path` at `size` and `threads`. With `floor` (a core path's adjacent floor), the
@@ -719,15 +703,16 @@ fn cell(
     let ops = cell_ops(m, size).max(threads);
     let budget = Duration::from_secs(m.cell_budget_s);
     let Some(f) = floor else {
-        let s = samples(path, gpu, va, size, threads, ops, budget)?;
+        let mut s = Samples::default();
+        samples(&mut s, path, gpu, va, size, threads, ops, budget)?;
         return Ok((cell_value(size, threads, s), None));
     };
     let rounds = m.rounds.clamp(1, ops.div_ceil(threads));
     let (per_round, round_budget) = (ops.div_ceil(rounds), budget / rounds);
     let (mut fs, mut cs) = (Samples::default(), Samples::default());
     for _ in 0..rounds {
-        fs.add(samples(f, gpu, va, size, threads, per_round, round_budget)?);
-        cs.add(samples(path, gpu, va, size, threads, per_round, round_budget)?);
+        samples(&mut fs, f, gpu, va, size, threads, per_round, round_budget)?;
+        samples(&mut cs, path, gpu, va, size, threads, per_round, round_budget)?;
     }
     let mut fv = cell_value(size, threads, fs);
     fv["rounds"] = json!(rounds);
@@ -749,7 +734,7 @@ fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
         "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
         "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
         "reg": summary(reg), "dereg": summary(dereg), "cycle": summary(cycles),
-        "provider_calls_per_reg": calls_per_reg(&abi::Stats::default(), &grown, n),
+        "provider_calls_per_reg": calls_per_reg(&grown, n),
         "time_split_ns_per_cycle": split,
     })
 }
