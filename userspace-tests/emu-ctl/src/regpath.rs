@@ -1294,7 +1294,7 @@ pub fn tables(doc: &Value) -> String {
         out.push_str("(model bound: 1 pin against 2 with every cost but the modelled provider's at zero; \
 floor bound: the floor path's median cycle against the same plus the classic pattern's modelled \
 extra pin and unpin, i.e. with the provider's real work, the IOMMU mapping above all, counted once \
-for both: the best ratio any one-pin client can reach on this bench)\n\n");
+for both: about the best ratio a one-pin client can reach on this bench)\n\n");
         out.push_str(&format!(
             "| size | {} | model bound | floor bound |\n|---|{}\n",
             names.join(" | "),
