@@ -31,7 +31,7 @@ use kernel::fmt;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::{pr_err_once, pr_warn_once};
-use kernel::sync::{Arc, Mutex};
+use kernel::sync::{Arc, Mutex, MutexGuard};
 use kernel::task::Pid;
 
 /// A registration.
@@ -214,14 +214,20 @@ impl Mr {
 
     /// Gives the pin back (or orphans it to the callback when called from a foreign process).
     fn unpin(&self, repin: bool) {
-        let foreign = !self.persistent && current_tgid() != self.owner;
-        let mut g = self.inner.lock();
+        drop(self.unpin_locked(self.inner.lock(), repin));
+    }
+
+    /// [`Self::unpin`] with the lock already held by the caller; returns it held again (the lock
+    /// is dropped around `put_pages`, hazard H3, and retaken after it).
+    fn unpin_locked<'a>(&'a self, mut g: MutexGuard<'a, Inner>, repin: bool) -> MutexGuard<'a, Inner> {
         let before = g.state;
+        // Only a pin can be foreign; the process is looked up only then.
+        let foreign = !self.persistent && before.holds_pin() && current_tgid() != self.owner;
         let (s, a) = match step(before, Event::Unpin { foreign }) {
             Ok(x) => x,
             Err(r) => {
                 refusal(r);
-                return;
+                return g;
             }
         };
         g.state = s;
@@ -238,7 +244,7 @@ impl Mr {
             );
         }
         if !matches!(a, Action::Put | Action::UnmapThenPut) {
-            return;
+            return g;
         }
         let pt = g.pt.take();
         let start = g.cover.start();
@@ -257,6 +263,7 @@ impl Mr {
             }
         }
         g.pin_gone();
+        g
     }
 
     /// `nvidia_p2p_dma_unmap_pages` under the lock (no NVIDIA lock involved).
@@ -287,16 +294,14 @@ impl Mr {
             STATS.err_range.inc();
             EINVAL
         })?;
-        let repin = {
-            let g = self.inner.lock();
-            g.state == State::Pinned && g.cover != cover
-        };
-        if repin {
+        let mut g = self.inner.lock();
+        if g.state == State::Pinned && g.cover != cover {
+            drop(g);
             STATS.repins.inc();
             self.unpin(true);
             self.pin(cover)?;
+            g = self.inner.lock();
         }
-        let mut g = self.inner.lock();
         let (s, _) = step(g.state, Event::CoreGetPages).map_err(refusal)?;
         g.state = s;
         g.core_context = (!self.persistent).then_some(core_context);
@@ -421,8 +426,8 @@ impl Mr {
         }
     }
 
-    fn free_sg(&self, sgt: Option<&CoreSgt<'_>>) {
-        let rec = self.inner.lock().sg.take();
+    /// Frees the SG table taken out of a registration, if any (outside its lock: it is ours alone).
+    fn free_sg(rec: Option<SgRecord>, sgt: Option<&CoreSgt<'_>>) {
         if let Some(rec) = rec {
             if !rec.free(sgt) {
                 STATS.err_sg_mismatch.inc();
@@ -434,17 +439,27 @@ impl Mr {
     /// put_pages: free the SG table and give the pin back.
     pub(crate) fn core_put_pages(&self, sgt: Option<&CoreSgt<'_>>) {
         STATS.put_pages_calls.inc();
-        self.free_sg(sgt);
-        self.unpin(false);
+        let mut g = self.inner.lock();
+        let rec = g.sg.take();
+        drop(self.unpin_locked(g, false));
+        Self::free_sg(rec, sgt);
     }
 
     /// release: the core is done with this registration (exactly once per successful acquire).
+    /// One lock round trip when put_pages already gave the pin back (the usual case).
     pub(crate) fn core_release(this: Arc<Mr>) {
         STATS.release_calls.inc();
-        this.free_sg(None);
+        let mut g = this.inner.lock();
+        let rec = g.sg.take();
         // A pin the core never took over (no get_pages, or get_pages failed).
-        this.unpin(false);
-        this.core_done();
+        let mut g = this.unpin_locked(g, false);
+        g.core_live = false;
+        let unlist = g.take_unlist();
+        drop(g);
+        Self::free_sg(rec, None);
+        if unlist {
+            registry::remove(this.id);
+        }
     }
 
     /// NVIDIA's free callback for ticket `id` (runs under NVIDIA's lock, may sleep).

@@ -87,6 +87,8 @@ tb_case leaked_pin             bad_case leaked_pin         persist 5.5 0 basic  
 tb_case mutate_client          bad_case mutate_client      inval   5.5 0 basic                  client_modified
 tb_case bad_sg_len             bad_case bad_sg_len         inval   5.5 0 basic                  sg_entry
 tb_case bad_nmap               bad_case bad_nmap           persist 5.5 0 basic                  sg_nmap
+# The provider's DMA-stopped probe (peer_mem_emu_dma_stopped, looked up after each free callback).
+tb_case no_invalidate          bad_case no_invalidate      inval   5.5 0 free-then-dereg        dma_not_stopped
 tb_case no_pci_check           bad_no_pci
 tb_case legacy_deadlock        bad_case legacy_deadlock    inval   5.1 0 dereg-vs-free-in-stop  deadlock
 tb_case unaligned              bad_unaligned

@@ -23,6 +23,8 @@
  *   missing_op          dma_map left NULL at registration
  *   bad_sg_len          SG entries that are not whole pages
  *   bad_nmap            *nmap larger than the table dma_map built
+ *   no_invalidate       free callback returns without telling the core to
+ *                       invalidate: the HCA keeps DMA to freed GPU memory
  */
 #include <linux/module.h>
 #include <linux/string.h>
@@ -34,7 +36,8 @@
 	X(put_in_callback) X(unmap_in_callback) X(unaligned) X(double_sg_free) \
 	X(write_after_release) X(no_pci_check) X(legacy_deadlock) \
 	X(unmap_unserialized) X(wrong_process_put) X(leaked_pin) \
-	X(mutate_client) X(missing_op) X(bad_sg_len) X(bad_nmap)
+	X(mutate_client) X(missing_op) X(bad_sg_len) X(bad_nmap) \
+	X(no_invalidate)
 
 #define CP_BUG_ENUM(n) CP_BUG_ID_##n,
 enum { CP_BUG_ID_none, CP_BUG_LIST(CP_BUG_ENUM) };

@@ -27,18 +27,16 @@ struct nvp2p_emu_revoke_info {
 };
 
 /*
- * Return true if no device can still DMA to the revoked pages (the client
+ * The "DMA stopped" probe, exported by the peer-memory core emulator
+ * (peer_mem_emu.ko) and looked up by the provider with symbol_get() each time
+ * a free callback returned, so neither module depends on the other: each
+ * loads and unloads on its own, and a registration costs no lookup.
+ * Returns true if no device can still DMA to the revoked pages (the client
  * stopped it), false otherwise; false records an NVP2P_EMU_V_DMA_NOT_STOPPED
  * violation. Called with the emulator's RM lock held, on the freeing thread;
  * may sleep briefly, must not call nvidia_p2p_* functions.
  */
-typedef bool (*nvp2p_emu_dma_stopped_fn)(const struct nvp2p_emu_revoke_info *info,
-					 void *ctx);
-
-/* Install the probe (one at a time): 0, -EINVAL (NULL fn) or -EBUSY. */
-int nvp2p_emu_set_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn, void *ctx);
-/* Remove it (only if fn is the installed one). Waits for a running probe. */
-void nvp2p_emu_clear_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn);
+bool peer_mem_emu_dma_stopped(const struct nvp2p_emu_revoke_info *info);
 
 /* True when the current task is inside a free callback issued by the emulator. */
 bool nvp2p_emu_in_free_callback(void);

@@ -45,35 +45,6 @@ bool nvp2p_emu_in_free_callback(void)
 }
 EXPORT_SYMBOL_GPL(nvp2p_emu_in_free_callback);
 
-int nvp2p_emu_set_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn, void *ctx)
-{
-	int ret = 0;
-
-	if (!fn)
-		return -EINVAL;
-	mutex_lock(&emu.rm_lock);
-	if (emu.probe) {
-		ret = -EBUSY;
-	} else {
-		emu.probe = fn;
-		emu.probe_ctx = ctx;
-	}
-	mutex_unlock(&emu.rm_lock);
-	return ret;
-}
-EXPORT_SYMBOL_GPL(nvp2p_emu_set_dma_stopped_probe);
-
-void nvp2p_emu_clear_dma_stopped_probe(nvp2p_emu_dma_stopped_fn fn)
-{
-	mutex_lock(&emu.rm_lock);
-	if (emu.probe == fn) {
-		emu.probe = NULL;
-		emu.probe_ctx = NULL;
-	}
-	mutex_unlock(&emu.rm_lock);
-}
-EXPORT_SYMBOL_GPL(nvp2p_emu_clear_dma_stopped_probe);
-
 /* Which call's costs of the RM cost model (nvp2p_emu_config) to spend. */
 enum rm_call { RM_GET, RM_MAP, RM_PUT };
 

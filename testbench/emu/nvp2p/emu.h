@@ -189,8 +189,6 @@ struct emu_state {
 	u64 delay_ns;			/* time its waits took */
 
 	/* rm_lock */
-	nvp2p_emu_dma_stopped_fn probe;
-	void *probe_ctx;
 	nvidia_p2p_rsync_driver_t *rsync;
 
 	u8 gpu_uuid[NVIDIA_P2P_GPU_UUID_LEN];

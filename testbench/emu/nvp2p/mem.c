@@ -20,6 +20,7 @@
 
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -416,15 +417,20 @@ void emu_teardown_pin(struct emu_pin *p, enum emu_end how)
 	kfree(p);
 }
 
-/* Ask the installed probe whether the client stopped DMA; rm_lock held. */
+/*
+ * Ask the core emulator, if it is loaded, whether the client stopped DMA
+ * (nvp2p_emu.h); rm_lock held.
+ */
 static void emu_probe_dma_stopped(struct emu_pin *p)
 {
 	const struct nvidia_p2p_dma_mapping **arr = NULL;
 	struct nvp2p_emu_revoke_info info = {};
 	struct emu_map *mp;
 	unsigned int n = 0;
+	typeof(&peer_mem_emu_dma_stopped) probe;
 
-	if (!emu.probe)
+	probe = symbol_get(peer_mem_emu_dma_stopped);
+	if (!probe)
 		return;
 	mutex_lock(&emu.tbl_lock);
 	list_for_each_entry(mp, &p->maps, node)
@@ -447,11 +453,12 @@ static void emu_probe_dma_stopped(struct emu_pin *p)
 	info.page_table = p->pt;
 	info.nr_mappings = n;
 	info.mappings = arr;
-	if (!emu.probe(&info, emu.probe_ctx))
+	if (!probe(&info))
 		emu_violation(NVP2P_EMU_V_DMA_NOT_STOPPED,
 			      "free callback %ps(%px) returned but device DMA to table %px is still live",
 			      p->cb, p->data, p->pt);
 	kfree(arr);
+	symbol_put(peer_mem_emu_dma_stopped);
 }
 
 /*

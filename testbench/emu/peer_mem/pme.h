@@ -126,7 +126,6 @@ struct pme_mr {
 	/* bookkeeping for the core's own invariants */
 	int n_dma_map_ok, n_dma_unmap, n_put_pages, n_release;
 	u32 client_index;
-	bool probe_ref;			/* holds a pme_probe_get() */
 	struct { u64 addr, len; } *ranges;	/* DMA ranges, for the probe */
 	u32 nranges;
 	struct list_head live_node;
@@ -222,8 +221,6 @@ u64 pme_sg_hash(struct sg_table *sgt, u32 n);
 /* nvp2p_emu DMA-stopped probe (probe.c) */
 void pme_probe_track(struct pme_mr *mr);
 void pme_probe_untrack(struct pme_mr *mr);
-void pme_probe_get(void);
-void pme_probe_put(void);
 
 /* char device (chardev.c) */
 int pme_chardev_init(void);

@@ -6,9 +6,9 @@
  * MR that mapped those DMA addresses is still MAPPED and was not revoked
  * (the client did not invalidate it, or the invalidation was abandoned).
  *
- * No link-time dependency: the provider's hook is looked up with
- * symbol_get() while peer MRs exist, and dropped again with the last one so
- * that nvp2p_emu can be unloaded.
+ * No link-time dependency either way: the provider looks this function up
+ * with symbol_get() when it needs it (after a free callback), so each module
+ * loads and unloads on its own and a registration costs no symbol lookup.
  */
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -18,12 +18,6 @@
 
 static DEFINE_SPINLOCK(pme_live_lock);
 static LIST_HEAD(pme_live_mrs);		/* peer MRs with recorded DMA ranges */
-
-static DEFINE_MUTEX(pme_probe_lock);
-static unsigned int pme_probe_users;
-static bool pme_probe_installed;
-static typeof(nvp2p_emu_set_dma_stopped_probe) *pme_set_probe;
-static typeof(nvp2p_emu_clear_dma_stopped_probe) *pme_clear_probe;
 
 /* Record the DMA ranges the client mapped (untrimmed). */
 void pme_probe_track(struct pme_mr *mr)
@@ -85,7 +79,8 @@ static bool pme_mr_hits(const struct pme_mr *mr, const struct nvidia_p2p_dma_map
 	return false;
 }
 
-static bool pme_dma_stopped(const struct nvp2p_emu_revoke_info *info, void *ctx)
+/* The provider calls this after each free callback (nvp2p_emu.h). */
+bool peer_mem_emu_dma_stopped(const struct nvp2p_emu_revoke_info *info)
 {
 	const struct pme_mr *mr;
 	bool stopped = true;
@@ -116,40 +111,4 @@ static bool pme_dma_stopped(const struct nvp2p_emu_revoke_info *info, void *ctx)
 	spin_unlock(&pme_live_lock);
 	return stopped;
 }
-
-/* A peer registration starts: make sure the probe is installed if possible. */
-void pme_probe_get(void)
-{
-	mutex_lock(&pme_probe_lock);
-	pme_probe_users++;
-	if (!pme_probe_installed) {
-		pme_set_probe = symbol_get(nvp2p_emu_set_dma_stopped_probe);
-		pme_clear_probe = symbol_get(nvp2p_emu_clear_dma_stopped_probe);
-		if (pme_set_probe && pme_clear_probe &&
-		    !pme_set_probe(pme_dma_stopped, NULL)) {
-			pme_probe_installed = true;
-		} else {
-			if (pme_set_probe)
-				symbol_put(nvp2p_emu_set_dma_stopped_probe);
-			if (pme_clear_probe)
-				symbol_put(nvp2p_emu_clear_dma_stopped_probe);
-			pme_set_probe = NULL;
-			pme_clear_probe = NULL;
-		}
-	}
-	mutex_unlock(&pme_probe_lock);
-}
-
-void pme_probe_put(void)
-{
-	mutex_lock(&pme_probe_lock);
-	if (!--pme_probe_users && pme_probe_installed) {
-		pme_clear_probe(pme_dma_stopped);
-		symbol_put(nvp2p_emu_set_dma_stopped_probe);
-		symbol_put(nvp2p_emu_clear_dma_stopped_probe);
-		pme_set_probe = NULL;
-		pme_clear_probe = NULL;
-		pme_probe_installed = false;
-	}
-	mutex_unlock(&pme_probe_lock);
-}
+EXPORT_SYMBOL_GPL(peer_mem_emu_dma_stopped);

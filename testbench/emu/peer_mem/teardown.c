@@ -339,9 +339,6 @@ void pme_mr_destroy(struct pme_mr *mr)
 	if (mr->mm && mr->npages)
 		atomic64_sub(mr->npages, &mr->mm->pinned_vm);
 	mr->npages = 0;
-	if (mr->probe_ref)
-		pme_probe_put();
-	mr->probe_ref = false;
 	atomic64_dec(&pme_cnt.live_mrs);
 	atomic64_inc(&pme_cnt.deregs);
 }

@@ -78,34 +78,56 @@ static long pme_pin_host(struct pme_mr *mr)
 {
 	unsigned long start = ALIGN_DOWN(mr->addr, PAGE_SIZE);
 	unsigned int gup_flags = FOLL_LONGTERM | (mr->writable ? FOLL_WRITE : 0);
+	struct page **chunk;
 	long ret;
 
-	mr->pages = kvcalloc(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
-	if (!mr->pages)
+	/*
+	 * Like ib_umem_get: the first pin goes through one page of page pointers,
+	 * so a range GUP refuses at once (GPU memory, which then goes to the peer
+	 * clients) costs one page, not an array sized for the whole range.
+	 */
+	chunk = (struct page **)__get_free_page(GFP_KERNEL);
+	if (!chunk)
 		return -ENOMEM;
+	ret = pin_user_pages_fast(start, min_t(unsigned long, mr->npages,
+					       PAGE_SIZE / sizeof(*chunk)),
+				  gup_flags, chunk);
+	if (ret <= 0) {
+		free_page((unsigned long)chunk);
+		return ret ? ret : -EFAULT;
+	}
+	mr->pages = kvcalloc(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+	if (!mr->pages) {
+		unpin_user_pages(chunk, ret);
+		free_page((unsigned long)chunk);
+		return -ENOMEM;
+	}
+	memcpy(mr->pages, chunk, ret * sizeof(*chunk));
+	free_page((unsigned long)chunk);
+	mr->npinned = ret;
 	while (mr->npinned < mr->npages) {
 		unsigned long left = mr->npages - mr->npinned;
 
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			goto fail;
+		}
 		ret = pin_user_pages_fast(start + mr->npinned * PAGE_SIZE,
 					  min_t(unsigned long, left, 512), gup_flags,
 					  mr->pages + mr->npinned);
 		if (ret <= 0) {
-			unpin_user_pages(mr->pages, mr->npinned);
-			mr->npinned = 0;
-			kvfree(mr->pages);
-			mr->pages = NULL;
-			return ret ? ret : -EFAULT;
+			ret = ret ? ret : -EFAULT;
+			goto fail;
 		}
 		mr->npinned += ret;
-		if (fatal_signal_pending(current)) {
-			unpin_user_pages(mr->pages, mr->npinned);
-			mr->npinned = 0;
-			kvfree(mr->pages);
-			mr->pages = NULL;
-			return -EINTR;
-		}
 	}
 	return 0;
+fail:
+	unpin_user_pages(mr->pages, mr->npinned);
+	mr->npinned = 0;
+	kvfree(mr->pages);
+	mr->pages = NULL;
+	return ret;
 }
 
 /* ---- helpers around client calls ---- */
@@ -553,8 +575,6 @@ static void pme_mr_abort(struct pme_file *f, struct pme_mr *mr)
 	if (mr->handle)
 		xa_erase(&f->mrs, mr->handle);
 	pme_unaccount_memlock(mr);
-	if (mr->probe_ref)
-		pme_probe_put();
 	atomic64_dec(&pme_cnt.live_mrs);
 	atomic64_inc(&pme_cnt.regs_failed);
 	pme_mr_put(mr);
@@ -612,8 +632,6 @@ int pme_mr_register(struct pme_file *f, struct pme_reg *r)
 		ret = gup_err;
 		goto fail;
 	}
-	pme_probe_get();
-	mr->probe_ref = true;
 	mr->client = pme_get_peer_client(mr);
 	if (!mr->client) {
 		ret = gup_err;
