@@ -114,7 +114,7 @@ impl Mr {
             return None;
         };
         if mr.pin(cover).is_err() {
-            mr.core_done();
+            mr.core_done(mr.inner.lock());
             STATS.acquire_declined.inc();
             return None;
         }
@@ -275,13 +275,12 @@ impl Mr {
     }
 
     /// The core is done with this registration (release, or an acquire that returned 0): unlist it
-    /// unless NVIDIA still holds the pin (then the callback unlists it).
-    fn core_done(&self) {
-        let done = {
-            let mut g = self.inner.lock();
-            g.core_live = false;
-            g.take_unlist()
-        };
+    /// unless NVIDIA still holds the pin (then the callback unlists it). Takes the held lock and
+    /// releases it before touching the registry (the registry lock is a leaf).
+    fn core_done(&self, mut g: MutexGuard<'_, Inner>) {
+        g.core_live = false;
+        let done = g.take_unlist();
+        drop(g);
         if done {
             registry::remove(self.id);
         }
@@ -452,14 +451,9 @@ impl Mr {
         let mut g = this.inner.lock();
         let rec = g.sg.take();
         // A pin the core never took over (no get_pages, or get_pages failed).
-        let mut g = this.unpin_locked(g, false);
-        g.core_live = false;
-        let unlist = g.take_unlist();
-        drop(g);
+        let g = this.unpin_locked(g, false);
+        this.core_done(g);
         Self::free_sg(rec, None);
-        if unlist {
-            registry::remove(this.id);
-        }
     }
 
     /// NVIDIA's free callback for ticket `id` (runs under NVIDIA's lock, may sleep).

@@ -272,13 +272,7 @@ static void cp_free_callback(void *data)
 	}
 	mutex_unlock(&ctx->lock);
 
-	if (tell_core && CP_BUG(no_invalidate)) {
-		/* Returns as if the core had stopped DMA; it never heard. */
-		mutex_lock(&ctx->lock);
-		ctx->callback_task = NULL;
-		ctx->state = CP_REVOKED;
-		mutex_unlock(&ctx->lock);
-	} else if (tell_core) {
+	if (tell_core) {
 		if (CP_BUG(put_in_callback))
 			nvidia_p2p_put_pages(0, 0, ctx->va_start, pt);
 		if (CP_BUG(write_after_release)) {
@@ -292,7 +286,9 @@ static void cp_free_callback(void *data)
 			ctx->callback_task = NULL;
 			return;
 		}
-		client->invalidate(client->reg_handle, ctx->core_context);
+		/* bug=no_invalidate: returns as if the core had stopped DMA; it never heard */
+		if (!CP_BUG(no_invalidate))
+			client->invalidate(client->reg_handle, ctx->core_context);
 		mutex_lock(&ctx->lock);
 		ctx->callback_task = NULL;
 		ctx->state = CP_REVOKED;
