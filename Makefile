@@ -9,12 +9,13 @@
 #   make bench-memory   its memory pass alone, in a fresh boot (bench-results/regpath-memory.json)
 #   make bench-stock    the benchmark on Debian's production kernel (bench-results/stock/)
 #   make bench-memory-stock  its memory pass alone, on that kernel
+#   make bench-stock-pt the same with the guest's IOMMU in passthrough (bench-results/stock-pt/)
 #   make install / uninstall / sign / dkms-install   see docs/install.md
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
 
-.PHONY: all default check check-full demo vm-shell bench bench-memory bench-stock bench-memory-stock
+.PHONY: all default check check-full demo vm-shell bench bench-memory bench-stock bench-memory-stock bench-stock-pt
 default: all
 
 # Module build rules (modules, clean, preflight, ffi-check).
@@ -45,3 +46,6 @@ bench-stock:
 
 bench-memory-stock:
 	@NVPEER_VM_KERNEL=stock testbench/bench/run memory
+
+bench-stock-pt:
+	@NVPEER_VM_KERNEL=stock NVPEER_VM_IOMMU=pt testbench/bench/run

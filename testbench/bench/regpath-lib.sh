@@ -124,8 +124,22 @@ rp_machine() {
     [ -e /sys/kernel/debug/kmemleak ] && debug+=(kmemleak)
     local kind="production config: no KASAN, lockdep or kmemleak"
     if [ ${#debug[@]} -gt 0 ]; then kind="${debug[*]}"; kind=${kind// /, }; fi
-    printf 'bench VM: QEMU TCG (no KVM), %s vCPUs, %s MiB, intel-iommu, edu DMA peer; kernel %s (%s)' \
-        "$(nproc)" "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))" "$(uname -r)" "$kind"
+    printf 'bench VM: QEMU TCG (no KVM), %s vCPUs, %s MiB, intel-iommu (%s), edu DMA peer; kernel %s (%s)' \
+        "$(nproc)" "$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))" "$(rp_iommu_domain)" \
+        "$(uname -r)" "$kind"
+}
+
+# rp_iommu_domain: the DMA domain of the edu peer's IOMMU group, in words.
+rp_iommu_domain() {
+    local dev t
+    dev=$(grep -l '^0x11e8$' /sys/bus/pci/devices/*/device 2>/dev/null | head -n1)
+    t=$(cat "$(dirname "$dev")/iommu_group/type" 2>/dev/null || echo unknown)
+    case "$t" in
+        identity) echo "passthrough: identity domain" ;;
+        DMA) echo "translated, strict IOTLB flushing" ;;
+        DMA-FQ) echo "translated, lazy IOTLB flushing" ;;
+        *) echo "domain $t" ;;
+    esac
 }
 
 # rp_run_all MERGED LABEL: load, measure every path of RP_PATHS (one tb_case each), merge into
