@@ -8,11 +8,13 @@ RP_ARGS="--sizes 64K,256K,1M,4M,16M,64M,256M,1G --threads 1,2,4,8"
 RP_ARGS+=" --max-mapped 8G --inval-iters 3 --mem-mrs $(rp_mem_mrs) --scale-budget-s 1800 --settle-s 300"
 # Cycles per cell (at 64 KiB; fewer at larger sizes, down to the minimum) and the time a cell may
 # take: on the KASAN kernel a run of these takes 50 minutes; a production kernel (make
-# bench-stock) is about ten times faster, so it gets five times the cycles for steadier medians.
+# bench-stock) is about ten times faster, so it gets ten times the cycles at 64 KiB and at least
+# 60 per cell: with 20-25, single cells from 4 MiB up moved by up to 0.18 between runs
+# (docs/performance.md). Its cells then take about 6 minutes of the run's 12.
 if rp_kasan; then
     RP_ARGS+=" --ops 40 --min-ops 6 --cell-budget-s 10"
 else
-    RP_ARGS+=" --ops 200 --min-ops 20 --cell-budget-s 30"
+    RP_ARGS+=" --ops 400 --min-ops 60 --cell-budget-s 30"
 fi
 # The live-MR scale test holds 100k 64 KiB MRs at once, then frees them (the TCG guest registers
 # a few hundred MRs per second: about 5 minutes for the floor, 15 for nvpeer); 30 minutes of
