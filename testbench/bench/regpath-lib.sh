@@ -131,9 +131,8 @@ rp_machine() {
 
 # rp_iommu_domain: the DMA domain of the edu peer's IOMMU group, in words.
 rp_iommu_domain() {
-    local dev t
-    dev=$(grep -l '^0x11e8$' /sys/bus/pci/devices/*/device 2>/dev/null | head -n1)
-    t=$(cat "$(dirname "$dev")/iommu_group/type" 2>/dev/null || echo unknown)
+    local t
+    t=$(cat "$(tb_edu_dev)/iommu_group/type" 2>/dev/null || echo unknown)
     case "$t" in
         identity) echo "passthrough: identity domain" ;;
         DMA) echo "translated, strict IOTLB flushing" ;;

@@ -74,6 +74,13 @@ tb_case() {
     return 0
 }
 
+# tb_edu_dev: the sysfs directory of the QEMU edu device (the bench's DMA peer), or nothing.
+tb_edu_dev() {
+    local dev
+    dev=$(grep -l '^0x11e8$' /sys/bus/pci/devices/*/device 2>/dev/null | head -n1)
+    [ -n "$dev" ] && dirname "$dev"
+}
+
 # tb_kmsg TEXT: write a line to the kernel log (for attributing reports).
 tb_kmsg() { echo "nvpeer-bench: $*" >/dev/kmsg 2>/dev/null || true; }
 

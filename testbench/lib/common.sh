@@ -12,6 +12,17 @@ NVPEER_CLI="$CARGO_TARGET_DIR/release/nvpeer"
 tb_log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 tb_die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
 
+# tb_vm_iommu: what NVPEER_VM_IOMMU (default, strict or pt; testbench/vm) adds to the guest kernel's
+# command line; dies on any other value.
+tb_vm_iommu() {
+    case "${NVPEER_VM_IOMMU:-default}" in
+        default) echo "" ;;
+        strict) echo " iommu.strict=1" ;;
+        pt) echo " iommu.passthrough=1" ;;
+        *) tb_die "NVPEER_VM_IOMMU must be default, strict or pt" ;;
+    esac
+}
+
 # Run a long command, printing a progress line every 30 s ("what, how long so far").
 tb_progress() {
     local what=$1; shift

@@ -11,9 +11,7 @@ tb_case rust-module-load-unload smoke_rust_module
 smoke_iommu() {
     ls /sys/class/iommu | grep -q dmar || { echo "no dmar in /sys/class/iommu"; return 1; }
     local dev
-    dev=$(grep -l 0x11e8 /sys/bus/pci/devices/*/device | head -n1) || true
-    [ -n "$dev" ] || { echo "no edu PCI device"; return 1; }
-    dev=$(dirname "$dev")
+    dev=$(tb_edu_dev) || { echo "no edu PCI device"; return 1; }
     [ -e "$dev/iommu_group" ] || { echo "edu device has no IOMMU group"; return 1; }
     echo "edu at $(basename "$dev"), IOMMU group $(basename "$(readlink "$dev/iommu_group")")"
 }

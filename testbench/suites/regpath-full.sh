@@ -10,7 +10,7 @@ RP_ARGS+=" --max-mapped 8G --inval-iters 3 --mem-mrs $(rp_mem_mrs) --scale-budge
 # take: on the KASAN kernel a run of these takes 50 minutes; a production kernel (make
 # bench-stock) is about ten times faster, so it gets ten times the cycles at 64 KiB and at least
 # 60 per cell: with 20-25, single cells from 4 MiB up moved by up to 0.18 between runs
-# (docs/performance.md). Its cells then take about 6 minutes of the run's 12.
+# (docs/performance.md). Its cells then took 7.4 of the run's 12.6 minutes.
 if rp_kasan; then
     RP_ARGS+=" --ops 40 --min-ops 6 --cell-budget-s 10"
 else
