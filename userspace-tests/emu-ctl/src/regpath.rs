@@ -1093,6 +1093,31 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
     }
 }
 
+/// A core path's mean cycle over its floor's, taken apart: `ratio` = 1 + `provider` (the
+/// provider's time beyond the floor's: lock waits, IOMMU and allocator state; noise around 0) +
+/// `core` (the core and syscalls beyond the floor's syscalls and rawfloor: the emulated ib_core and
+/// uverbs work that any client pays) + `client` (the client's callbacks, provider calls excluded).
+/// `1 + provider + core` is what a client that cost nothing would score through this core.
+/// Null for the floor and for cells without a time split.
+fn excess_split(cell: &Value, floor: &Value) -> Value {
+    let (t, ft) = (&cell["time_split_ns_per_cycle"], &floor["time_split_ns_per_cycle"]);
+    let (Some(mean), Some(provider), Some(client)) = (num(t, &["mean"]), num(t, &["provider"]), num(t, &["client_own"])) else {
+        return Value::Null;
+    };
+    let (Some(fm), Some(fprovider)) = (num(ft, &["mean"]), num(ft, &["provider"])) else {
+        return Value::Null;
+    };
+    if fm <= 0.0 {
+        return Value::Null;
+    }
+    // Outside the provider, the floor spends its time in syscalls and rawfloor; a core path in
+    // syscalls, the core and the client.
+    let rest = (mean - provider - client) - (fm - fprovider);
+    let provider = provider - fprovider;
+    let r3 = |v: f64| (v / fm * 1000.0).round() / 1000.0;
+    json!({"ratio": r3(mean), "provider": r3(provider), "core": r3(rest), "client": r3(client)})
+}
+
 /// Adds `ratios` (to the path's floor) to every cell, invalidation row and memory figure.
 fn report(mut paths: Vec<Value>, machine: &str) -> Value {
     let floors: BTreeMap<String, Value> = paths
@@ -1109,6 +1134,7 @@ fn report(mut paths: Vec<Value>, machine: &str) -> Value {
         else {
             continue;
         };
+        let via_core = p["via"] == "core";
         if let Some(cells) = p["cells"].as_array_mut() {
             for c in cells {
                 let (s, t) = (
@@ -1134,7 +1160,11 @@ fn report(mut paths: Vec<Value>, machine: &str) -> Value {
                     ),
                     _ => ratio(num(c, &cyc), k.and_then(|k| num(k, &cyc))),
                 };
+                let split = f
+                    .filter(|_| via_core)
+                    .map_or(Value::Null, |f| excess_split(c, f));
                 c["ratios"] = json!({
+                    "cycle_mean_split": split,
                     "reg_median": r(&["reg", "median_ns"]), "reg_p99": r(&["reg", "p99_ns"]),
                     "dereg_median": r(&["dereg", "median_ns"]), "dereg_p99": r(&["dereg", "p99_ns"]),
                     "cycle_median": r(&["cycle", "median_ns"]), "regs_per_s": r(&["regs_per_s"]),
@@ -1329,6 +1359,33 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n");
         });
         out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
+    if paths.iter().any(|p| p["via"] == "core") {
+        out.push_str("\n### registration + deregistration, mean, ratio to the floor taken apart (1 thread): ratio = 1 + provider beyond the floor + core beyond the floor + client's own (1 + provider + core: what a client costing nothing would score through this core)\n\n");
+        let core: Vec<&Value> = paths.iter().filter(|p| p["via"] == "core").collect();
+        let names: Vec<&str> = core.iter().map(|p| p["path"].as_str().unwrap_or("?")).collect();
+        out.push_str(&format!("| size | {} |\n|---|{}\n", names.join(" | "), "---|".repeat(names.len())));
+        for &s in &sizes {
+            let row: Vec<String> = core
+                .iter()
+                .map(|p| {
+                    find_cell(p, s, 1)
+                        .map(|c| &c["ratios"]["cycle_mean_split"])
+                        .filter(|v| v.is_object())
+                        .map_or("-".into(), |v| {
+                            let f = |k: &str| num(v, &[k]).unwrap_or(f64::NAN);
+                            format!(
+                                "{:.3} = 1 {:+.3} {:+.3} {:+.3}",
+                                f("ratio"),
+                                f("provider"),
+                                f("core"),
+                                f("client")
+                            )
+                        })
+                })
+                .collect();
+            out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+        }
+    }
     out.push_str("\n### cycles (reg + dereg) per second by threads (ratio to the floor at the same threads)\n\n");
     header(&mut out, "size / threads");
     for &s in &sizes {
@@ -1521,6 +1578,14 @@ mod tests {
         assert_eq!(r["reg_median"], json!(1.5));
         // (150 / 100) / (400 / 200)
         assert_eq!(r["cycle_median_vs_classic"], json!(0.75));
+        // Mean 150 over 100: provider 75 - 50, client 112 - 75, core (150 - 75 - 37) - (100 - 50).
+        assert_eq!(
+            r["cycle_mean_split"],
+            json!({"ratio": 1.5, "provider": 0.25, "core": -0.12, "client": 0.37})
+        );
+        assert!(doc["paths"][0]["cells"][0]["ratios"]["cycle_mean_split"].is_null());
+        assert!(tables(&doc).contains("| 64K | 2.000 = 1 +0.500 +0.000 +0.500 | 1.500 = 1 +0.250 -0.120 +0.370 |"));
+        // Taken apart for core paths only.
         assert!(check(&doc, &["nvpeer-inval=1".into(), "classic=2".into()]).is_empty());
         assert_eq!(check(&doc, &["classic=1".into()]).len(), 1);
         // A cell without the time split, or a core path whose client time is below the
