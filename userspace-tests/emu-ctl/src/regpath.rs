@@ -1583,9 +1583,9 @@ mod tests {
             r["cycle_mean_split"],
             json!({"ratio": 1.5, "provider": 0.25, "core": -0.12, "client": 0.37})
         );
+        // Taken apart for core paths only (classic: its second pin is the provider's +0.5).
         assert!(doc["paths"][0]["cells"][0]["ratios"]["cycle_mean_split"].is_null());
         assert!(tables(&doc).contains("| 64K | 2.000 = 1 +0.500 +0.000 +0.500 | 1.500 = 1 +0.250 -0.120 +0.370 |"));
-        // Taken apart for core paths only.
         assert!(check(&doc, &["nvpeer-inval=1".into(), "classic=2".into()]).is_empty());
         assert_eq!(check(&doc, &["classic=1".into()]).len(), 1);
         // A cell without the time split, or a core path whose client time is below the
