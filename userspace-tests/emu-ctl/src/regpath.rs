@@ -1359,9 +1359,9 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n");
         });
         out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
-    if paths.iter().any(|p| p["via"] == "core") {
+    let core: Vec<&Value> = paths.iter().filter(|p| p["via"] == "core").collect();
+    if !core.is_empty() {
         out.push_str("\n### registration + deregistration, mean, ratio to the floor taken apart (1 thread): ratio = 1 + provider beyond the floor + core beyond the floor + client's own (1 + provider + core: what a client costing nothing would score through this core)\n\n");
-        let core: Vec<&Value> = paths.iter().filter(|p| p["via"] == "core").collect();
         let names: Vec<&str> = core.iter().map(|p| p["path"].as_str().unwrap_or("?")).collect();
         out.push_str(&format!("| size | {} |\n|---|{}\n", names.join(" | "), "---|".repeat(names.len())));
         for &s in &sizes {
