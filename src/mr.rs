@@ -18,12 +18,12 @@
 //! This file contains no `unsafe`.
 
 use crate::client;
-use crate::logic::range::{self, Cover};
+use crate::logic::range::{self, Cover, Trim};
 use crate::logic::sgl;
 use crate::logic::state::{step, Action, Event, Refusal, State};
 use crate::logic::version::{self, PAGE_SIZE_64KB};
 use crate::modref::ModuleRef;
-use crate::p2p::{self, DmaMapping, PageTable, PciDev, PtInfo};
+use crate::p2p::{self, DmaMapping, PageTable, PciDev};
 use crate::registry;
 use crate::sg::{CoreSgt, SgRecord};
 use crate::stats::STATS;
@@ -43,42 +43,56 @@ pub(crate) struct Mr {
     persistent: bool,
     /// Thread group that pinned (NVIDIA looks non-persistent pins up by the caller's process).
     owner: Pid,
-    /// The raw user range from acquire.
-    user_addr: u64,
-    user_size: u64,
     #[pin]
     inner: Mutex<Inner>,
     _module: ModuleRef,
 }
 
+/// The mutable part of a registration. Kept small: it is most of the record that every live MR
+/// costs (`src/footprint.rs`), so counts are derived rather than stored where they can be.
 struct Inner {
     state: State,
     cover: Cover,
+    /// The user range in `cover`: acquire's, or get_pages' when it asked for another cover.
+    trim: Trim,
     pt: Option<PageTable>,
-    info: Option<PtInfo>,
     dm: Option<DmaMapping>,
     pdev: Option<PciDev>,
     sg: Option<SgRecord>,
-    core_context: Option<u64>,
-    /// Bytes this registration counts in `pinned_bytes`.
-    pinned: u64,
+    /// The core's id for invalidation; meaningful only when `has_core_context`.
+    core_context: u64,
+    has_core_context: bool,
+    /// `cover.len()` is counted in `pinned_bytes` (set with the pin, cleared when it is gone).
+    counted: bool,
     core_live: bool,
-    listed: bool,
 }
 
 impl Inner {
     fn pin_gone(&mut self) {
-        STATS.pinned_bytes.sub(self.pinned);
-        self.pinned = 0;
+        if self.counted {
+            STATS.pinned_bytes.sub(self.cover.len());
+            self.counted = false;
+        }
     }
 
-    /// Whether nothing keeps this registration listed any more (and mark it unlisted).
-    fn take_unlist(&mut self) -> bool {
-        let done = self.listed && !self.core_live && !self.state.holds_pin();
-        if done {
-            self.listed = false;
+    /// Bytes this registration counts in `pinned_bytes`.
+    fn pinned(&self) -> u64 {
+        if self.counted {
+            self.cover.len()
+        } else {
+            0
         }
-        done
+    }
+
+    fn core_context(&self) -> Option<u64> {
+        self.has_core_context.then_some(self.core_context)
+    }
+
+    /// Whether nothing keeps this registration listed any more: the core released it and NVIDIA
+    /// holds no pin. Once true it stays true; unlisting twice is harmless (a ticket is never reused,
+    /// so a second removal finds nothing).
+    fn unlistable(&self) -> bool {
+        !self.core_live && !self.state.holds_pin()
     }
 }
 
@@ -104,16 +118,16 @@ impl Mr {
     /// pin; the core tries the next client. The pin is carried into get_pages (hazard H7: no probe).
     pub(crate) fn acquire(addr: u64, size: u64, persistent: bool) -> Option<Arc<Mr>> {
         STATS.acquire_calls.inc();
-        let Some(cover) = range::cover(addr, size) else {
+        let Some((cover, trim)) = range::placed(addr, size) else {
             STATS.err_range.inc();
             STATS.acquire_declined.inc();
             return None;
         };
-        let Some(mr) = Self::new(addr, size, cover, persistent) else {
+        let Some(mr) = Self::new(cover, trim, persistent) else {
             STATS.acquire_declined.inc();
             return None;
         };
-        if mr.pin(cover).is_err() {
+        if mr.pin(cover, trim).is_err() {
             mr.core_done(mr.inner.lock());
             STATS.acquire_declined.inc();
             return None;
@@ -122,27 +136,25 @@ impl Mr {
         Some(mr)
     }
 
-    fn new(addr: u64, size: u64, cover: Cover, persistent: bool) -> Option<Arc<Mr>> {
+    fn new(cover: Cover, trim: Trim, persistent: bool) -> Option<Arc<Mr>> {
         let module = ModuleRef::get()?;
         let mr = Arc::pin_init(
             pin_init!(Mr {
                 id: registry::next_ticket(),
                 persistent,
                 owner: current_tgid(),
-                user_addr: addr,
-                user_size: size,
                 inner <- kernel::new_mutex!(Inner {
                     state: State::Idle,
                     cover,
+                    trim,
                     pt: None,
-                    info: None,
                     dm: None,
                     pdev: None,
                     sg: None,
-                    core_context: None,
-                    pinned: 0,
+                    core_context: 0,
+                    has_core_context: false,
+                    counted: false,
                     core_live: true,
-                    listed: true,
                 }),
                 _module: module,
             }),
@@ -166,7 +178,7 @@ impl Mr {
     }
 
     /// Pins `cover` (state Idle -> Pinned) and checks the page table.
-    fn pin(&self, cover: Cover) -> Result {
+    fn pin(&self, cover: Cover, trim: Trim) -> Result {
         let r = if self.persistent {
             p2p::get_pages_persistent(cover.start(), cover.len())
         } else {
@@ -181,12 +193,12 @@ impl Mr {
         }
         g.pt = Some(pt);
         g.cover = cover;
-        g.pinned = cover.len();
+        g.trim = trim;
+        g.counted = true;
         STATS.pinned_bytes.add(cover.len());
         STATS.pinned_total.add(cover.len());
         // The callback cannot have freed `pt`: it needs this lock first.
         let info = pt.info();
-        g.info = Some(info);
         let bad = if info.abi.is_none() {
             STATS.err_version.inc();
             pr_err_once!(
@@ -279,7 +291,7 @@ impl Mr {
     /// releases it before touching the registry (the registry lock is a leaf).
     fn core_done(&self, mut g: MutexGuard<'_, Inner>) {
         g.core_live = false;
-        let done = g.take_unlist();
+        let done = g.unlistable();
         drop(g);
         if done {
             registry::remove(self.id);
@@ -289,7 +301,7 @@ impl Mr {
     /// get_pages: adopt the pin from acquire (or replace it if the core asks for another range).
     pub(crate) fn core_get_pages(&self, addr: u64, size: u64, core_context: u64) -> Result {
         STATS.get_pages_calls.inc();
-        let cover = range::cover(addr, size).ok_or_else(|| {
+        let (cover, trim) = range::placed(addr, size).ok_or_else(|| {
             STATS.err_range.inc();
             EINVAL
         })?;
@@ -298,12 +310,13 @@ impl Mr {
             drop(g);
             STATS.repins.inc();
             self.unpin(true);
-            self.pin(cover)?;
+            self.pin(cover, trim)?;
             g = self.inner.lock();
         }
         let (s, _) = step(g.state, Event::CoreGetPages).map_err(refusal)?;
         g.state = s;
-        g.core_context = (!self.persistent).then_some(core_context);
+        g.core_context = core_context;
+        g.has_core_context = !self.persistent;
         Ok(())
     }
 
@@ -473,7 +486,7 @@ impl Mr {
         };
         g.state = s;
         if a == Action::NotifyCore {
-            let cc = g.core_context;
+            let cc = g.core_context();
             drop(g);
             STATS.invalidations.inc();
             // The core stops the HCA's DMA before this returns. Legacy cores call dma_unmap,
@@ -491,7 +504,7 @@ impl Mr {
         let dm = g.dm.take();
         g.pdev = None;
         g.pin_gone();
-        let unlist = g.take_unlist();
+        let unlist = g.unlistable();
         drop(g);
         if let Some(pt) = pt {
             p2p::free_in_callback(pt, dm);
@@ -504,30 +517,32 @@ impl Mr {
     /// One line of `/sys/kernel/debug/nvpeer/mrs` (format: uapi/debugfs.md).
     pub(crate) fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let g = self.inner.lock();
+        let (va, size) = g.trim.user_range(&g.cover);
         write!(
             f,
             "id={} kind={} state={} va={:#x} size={} start={:#x} len={} pages={} tgid={} core={}",
             self.id,
             if self.persistent { "persistent" } else { "invalidating" },
             g.state.name(),
-            self.user_addr,
-            self.user_size,
+            va,
+            size,
             g.cover.start(),
             g.cover.len(),
             g.cover.pages(),
             self.owner,
             if g.core_live { "live" } else { "released" },
         )?;
-        match g.core_context {
+        match g.core_context() {
             Some(cc) => write!(f, " core_context={cc}")?,
             None => write!(f, " core_context=-")?,
         }
-        match g.info {
+        // Read from the live table (the callback needs this lock before NVIDIA frees it).
+        match g.pt.map(|pt| pt.info()) {
             Some(i) => write!(f, " pt_version={:#010x} pt_flags={:#x}", i.version, i.flags)?,
             None => write!(f, " pt_version=- pt_flags=-")?,
         }
         let sg = g.sg.as_ref().map_or(0, |s| s.nents());
-        writeln!(f, " sg_entries={} pinned_bytes={}", sg, g.pinned)
+        writeln!(f, " sg_entries={} pinned_bytes={}", sg, g.pinned())
     }
 }
 

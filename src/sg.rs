@@ -35,13 +35,18 @@ impl CoreSgt<'_> {
     }
 }
 
-/// A table nvpeer allocated (a copy of its header: the chain pointer and counts).
+/// A table nvpeer allocated (a copy of its header: the chain pointer and counts). Kept in 16 bytes
+/// (the chain pointer is non-null, so `Option<SgRecord>` costs nothing more): it lives in every
+/// registration's record (`src/footprint.rs`).
 ///
 /// # Invariants
 ///
-/// `table.sgl` heads a chain allocated by `sg_alloc_table` that nothing has freed.
+/// `sgl` heads a chain of `orig_nents` entries allocated by `sg_alloc_table` that nothing has
+/// freed; `nents` of them were filled.
 pub(crate) struct SgRecord {
-    table: bindings::sg_table,
+    sgl: NonNull<bindings::scatterlist>,
+    nents: u32,
+    orig_nents: u32,
 }
 
 // SAFETY: the chain is plain memory owned by this record; no thread affinity.
@@ -61,21 +66,32 @@ impl SgRecord {
             unsafe { bindings::sg_free_table(p) };
             return Err(Error::from_errno(rc));
         }
-        // INVARIANT: the chain was allocated above; the copy shares it.
         // SAFETY: `p` is valid for reads.
-        Ok(Self { table: unsafe { core::ptr::read(p) } })
+        let t = unsafe { &*p };
+        let Some(sgl) = NonNull::new(t.sgl) else {
+            // A successful `sg_alloc_table` leaves a chain; checked, not assumed.
+            // SAFETY: allocated just above and not handed to anyone.
+            unsafe { bindings::sg_free_table(p) };
+            return Err(EINVAL);
+        };
+        // INVARIANT: the chain was allocated above; the record shares it.
+        Ok(Self {
+            sgl,
+            nents: t.nents,
+            orig_nents: t.orig_nents,
+        })
     }
 
     /// Number of entries.
     pub(crate) fn nents(&self) -> u32 {
-        self.table.nents
+        self.nents
     }
 
     /// Frees the chain. When `sgt` is the same table the core got from dma_map, it is freed through
     /// the core's struct (which is then cleared); otherwise through our copy. Returns whether the
     /// core's table matched.
-    pub(crate) fn free(mut self, sgt: Option<&CoreSgt<'_>>) -> bool {
-        let mine = self.table.sgl;
+    pub(crate) fn free(self, sgt: Option<&CoreSgt<'_>>) -> bool {
+        let mine = self.sgl.as_ptr();
         if let Some(s) = sgt {
             let p = s.0.as_ptr();
             // SAFETY: `p` is valid (type invariant of `CoreSgt`).
@@ -85,8 +101,14 @@ impl SgRecord {
                 return true;
             }
         }
-        // SAFETY: our copy heads our chain (type invariant), freed exactly once here.
-        unsafe { bindings::sg_free_table(&mut self.table) };
+        let mut table = bindings::sg_table {
+            sgl: mine,
+            nents: self.nents,
+            orig_nents: self.orig_nents,
+        };
+        // SAFETY: the rebuilt header heads our chain with its allocated count (type invariant),
+        // freed exactly once here.
+        unsafe { bindings::sg_free_table(&mut table) };
         sgt.is_none()
     }
 }
