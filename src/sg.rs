@@ -67,19 +67,15 @@ impl SgRecord {
             return Err(Error::from_errno(rc));
         }
         // SAFETY: `p` is valid for reads.
-        let t = unsafe { &*p };
-        let Some(sgl) = NonNull::new(t.sgl) else {
+        let (sgl, nents, orig_nents) = unsafe { ((*p).sgl, (*p).nents, (*p).orig_nents) };
+        let Some(sgl) = NonNull::new(sgl) else {
             // A successful `sg_alloc_table` leaves a chain; checked, not assumed.
             // SAFETY: allocated just above and not handed to anyone.
             unsafe { bindings::sg_free_table(p) };
             return Err(EINVAL);
         };
         // INVARIANT: the chain was allocated above; the record shares it.
-        Ok(Self {
-            sgl,
-            nents: t.nents,
-            orig_nents: t.orig_nents,
-        })
+        Ok(Self { sgl, nents, orig_nents })
     }
 
     /// Number of entries.
