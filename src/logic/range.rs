@@ -61,11 +61,16 @@ pub(crate) fn cover(addr: u64, size: u64) -> Option<Cover> {
 /// The cover of `[addr, addr + size)` and where the range sits in it.
 pub(crate) fn placed(addr: u64, size: u64) -> Option<(Cover, Trim)> {
     let c = cover(addr, size)?;
-    Some((c, Trim::of(&c, addr, size)?))
+    // `c` is the smallest aligned range holding the user range, so both offsets are below one GPU
+    // page and fit; no subtraction can wrap (`cover` checked the end).
+    let lead = u16::try_from(addr - c.start).ok()?;
+    let tail = u16::try_from(c.start + c.len - (addr + size)).ok()?;
+    Some((c, Trim { lead, tail }))
 }
 
 /// Where a user range sits in its cover: the bytes of the cover before and after it (each less
 /// than one GPU page, so 4 bytes hold the user range of a registration once its cover is known).
+/// Made only by [`placed`], together with its cover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Trim {
     lead: u16,
@@ -73,18 +78,7 @@ pub(crate) struct Trim {
 }
 
 impl Trim {
-    /// The trim of `[addr, addr + size)` in `cover`; `None` unless `cover` is that range's cover.
-    pub(crate) fn of(c: &Cover, addr: u64, size: u64) -> Option<Trim> {
-        if cover(addr, size)? != *c {
-            return None;
-        }
-        // Both differences are below one GPU page because `c` is the smallest aligned cover.
-        let lead = u16::try_from(addr - c.start).ok()?;
-        let tail = u16::try_from(c.start + c.len - (addr + size)).ok()?;
-        Some(Trim { lead, tail })
-    }
-
-    /// The user range `(addr, size)` in `c`.
+    /// The user range `(addr, size)` in `c`, the cover [`placed`] returned with this trim.
     pub(crate) fn user_range(&self, c: &Cover) -> (u64, u64) {
         let lead = u64::from(self.lead);
         (c.start + lead, c.len - lead - u64::from(self.tail))
@@ -96,17 +90,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trim_gives_the_user_range_back() {
-        for (addr, size) in [(0x10_0000, 0x2_0000), (0x1_0001, 0x1_0000), (0x1_ffff, 2), (0xffff, 1), (u64::MAX - 0x1_ffff, 0x1_0000)] {
-            let (c, t) = placed(addr, size).unwrap();
-            assert_eq!(c, cover(addr, size).unwrap());
-            assert_eq!(t.user_range(&c), (addr, size));
+    fn placed_gives_the_user_range_back() {
+        // Aligned, unaligned, the largest lead (0xffff), the largest tail (0xffff), the top of the
+        // address space.
+        for (addr, size) in [(0x10_0000, 0x2_0000), (0x1_0001, 0x1_0000), (0x1_ffff, 2), (0x1_0000, 1), (0xffff, 1), (u64::MAX - 0x1_ffff, 0x1_0000)] {
+            let p = placed(addr, size);
+            assert!(p.is_some(), "{addr:#x}+{size:#x} refused");
+            assert_eq!(p.map(|(c, _)| c), cover(addr, size));
+            assert_eq!(p.map(|(c, t)| t.user_range(&c)), Some((addr, size)));
         }
-        // Not the range's cover: refused, never wrapped.
-        let c = cover(0x10_0000, 0x1_0000).unwrap();
-        assert_eq!(Trim::of(&c, 0x20_0000, 0x1_0000), None);
-        assert_eq!(Trim::of(&c, 0x10_0000, 0x2_0000), None);
-        assert_eq!(Trim::of(&c, 0x10_0000, 0), None);
+        // What `cover` refuses, `placed` refuses.
+        assert_eq!(placed(0x10_0000, 0), None);
+        assert_eq!(placed(u64::MAX, 2), None);
     }
 
     #[test]

@@ -630,7 +630,7 @@ fn race_stress(e: &Env) -> Result<()> {
                 std::thread::sleep(Duration::from_millis(1));
             }
             let mut i = 0usize;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let slot = &slots[i % slots.len()];
                 let old = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                 if let Some(a) = old {
@@ -669,7 +669,7 @@ fn race_stress(e: &Env) -> Result<()> {
             tot.0 += o;
             tot.1 += f;
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
         churn.join().map_err(|_| EmuError::Check("churn thread panicked".into()))??;
         Ok(tot)
     })?;
