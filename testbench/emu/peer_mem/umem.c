@@ -283,11 +283,15 @@ static struct pme_client *pme_get_peer_client(struct pme_mr *mr)
 {
 	struct pme_client *c, *found = NULL;
 	struct pme_call call;
+	u32 index = 0;
 	void *ctx;
 	int ret;
 
 	mutex_lock(&pme_peer_memory_mutex);
 	list_for_each_entry(c, &pme_clients, node) {
+		/* Position in registration order, reported to the test (not a real core's). */
+		u32 pos = index++;
+
 		if (c->zombie)
 			continue;
 		if (c->invalidating && !(mr->peer_flags & PME_IB_PEER_MEM_INVAL_SUPP))
@@ -302,6 +306,7 @@ static struct pme_client *pme_get_peer_client(struct pme_mr *mr)
 			atomic_inc(&c->usecnt);
 			atomic64_inc(&pme_cnt.acquires);
 			mr->ctx = ctx;
+			mr->client_index = pos;
 			found = c;
 			break;
 		}
@@ -660,20 +665,9 @@ done:
 	r->handle = mr->handle;
 	r->state = mr->state;
 	r->core_context = mr->model == PME_MODEL_4_9 ? mr->ticket49 : mr->xa_id;
-	r->client_index = 0;
-	if (mr->is_peer) {
-		struct pme_client *c;
-		u32 i = 0;
-
-		mutex_lock(&pme_peer_memory_mutex);
-		list_for_each_entry(c, &pme_clients, node) {
-			if (c == mr->client)
-				mr->client_index = i;
-			i++;
-		}
-		mutex_unlock(&pme_peer_memory_mutex);
-		r->client_index = mr->client_index;
-	}
+	/* Taken during the client walk: taking the global mutex again here would make every
+	 * registration wait for the next one's acquire (a cost no real core has). */
+	r->client_index = mr->is_peer ? mr->client_index : 0;
 	return 0;
 fail:
 	pme_mr_abort(f, mr);
