@@ -665,9 +665,10 @@ done:
 	r->handle = mr->handle;
 	r->state = mr->state;
 	r->core_context = mr->model == PME_MODEL_4_9 ? mr->ticket49 : mr->xa_id;
-	/* Taken during the client walk: taking the global mutex again here would make every
-	 * registration wait for the next one's acquire (a cost no real core has). */
-	r->client_index = mr->is_peer ? mr->client_index : 0;
+	/* Set by the client walk (0 for a host MR, which never walks): taking the global mutex
+	 * again here would make every registration wait for the next one's acquire (a cost no real
+	 * core has). */
+	r->client_index = mr->client_index;
 	return 0;
 fail:
 	pme_mr_abort(f, mr);
