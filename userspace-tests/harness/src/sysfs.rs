@@ -102,16 +102,31 @@ pub struct NodeFacts {
 /// Whether the loaded peer module runs in persistent mode (`persistent_api_support=1`, the
 /// default of nvpeer and of nvidia-peermem >= 560): its pins outlive `cudaFree` until dereg,
 /// so freeing GPU memory under a live MR revokes nothing, by design. `None` when unknown.
+///
+/// Read from what each module publishes: nvpeer's debugfs `config` (a Rust module has no
+/// `parameters/` directory in sysfs, uapi/interfaces.md; needs debugfs mounted and readable), the
+/// C modules' `parameters/persistent_api_support`, then the clients the core lists (an invalidating
+/// `nv_mem` always comes with a persistent `nv_mem_nc`), then nv_peer_mem (invalidating only).
 pub fn persistent_mode(root: &Path) -> Option<bool> {
+    let parse = |v: &str| match v.trim() {
+        "1" | "Y" | "y" => Some(true),
+        "0" | "N" | "n" => Some(false),
+        _ => None,
+    };
+    if let Ok(cfg) = std::fs::read_to_string(root.join("sys/kernel/debug/nvpeer/config")) {
+        if let Some(v) = cfg.lines().find_map(|l| l.strip_prefix("persistent_api_support ")) {
+            return parse(v);
+        }
+    }
     for m in ["nvpeer", "nvidia_peermem"] {
         let f = root.join(format!("sys/module/{m}/parameters/persistent_api_support"));
         if let Ok(v) = std::fs::read_to_string(f) {
-            return match v.trim() {
-                "1" | "Y" | "y" => Some(true),
-                "0" | "N" | "n" => Some(false),
-                _ => None,
-            };
+            return parse(&v);
         }
+    }
+    let peers = root.join(MEMORY_PEERS.trim_start_matches('/'));
+    if peers.join("nv_mem").is_dir() {
+        return Some(!peers.join("nv_mem_nc").is_dir());
     }
     // nv_peer_mem registers an invalidating nv_mem (plus nv_mem_nc).
     root.join("sys/module/nv_peer_mem").exists().then_some(false)
@@ -212,9 +227,31 @@ mod tests {
         assert_eq!(f.nvidia_open, Some(true));
         assert!(!f.iommu);
         assert_eq!(f.persistent, None);
-        write(&d.0, "sys/module/nvpeer/parameters/persistent_api_support", "0\n");
+        write(&d.0, "sys/module/nvidia_peermem/parameters/persistent_api_support", "0\n");
         assert_eq!(persistent_mode(&d.0), Some(false));
-        write(&d.0, "sys/module/nvpeer/parameters/persistent_api_support", "1\n");
+        write(&d.0, "sys/module/nvidia_peermem/parameters/persistent_api_support", "1\n");
         assert_eq!(persistent_mode(&d.0), Some(true));
+    }
+
+    #[test]
+    fn persistent_mode_of_a_rust_module_comes_from_debugfs() {
+        // nvpeer (a Rust module) has no parameters/ directory: before, this read as "unknown".
+        let d = tree();
+        write(&d.0, "sys/module/nvpeer/refcnt", "0\n");
+        assert_eq!(persistent_mode(&d.0), None);
+        let cfg = "version 0.1.0\npersistent_api_support 1\npeerdirect_support 0\nclient nv_mem persistent\n";
+        write(&d.0, "sys/kernel/debug/nvpeer/config", cfg);
+        assert_eq!(persistent_mode(&d.0), Some(true));
+        write(&d.0, "sys/kernel/debug/nvpeer/config", &cfg.replace("support 1", "support 0"));
+        assert_eq!(persistent_mode(&d.0), Some(false));
+    }
+
+    #[test]
+    fn persistent_mode_from_the_core_clients() {
+        let d = tree();
+        write(&d.0, "sys/kernel/mm/memory_peers/nv_mem/version", "1.0\n");
+        assert_eq!(persistent_mode(&d.0), Some(true));
+        write(&d.0, "sys/kernel/mm/memory_peers/nv_mem_nc/version", "1.0\n");
+        assert_eq!(persistent_mode(&d.0), Some(false));
     }
 }
