@@ -34,7 +34,17 @@ dkms --sourcetree "$srctree" status -m nvpeer -v "$ver" -k "$krel" | grep -q ins
     || { echo "dkms-build: dkms status is not 'installed'" >&2; exit 1; }
 ko=$(modinfo -k "$krel" -n nvpeer)
 echo "dkms-build: modinfo -k $krel -n nvpeer: $ko"
-# Everything dkms-install wrote, with the paths it wrote them under.
+# Everything dkms-install wrote, with the paths it wrote them under (before the refusal checks,
+# which leave a build log of their own behind).
 tar -C / -cf /out/dkms-prebuilt.tar var/lib/dkms "${srctree#/}" run/modprobe.d run/systemd \
     "$(realpath --relative-to=/ "$(dirname "$ko")")"
 echo "dkms-build: packed $(tar -tf /out/dkms-prebuilt.tar | wc -l) entries for $krel"
+# The build-time refusals (50-dkms runs them in the guest when it has no prebuilt tree).
+. /src/testbench/lib/dkms-prebuild-refuses.sh
+if out=$(dkms_prebuild_refuses "$ver" "$srctree" 2>&1); then
+    echo "dkms-build: prebuild-refuses ok: $(echo "$out" | tail -n 1)"
+else
+    echo "$out"
+    echo "dkms-build: prebuild-refuses FAILED" >&2
+    exit 1
+fi

@@ -6,6 +6,6 @@
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 # (no process substitution: the guest has no /dev/fd)
-NP_ALL=($($NVPEER emu scenario --list | awk '{ print $1 }'))
+NP_ALL=($(np_all_scenarios))
 np_models invalidating "${NP_ALL[@]}"
 np_down

@@ -1,12 +1,12 @@
 # Benchmark, not a timed test: host-memory RDMA WRITE bandwidth of `nvpeer bench` vs `ib_write_bw`
-# over rxe in this VM, five alternating rounds of 200 writes each (three in make check's sampled
-# debug-kernel run, NVPEER_SLICE set), medians compared (testbench/bench/bw-vs-perftest.sh). The
+# over rxe in this VM, five alternating rounds of 200 writes each (one in make check's sampled
+# debug-kernel run, NVPEER_SLICE set: the figures are printed, not compared), medians compared (testbench/bench/bw-vs-perftest.sh). The
 # case passes when both tools produced a figure; the figures and their ratio are in the details
 # and in /bench/harness/bw-vs-perftest.txt.
 
 hbw_run() {
     local rounds=5
-    [ -z "${NVPEER_SLICE:-}" ] || rounds=3
+    [ -z "${NVPEER_SLICE:-}" ] || rounds=1
     bash /src/testbench/bench/bw-vs-perftest.sh 65536 200 /bench/harness "$rounds" | tee /bench/harness/bw-vs-perftest.txt
     [ "${PIPESTATUS[0]}" = 0 ] && grep -q '^ratio' /bench/harness/bw-vs-perftest.txt
 }
