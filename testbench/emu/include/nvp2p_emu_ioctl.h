@@ -190,7 +190,16 @@ struct nvp2p_emu_config {
 #define NVP2P_EMU_V_DMA_NOT_STOPPED      11 /* callback returned, the core says DMA still live */
 #define NVP2P_EMU_V_TABLE_MODIFIED       12 /* client changed a field of a live table */
 #define NVP2P_EMU_V_PUT_VA_MISMATCH      13 /* put with a va different from the pinned one */
-#define NVP2P_EMU_V_COUNT                14
+#define NVP2P_EMU_V_DMA_MAP_UAF          14 /* dma_map_pages on a table a free callback on another
+					       thread freed before or while it ran (real driver:
+					       use-after-free read of the table, then a write into
+					       its freed container in nv_p2p_insert_dma_mapping) */
+#define NVP2P_EMU_V_PUT_PERSISTENT_ON_NONPERSISTENT 15 /* put_pages_persistent on a table of
+					       get_pages (real driver: NULL dereference) */
+#define NVP2P_EMU_V_DANGLING_OUT_PARAM   16 /* the *page_table a failed get_pages(_persistent)
+					       left behind passed back to the API (real driver:
+					       a pointer to the freed table) */
+#define NVP2P_EMU_V_COUNT                17
 #define NVP2P_EMU_V_SLOTS                32 /* array size in the ABI */
 
 struct nvp2p_emu_stats {
@@ -210,10 +219,12 @@ struct nvp2p_emu_stats {
 	__u64 free_calls_in_callback;             /* free_page_table/free_dma_mapping inside a callback */
 	__u64 api_window_hits;                    /* dma_map_pages whose table a free callback run by
 						     another task tore down (before the call or while it
-						     waited for the RM lock): a window of the NVIDIA API
-						     itself that no client of the non-persistent API can
-						     close; counted, not a violation; the call fails
-						     with -EINVAL */
+						     waited for the RM lock): the window of the NVIDIA
+						     API that no client of the non-persistent API can
+						     close. Always equal to
+						     violations[NVP2P_EMU_V_DMA_MAP_UAF] (each hit is
+						     recorded as that violation); the call fails with
+						     -EINVAL */
 	__u64 api_ns;                             /* wall time inside get/put/map/unmap entry
 						     points, all tasks summed (modelled RM
 						     cost and waits for the RM lock included) */
@@ -232,7 +243,8 @@ struct nvp2p_emu_stats {
 #define NVP2P_EMU_CLIENT_MAP    1 /* dma_map_pages for the peer (default: QEMU edu 1234:11e8) */
 #define NVP2P_EMU_CLIENT_UNMAP  2 /* dma_unmap_pages */
 #define NVP2P_EMU_CLIENT_UNPIN  3 /* put_pages(_persistent) */
-#define NVP2P_EMU_CLIENT_STATUS 4 /* refresh the out fields */
+#define NVP2P_EMU_CLIENT_STATUS 4 /* refresh the out fields; ret: what the last NVIDIA call made
+				   * by the record's free callback returned (0 if none) */
 #define NVP2P_EMU_CLIENT_CLOSE  5 /* drop the record (unmaps/puts what is still held) */
 
 #define NVP2P_EMU_CLIENT_F_PERSISTENT     (1u << 0) /* PIN: use the persistent API */
@@ -244,7 +256,11 @@ struct nvp2p_emu_stats {
 #define NVP2P_EMU_CLIENT_F_TOKEN          (1u << 6) /* PIN: use the allocation's p2p_token/va_space */
 #define NVP2P_EMU_CLIENT_F_WRONG_PEER     (1u << 7) /* UNMAP: pass a different pci_dev than mapped */
 #define NVP2P_EMU_CLIENT_F_FREE_IN_CB     (1u << 8) /* PIN: callback calls free_dma_mapping/free_page_table */
-#define NVP2P_EMU_CLIENT_F_ALL            0x1ffu
+#define NVP2P_EMU_CLIENT_F_KEEP_FAILED_PT (1u << 9) /* PIN: keep what a failed get_pages left in
+						       *page_table; MAP/UNPIN pass it back (bad client) */
+#define NVP2P_EMU_CLIENT_F_PUT_PERSISTENT (1u << 10) /* UNPIN: put_pages_persistent whatever
+							the pin's kind (bad client) */
+#define NVP2P_EMU_CLIENT_F_ALL            0x7ffu
 
 struct nvp2p_emu_client {
 	__u32 op;        /* in: NVP2P_EMU_CLIENT_* */
@@ -266,13 +282,15 @@ struct nvp2p_emu_client {
 	__u32 map_entries;  /* out: dma_mapping->entries */
 	__u64 dma0;         /* out: dma_addresses[0] */
 	__u64 dma1;         /* out: dma_addresses[1] */
-	__u32 state;        /* out: bit0 pinned, bit1 mapped, bit2 revoked by callback */
+	__u32 state;        /* out: bit0 pinned, bit1 mapped, bit2 revoked by callback,
+			     * bit3 the failed PIN left *page_table non-NULL (dangling) */
 	__u32 pad;          /* in: 0 */
 };
 
 #define NVP2P_EMU_CLIENT_S_PINNED  (1u << 0)
 #define NVP2P_EMU_CLIENT_S_MAPPED  (1u << 1)
 #define NVP2P_EMU_CLIENT_S_REVOKED (1u << 2)
+#define NVP2P_EMU_CLIENT_S_PT_DANGLING (1u << 3)
 
 /* ---- ioctl numbers ------------------------------------------------------ */
 

@@ -2,13 +2,19 @@
 /*
  * NVIDIA P2P provider emulator: the exported nvidia_p2p_* API.
  *
- * Behaviour follows docs/contracts.md sections 2.3-2.5 and 5.1. Where the
- * real driver would deadlock or touch freed memory because the client broke
- * the contract, the emulator records a violation and returns instead:
- *   - a get/put/map call from inside a free callback returns -EDEADLK
- *     (the real driver self-deadlocks on its RM lock);
+ * Behaviour follows docs/contracts.md sections 2.3-2.5 and 5.1, and the real
+ * driver's kernel-open/nvidia/nv-p2p.c where it fails (docs/emulators.md names
+ * the function each behaviour follows). Where the real driver would touch
+ * freed memory or crash because of what the client did, the emulator records
+ * a violation saying so and fails the call cleanly instead:
+ *   - a get/put/map call from inside a free callback fails with -EIO, as the
+ *     real one does (the RM API lock is already held by this thread);
  *   - a call with a page table or mapping that was freed is recognised by
- *     its tombstone and reported (the real driver would use freed memory).
+ *     its tombstone and reported (the real driver would use freed memory);
+ *   - a dma_map_pages whose table another thread's free callback freed
+ *     (dma-map-uaf), put_pages_persistent on a non-persistent table (a NULL
+ *     dereference in the real driver), and the dangling *page_table a failed
+ *     get_pages leaves (see emu_dangling_pt) passed back to the API.
  */
 #define pr_fmt(fmt) "nvp2p_emu: " fmt
 
@@ -33,6 +39,42 @@ static_assert(offsetof(struct nvidia_p2p_dma_mapping, dma_addresses) == 16);
 static_assert(offsetof(struct nvidia_p2p_dma_mapping, pci_dev) == 32);
 static_assert(sizeof(struct nvidia_p2p_dma_mapping) == 40);
 static_assert(sizeof(struct nvidia_p2p_params) == 104);
+
+/*
+ * Where the real nv_p2p_get_pages fails after it has stored its new table in
+ * *page_table and freed that table on its error path, the caller is left with
+ * a pointer to freed memory. The emulator leaves the address of this object
+ * instead: never a table of ours, recognised when it comes back to the API,
+ * and filled with the poison byte, so a client that reads through it sees
+ * what it would read in a freed table.
+ */
+static u8 emu_dangling_pt[64] __aligned(64) = {
+	[0 ... 63] = EMU_POISON_BYTE,
+};
+static_assert(sizeof(emu_dangling_pt) >= sizeof(struct nvidia_p2p_page_table));
+
+/* A failed get_pages after the real driver's table was stored and freed. */
+static void leave_dangling(struct nvidia_p2p_page_table **page_table)
+{
+	*page_table = (struct nvidia_p2p_page_table *)emu_dangling_pt;
+}
+
+/* A failed get_pages where the real driver stored NULL (nothing allocated, or put back). */
+static void leave_null(struct nvidia_p2p_page_table **page_table)
+{
+	*page_table = NULL;
+}
+
+/* Is pt the dangling pointer of a failed get_pages? Records the violation if so. */
+static bool dangling_arg(const char *what, const void *pt)
+{
+	if (pt != (const void *)emu_dangling_pt)
+		return false;
+	emu_violation(NVP2P_EMU_V_DANGLING_OUT_PARAM,
+		      "%s on %px: the *page_table a failed get_pages left behind (real driver: a pointer to the table it freed on its error path)",
+		      what, pt);
+	return true;
+}
 
 bool emu_in_callback(void)
 {
@@ -84,15 +126,21 @@ static void rm_lock_cost(enum rm_call kind, u64 pages)
 	emu_model_cost(rm_cost_ns(kind, true, pages));
 }
 
-/* A call that takes the RM lock, made from inside a free callback. */
+/*
+ * A call that takes the RM lock, made from inside a free callback. The real
+ * driver runs the callback with the RM API lock held by this thread; its
+ * rmapiLockAcquire() refuses to take it again (NV_ERR_INVALID_LOCK_STATE,
+ * which nvidia_p2p_map_status() turns into -EIO), so the call fails with -EIO
+ * without doing anything. The caller returns -EIO.
+ */
 static bool reentered(unsigned int op, const char *what)
 {
 	if (!emu_in_callback())
 		return false;
 	emu_violation(NVP2P_EMU_V_CALL_IN_CALLBACK,
-		      "%s called from inside a free callback (real driver: self-deadlock on the RM lock)",
+		      "%s called from inside a free callback (real driver: the RM lock is already held, the call fails with -EIO)",
 		      what);
-	emu_fail(op, -EDEADLK);
+	emu_fail(op, -EIO);
 	return true;
 }
 
@@ -172,9 +220,11 @@ static void abandon_pin(struct emu_pin *p)
 }
 
 /*
- * Common part of get_pages and get_pages_persistent, after argument checks.
- * Runs under the RM lock, except for the modelled window between pinning and
- * callback registration.
+ * Common part of get_pages and get_pages_persistent, after argument checks
+ * (va and len 64 KiB aligned). Runs under the RM lock, except for the modelled
+ * window between pinning and callback registration. On failure it leaves
+ * *page_table as the real nv_p2p_get_pages does at the matching point: NULL,
+ * or a dangling pointer (emu_dangling_pt).
  */
 static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 		     struct nvidia_p2p_page_table **page_table,
@@ -186,13 +236,18 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	struct emu_pin *p;
 	int ret;
 
-	if (!len || (va & EMU_GPU_PAGE_MASK) || (len & EMU_GPU_PAGE_MASK) ||
-	    va + len < va || (len >> EMU_GPU_PAGE_SHIFT) > U32_MAX)
+	/* RM refuses these, after the table was stored and before it is freed. */
+	if (!len || va + len < va || (len >> EMU_GPU_PAGE_SHIFT) > U32_MAX) {
+		leave_dangling(page_table);
 		return emu_fail(op, -EINVAL);
+	}
 
 	p = kzalloc(sizeof(*p), GFP_KERNEL);
-	if (!p)
+	if (!p) {
+		/* The container's own allocation: *page_table stays NULL. */
+		leave_null(page_table);
 		return emu_fail(op, -ENOMEM);
+	}
 	INIT_LIST_HEAD(&p->maps);
 	INIT_LIST_HEAD(&p->work);
 	p->va = va;
@@ -230,15 +285,19 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	}
 	mutex_unlock(&emu.tbl_lock);
 	if (ret) {
+		/* RM's get-pages call failed: the real table is freed, the pointer kept. */
 		mutex_unlock(&emu.rm_lock);
 		kfree(p);
+		leave_dangling(page_table);
 		return emu_fail(op, ret);
 	}
 
 	ret = build_table(p, cfg.pt_abi);
 	if (ret) {
+		/* After the pin: the real error path puts the pages back and stores NULL. */
 		mutex_unlock(&emu.rm_lock);
 		abandon_pin(p);
+		leave_null(page_table);
 		return emu_fail(op, ret);
 	}
 
@@ -256,6 +315,8 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 		mutex_unlock(&emu.rm_lock);
 		pr_info("get_pages: allocation freed before callback registration\n");
 		abandon_pin(p);
+		/* The real put finds the pin gone (not found) and stores NULL. */
+		leave_null(page_table);
 		return emu_fail(op, -EINVAL);
 	}
 	emu_tomb_forget((unsigned long)p->pt, EMU_TOMB_PT);
@@ -282,11 +343,18 @@ static int api_get_pages(uint64_t p2p_token, uint32_t va_space,
 	emu_count_call(op);
 	if (!page_table || !free_callback || !data)
 		return emu_fail(op, -EINVAL);
-	if (reentered(op, "nvidia_p2p_get_pages"))
-		return -EDEADLK;
+	if ((virtual_address | length) & EMU_GPU_PAGE_MASK)
+		return emu_fail(op, -EINVAL);
+	/* Both fail in the RM call, after the table was stored: dangling. */
+	if (reentered(op, "nvidia_p2p_get_pages")) {
+		leave_dangling(page_table);
+		return -EIO;
+	}
 	ret = emu_fault_check(op);
-	if (ret)
+	if (ret) {
+		leave_dangling(page_table);
 		return emu_fail(op, ret);
+	}
 	return pin_range(op, p2p_token, va_space, virtual_address, length,
 			 page_table, free_callback, data, 0);
 }
@@ -301,11 +369,18 @@ static int api_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 	emu_count_call(op);
 	if (!page_table || (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING))
 		return emu_fail(op, -EINVAL);
-	if (reentered(op, "nvidia_p2p_get_pages_persistent"))
-		return -EDEADLK;
+	if ((virtual_address | length) & EMU_GPU_PAGE_MASK)
+		return emu_fail(op, -EINVAL);
+	/* Both fail in the RM calls, after the table was stored: dangling. */
+	if (reentered(op, "nvidia_p2p_get_pages_persistent")) {
+		leave_dangling(page_table);
+		return -EIO;
+	}
 	ret = emu_fault_check(op);
-	if (ret)
+	if (ret) {
+		leave_dangling(page_table);
 		return emu_fail(op, ret);
+	}
 	return pin_range(op, 0, 0, virtual_address, length, page_table,
 			 NULL, NULL, flags);
 }
@@ -339,8 +414,11 @@ static int api_put_pages(uint64_t p2p_token, uint32_t va_space,
 	emu_count_call(op);
 	if (!page_table)
 		return 0;
+	/* Real driver: RM finds no pin for that pointer and returns 0. */
+	if (dangling_arg("put_pages", page_table))
+		return 0;
 	if (reentered(op, "nvidia_p2p_put_pages"))
-		return -EDEADLK;
+		return -EIO;
 	ret = emu_fault_check(op);
 	if (ret)
 		return emu_fail(op, ret);
@@ -416,8 +494,11 @@ static int api_put_pages_persistent(uint64_t virtual_address,
 		return emu_fail(op, -EINVAL);
 	if (!page_table)
 		return 0;
+	/* Real driver: reads the freed table and its container's RM object. */
+	if (dangling_arg("put_pages_persistent", page_table))
+		return emu_fail(op, -EINVAL);
 	if (reentered(op, "nvidia_p2p_put_pages_persistent"))
-		return -EDEADLK;
+		return -EIO;
 	ret = emu_fault_check(op);
 	if (ret)
 		return emu_fail(op, ret);
@@ -437,7 +518,15 @@ static int api_put_pages_persistent(uint64_t virtual_address,
 			else
 				report_dead_table("put_pages_persistent", page_table);
 		} else {
-			pr_warn("put_pages_persistent on non-persistent table %px\n", page_table);
+			/*
+			 * nvidia_p2p_put_pages_persistent hands the container's
+			 * persistent RM object to RM without a check; a table of
+			 * get_pages has none (NULL), and RmP2PPutPagesPersistent
+			 * dereferences it.
+			 */
+			emu_violation(NVP2P_EMU_V_PUT_PERSISTENT_ON_NONPERSISTENT,
+				      "put_pages_persistent on table %px of pin %llu from get_pages: NULL dereference in the real driver (RmP2PPutPagesPersistent); pin left as it was",
+				      page_table, p->id);
 		}
 		mutex_unlock(&emu.tbl_lock);
 		mutex_unlock(&emu.rm_lock);
@@ -456,19 +545,25 @@ static int api_put_pages_persistent(uint64_t virtual_address,
 }
 
 /*
- * dma_map_pages on a table that a free callback tore down between the client's
- * last look at its own state and the provider reading the table. The real
- * driver reads a freed table here, but no client of the non-persistent API can
- * close the window: its callback runs under the RM lock, so it cannot hold a
- * lock of its own across this call, nor make the callback wait for it. Counted
- * and logged, not a violation; the call fails with -EINVAL. (A client that
- * ignored its callback altogether is caught by the scenarios instead: its MR
- * stays mapped after the free.) Returns false when the table was not torn down
- * by a callback, or when this very task ran that teardown (a free, then a map,
- * one after the other: no race): then it is the client's error. Called with
- * tbl_lock held.
+ * dma_map_pages on a table that a free callback run by another thread tore
+ * down, between the client's last look at its own state and the provider
+ * reading the table, or while the call waited for the RM lock. The real
+ * nvidia_p2p_dma_map_pages reads the table (uuid, page addresses, the
+ * container's flags) before it takes the RM lock, passes the table's uuid
+ * pointer to RM, and once RM has mapped the pages links the new mapping into
+ * the table's container (nv_p2p_insert_dma_mapping: a semaphore and a list in
+ * memory the free has released). So each such call is a use-after-free read
+ * and, whenever RM still accepts the stale uuid, a use-after-free write, plus a
+ * mapping nobody will ever unmap. No client of the non-persistent API can close
+ * the window (its callback runs under the RM lock: it cannot hold a lock of its
+ * own across this call, nor make the callback wait), so the race stress
+ * measures it (docs/design.md). Recorded as dma-map-uaf (and counted in
+ * api_window_hits); the call fails with -EINVAL, nothing is touched. Returns
+ * false when the table was not torn down by a callback, or when this very task
+ * ran that teardown (a free, then a map, one after the other: no race): then
+ * it is a freed-table error of the client. Called with tbl_lock held.
  */
-static bool api_window(const void *pt, const char *when)
+static bool map_window_uaf(const void *pt, const char *when)
 {
 	struct emu_tomb *t = emu_tomb_lookup((unsigned long)pt, EMU_TOMB_PT);
 
@@ -477,9 +572,20 @@ static bool api_window(const void *pt, const char *when)
 	spin_lock(&emu.stat_lock);
 	emu.api_window_hits++;
 	spin_unlock(&emu.stat_lock);
-	pr_info("api-window: dma_map_pages on page table %px of pin %llu, torn down by its free callback %s (real driver: reads a freed table); failing it with -EINVAL\n",
-		pt, t->id, when);
+	emu_violation(NVP2P_EMU_V_DMA_MAP_UAF,
+		      "dma_map_pages on table %px of pin %llu, freed by another thread's free callback %s: real driver reads it, then writes into it (nv_p2p_insert_dma_mapping); -EINVAL here",
+		      pt, t->id, when);
 	return true;
+}
+
+/*
+ * A failed dma_map_pages: the real nvidia_p2p_dma_map_pages stores NULL in
+ * *dma_mapping on every failure after its argument and force-PCIe checks.
+ */
+static int map_fail(struct nvidia_p2p_dma_mapping **dma_mapping, int ret)
+{
+	*dma_mapping = NULL;
+	return emu_fail(NVP2P_EMU_OP_DMA_MAP, ret);
 }
 
 static int api_dma_map_pages(struct pci_dev *peer,
@@ -495,21 +601,26 @@ static int api_dma_map_pages(struct pci_dev *peer,
 	emu_count_call(op);
 	if (!peer || !page_table || !dma_mapping)
 		return emu_fail(op, -EINVAL);
-	if (reentered(op, "nvidia_p2p_dma_map_pages"))
-		return -EDEADLK;
+	if (dangling_arg("dma_map_pages", page_table))
+		return map_fail(dma_mapping, -EINVAL);
 
 	/* Like the real driver, read the table before taking the RM lock. */
 	mutex_lock(&emu.tbl_lock);
 	p = emu_pin_lookup(page_table);
 	if (!p) {
-		if (!api_window(page_table, "after the client's last check"))
+		if (!map_window_uaf(page_table, "before the call"))
 			report_dead_table("dma_map_pages", page_table);
 		mutex_unlock(&emu.tbl_lock);
-		return emu_fail(op, -EINVAL);
+		return map_fail(dma_mapping, -EINVAL);
 	}
 	if (!page_table->gpu_uuid) {
 		mutex_unlock(&emu.tbl_lock);
 		return emu_fail(op, -EINVAL);
+	}
+	ret = p->force_bar1 ? -ENOTSUPP : 0;
+	if (ret) {
+		mutex_unlock(&emu.tbl_lock);
+		return emu_fail(op, ret);
 	}
 	if (page_table->page_size != NVIDIA_P2P_PAGE_SIZE_64KB ||
 	    emu_pin_table_modified(p)) {
@@ -518,27 +629,29 @@ static int api_dma_map_pages(struct pci_dev *peer,
 			      "dma_map_pages on table %px whose fields were changed by the client",
 			      page_table);
 		mutex_unlock(&emu.tbl_lock);
-		return emu_fail(op, -EINVAL);
+		return map_fail(dma_mapping, -EINVAL);
 	}
 	entries = page_table->entries;
-	ret = p->force_bar1 ? -ENOTSUPP : 0;
 	mutex_unlock(&emu.tbl_lock);
-	if (ret)
-		return emu_fail(op, ret);
+	/* RM's map call: refused from inside a callback, or an injected failure. */
+	if (reentered(op, "nvidia_p2p_dma_map_pages")) {
+		*dma_mapping = NULL;
+		return -EIO;
+	}
 	ret = emu_fault_check(op);
 	if (ret)
-		return emu_fail(op, ret);
+		return map_fail(dma_mapping, ret);
 
 	rm_lock_cost(RM_MAP, entries);
 	mutex_lock(&emu.tbl_lock);
 	if (emu_pin_lookup(page_table) != p) {
 		/* Freed while we waited for the lock. */
-		if (!api_window(page_table, "while the call waited for the RM lock"))
+		if (!map_window_uaf(page_table, "while the call waited for the RM lock"))
 			report_dead_table("dma_map_pages (released while it waited for the RM lock)",
 					  page_table);
 		mutex_unlock(&emu.tbl_lock);
 		mutex_unlock(&emu.rm_lock);
-		return emu_fail(op, -EINVAL);
+		return map_fail(dma_mapping, -EINVAL);
 	}
 	mutex_unlock(&emu.tbl_lock);
 
@@ -595,7 +708,7 @@ out_free:
 	kfree(mp);
 out_unlock:
 	mutex_unlock(&emu.rm_lock);
-	return emu_fail(op, ret);
+	return map_fail(dma_mapping, ret);
 }
 
 static struct emu_map *map_lookup(const struct nvidia_p2p_dma_mapping *m)
@@ -621,6 +734,9 @@ static int api_dma_unmap_pages(struct pci_dev *peer,
 	emu_count_call(op);
 	if (!peer || !page_table || !dma_mapping)
 		return emu_fail(op, -EINVAL);
+	/* Real driver: takes the freed container's semaphore and walks its list. */
+	if (dangling_arg("dma_unmap_pages", page_table))
+		return 0;
 	if (emu_in_callback())
 		emu_violation(NVP2P_EMU_V_UNMAP_IN_CALLBACK,
 			      "dma_unmap_pages(table %px, mapping %px) called from inside a free callback",
@@ -768,6 +884,8 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
 
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 {
+	/* A no-op in the real driver too, but the pointer is the client's error. */
+	dangling_arg("free_page_table", page_table);
 	return free_noop(NVP2P_EMU_OP_FREE_PAGE_TABLE);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);

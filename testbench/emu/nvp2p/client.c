@@ -23,7 +23,7 @@
 #define QEMU_EDU_DEVICE 0x11e8
 #define PEER_FIRST_EDU  0xffffffffu
 
-enum { CREC_PINNED, CREC_MAPPED, CREC_REVOKED };
+enum { CREC_PINNED, CREC_MAPPED, CREC_REVOKED, CREC_PT_DANGLING };
 
 /*
  * One pin made by the test client.
@@ -31,7 +31,8 @@ enum { CREC_PINNED, CREC_MAPPED, CREC_REVOKED };
  * fd release), one more while CREC_PINNED is set (dropped by whoever clears
  * the bit: the free callback, or UNPIN once the provider no longer holds the
  * pin). `pt` and `map` are provider pointers and are only dereferenced under
- * emu.tbl_lock while the provider still has the pin live.
+ * emu.tbl_lock while the provider still has the pin live. `cb_ret` is what the
+ * last NVIDIA call made by the free callback returned.
  */
 struct emu_crec {
 	struct kref ref;
@@ -42,6 +43,7 @@ struct emu_crec {
 	struct nvidia_p2p_dma_mapping *map;
 	struct pci_dev *peer;
 	atomic_t callbacks;
+	int cb_ret;
 	unsigned long state;
 };
 
@@ -72,9 +74,9 @@ static void crec_free_callback(void *data)
 	atomic_inc(&r->callbacks);
 	if ((r->flags & NVP2P_EMU_CLIENT_F_UNMAP_IN_CB) &&
 	    test_and_clear_bit(CREC_MAPPED, &r->state))
-		nvidia_p2p_dma_unmap_pages(r->peer, r->pt, r->map);
+		WRITE_ONCE(r->cb_ret, nvidia_p2p_dma_unmap_pages(r->peer, r->pt, r->map));
 	if (r->flags & NVP2P_EMU_CLIENT_F_PUT_IN_CB)
-		nvidia_p2p_put_pages(0, 0, r->va, r->pt);
+		WRITE_ONCE(r->cb_ret, nvidia_p2p_put_pages(0, 0, r->va, r->pt));
 	if (r->flags & NVP2P_EMU_CLIENT_F_FREE_IN_CB) {
 		if (test_bit(CREC_MAPPED, &r->state))
 			nvidia_p2p_free_dma_mapping(r->map);
@@ -114,7 +116,7 @@ static void crec_snapshot(struct emu_crec *r, struct nvp2p_emu_client *req)
 	struct emu_pin *p;
 
 	req->callbacks = atomic_read(&r->callbacks);
-	req->state = r->state & 7;
+	req->state = r->state & 0xf;
 	req->pt_version = req->pt_entries = req->pt_page_size = req->pt_flags = 0;
 	req->phys0 = req->phys1 = 0;
 	req->map_version = req->map_entries = 0;
@@ -202,7 +204,11 @@ static int op_pin(struct emu_client *c, struct nvp2p_emu_client *req)
 					   NULL : r);
 	}
 	if (ret) {
-		r->pt = NULL;
+		/* What the failed call left in *page_table (r->pt was NULL before). */
+		if (r->pt)
+			set_bit(CREC_PT_DANGLING, &r->state);
+		if (!(req->flags & NVP2P_EMU_CLIENT_F_KEEP_FAILED_PT))
+			r->pt = NULL;
 		crec_drop_pin(r);
 	}
 	req->ret = ret;
@@ -256,7 +262,8 @@ static int op_unpin(struct emu_crec *r, struct nvp2p_emu_client *req)
 {
 	if (!r->pt)
 		return -EINVAL;
-	if (r->flags & NVP2P_EMU_CLIENT_F_PERSISTENT)
+	if ((r->flags & NVP2P_EMU_CLIENT_F_PERSISTENT) ||
+	    (req->flags & NVP2P_EMU_CLIENT_F_PUT_PERSISTENT))
 		req->ret = nvidia_p2p_put_pages_persistent(r->va, r->pt, 0);
 	else
 		req->ret = nvidia_p2p_put_pages(0, 0, r->va, r->pt);
@@ -320,6 +327,8 @@ int emu_client_ioctl(struct emu_client *c, struct nvp2p_emu_client *req)
 		ret = 0;
 		break;
 	}
+	if (!ret && req->op == NVP2P_EMU_CLIENT_STATUS)
+		req->ret = READ_ONCE(r->cb_ret);
 	if (!ret)
 		crec_snapshot(r, req);
 out:

@@ -56,6 +56,9 @@ static const char *const rule_names[NVP2P_EMU_V_COUNT] = {
 	[NVP2P_EMU_V_DMA_NOT_STOPPED] = "dma-not-stopped",
 	[NVP2P_EMU_V_TABLE_MODIFIED] = "table-modified",
 	[NVP2P_EMU_V_PUT_VA_MISMATCH] = "put-va-mismatch",
+	[NVP2P_EMU_V_DMA_MAP_UAF] = "dma-map-uaf",
+	[NVP2P_EMU_V_PUT_PERSISTENT_ON_NONPERSISTENT] = "put-persistent-on-nonpersistent",
+	[NVP2P_EMU_V_DANGLING_OUT_PARAM] = "dangling-out-param",
 };
 
 /* The last violations, for debugfs. */
@@ -65,7 +68,7 @@ struct emu_vrec {
 	unsigned int rule;
 	pid_t tgid;
 	char comm[TASK_COMM_LEN];
-	char msg[160];
+	char msg[224];
 };
 static struct emu_vrec vlog[EMU_VLOG_SIZE];
 static u64 vlog_seq;
@@ -75,7 +78,7 @@ static struct dentry *emu_debugfs;
 void emu_violation(unsigned int rule, const char *fmt, ...)
 {
 	struct emu_vrec *r;
-	char msg[160];
+	char msg[224];
 	va_list ap;
 
 	va_start(ap, fmt);

@@ -84,10 +84,12 @@ OP_GET, OP_GET_P, OP_PUT, OP_PUT_P, OP_MAP, OP_UNMAP = range(6)
 FAULT_OFF, FAULT_ONCE, FAULT_EVERY_N = 0, 1, 2
 (V_CALL_IN_CB, V_UNMAP_IN_CB, V_FREED_TABLE, V_UNKNOWN_TABLE, V_WRONG_PEER, V_WRONG_PROCESS_PUT,
  V_DOUBLE_PUT, V_LEAKED_PIN, V_STALE_MAPPING) = range(9)
+V_DMA_MAP_UAF, V_PUT_PERSISTENT_ON_NONPERSISTENT, V_DANGLING_OUT_PARAM = 14, 15, 16
+V_COUNT = 17
 C_PIN, C_MAP, C_UNMAP, C_UNPIN, C_STATUS, C_CLOSE = range(6)
 F_PERSISTENT, F_PUT_IN_CB, F_UNMAP_IN_CB, F_NULL_CB, F_NULL_DATA, F_FORCE_BAR1, F_TOKEN, \
-    F_WRONG_PEER, F_FREE_IN_CB = (1 << i for i in range(9))
-S_PINNED, S_MAPPED, S_REVOKED = 1, 2, 4
+    F_WRONG_PEER, F_FREE_IN_CB, F_KEEP_FAILED_PT, F_PUT_PERSISTENT = (1 << i for i in range(11))
+S_PINNED, S_MAPPED, S_REVOKED, S_PT_DANGLING = 1, 2, 4, 8
 EDU = 0xffffffff
 
 
@@ -648,7 +650,13 @@ def _expect_violation(d, rule, before):
     s = d.stats()
     check(s.violations[rule] == before[rule] + 1,
           f"violation {rule} count {s.violations[rule]} (before {before[rule]})")
-    check(s.violations_total == sum(before) + 1, f"other violations: {list(s.violations)[:14]}")
+    check(s.violations_total == sum(before) + 1, f"other violations: {list(s.violations)[:V_COUNT]}")
+
+
+def _vlog_has(*needles):
+    """The debugfs violation log names every one of needles."""
+    txt = open("/sys/kernel/debug/nvp2p_emu/violations").read()
+    check(all(n in txt for n in needles), f"debugfs violations lack {needles}: {txt[-400:]}")
 
 
 def case_violation_put_in_callback():
@@ -659,9 +667,12 @@ def case_violation_put_in_callback():
     check(d.free(a.va) == 1, "callback")
     _expect_violation(d, V_CALL_IN_CB, before)
     check(d.stats().live_pins == 0, "pin not torn down")
+    # As the real driver (the RM lock is already held by the callback's thread): -EIO.
+    st = d.client(C_STATUS, handle=c.handle)
+    check(st.ret == -errno.EIO, f"put_pages inside the callback returned {st.ret}, expected -EIO")
     d.client(C_CLOSE, handle=c.handle)
     d.close()
-    note("put_pages inside the free callback recorded (no deadlock)")
+    note("put_pages inside the free callback: -EIO as in the real driver, recorded")
 
 
 def case_violation_unmap_in_callback():
@@ -672,10 +683,13 @@ def case_violation_unmap_in_callback():
     before = list(d.stats().violations)
     d.free(a.va)
     _expect_violation(d, V_UNMAP_IN_CB, before)
+    # It takes no RM lock: it works inside the callback, as in the real driver.
+    st = d.client(C_STATUS, handle=c.handle)
+    check(st.ret == 0, f"dma_unmap_pages inside the callback returned {st.ret}, expected 0")
     d.client(C_CLOSE, handle=c.handle)
     check(d.stats().live_mappings == 0, "mapping leaked")
     d.close()
-    note("dma_unmap_pages inside the free callback recorded")
+    note("dma_unmap_pages inside the free callback: works (0), recorded")
 
 
 def case_violation_freed_table():
@@ -692,9 +706,11 @@ def case_violation_freed_table():
     note("dma_map_pages on a freed page table recorded")
 
 
-def case_api_window():
-    # The same map on a callback-torn-down table, but the free ran on another thread: the race a
-    # correct client cannot close (its check and the call cannot be atomic against the callback).
+def case_violation_dma_map_uaf():
+    # A map on a table that a free callback run by another thread tore down: the window of the
+    # NVIDIA API that no client of the non-persistent API can close (its check and the call cannot
+    # be atomic against the callback). The real driver reads the freed table and writes into its
+    # container: recorded as dma-map-uaf, failed with -EINVAL.
     d = fresh()
     a = d.alloc(GPU_PAGE)
     c = d.pin(a.va, GPU_PAGE)
@@ -703,15 +719,124 @@ def case_api_window():
     t.join()
     before = d.stats()
     m = d.client(C_MAP, handle=c.handle)
-    after = d.stats()
     check(m.ret == -errno.EINVAL, f"map on a table freed by another thread returned {m.ret}")
-    check(after.violations_total == before.violations_total,
-          f"recorded as a violation: {list(after.violations)[:14]}")
-    check(after.api_window_hits == before.api_window_hits + 1,
-          f"api_window_hits {after.api_window_hits} (before {before.api_window_hits})")
+    _expect_violation(d, V_DMA_MAP_UAF, list(before.violations))
+    check(d.stats().api_window_hits == before.api_window_hits + 1, "api_window_hits not counted")
     d.client(C_CLOSE, handle=c.handle)
+    # The same while the map waits for the RM lock: the free's callback holds it (cb_delay), the
+    # map has read the live table and waits; the teardown frees the table under it.
+    b = d.alloc(GPU_PAGE)
+    c = d.pin(b.va, GPU_PAGE)
+    d.set_config(cb_delay_ns=1_200_000_000)
+    t = threading.Thread(target=d.free, args=(b.va,))
+    t.start()
+    time.sleep(0.4)
+    before = list(d.stats().violations)
+    m = d.client(C_MAP, handle=c.handle)
+    t.join()
+    d.set_config(cb_delay_ns=0)
+    check(m.ret == -errno.EINVAL, f"map whose table was freed while it waited returned {m.ret}")
+    _expect_violation(d, V_DMA_MAP_UAF, before)
+    _vlog_has("waited for the RM lock", "nv_p2p_insert_dma_mapping")
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.stats().live_mappings == 0, "mapping left")
     d.close()
-    note("map after another thread's free: counted as the API window, failed with -EINVAL, no violation")
+    note("dma_map_pages on a table freed by another thread's callback, before the call and while it "
+         "waited for the RM lock: dma-map-uaf recorded twice, -EINVAL")
+
+
+def case_violation_put_persistent_on_nonpersistent():
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    before = list(d.stats().violations)
+    p = d.client(C_UNPIN, handle=c.handle, flags=F_PUT_PERSISTENT)
+    check(p.ret == -errno.EINVAL, f"put_pages_persistent on a get_pages table returned {p.ret}")
+    _expect_violation(d, V_PUT_PERSISTENT_ON_NONPERSISTENT, before)
+    check(p.state & S_PINNED and d.stats().live_pins == 1, "the pin must be left as it was")
+    _vlog_has("NULL dereference")
+    d.client(C_CLOSE, handle=c.handle)       # the right put
+    check(d.stats().live_pins == 0, "pin left after the right put")
+    d.free(a.va)
+    d.close()
+    note("put_pages_persistent on a non-persistent table: recorded (NULL dereference in the real "
+         "driver), -EINVAL, pin untouched")
+
+
+def case_failed_pin_out_params():
+    """What a failed get_pages leaves in *page_table, per failure point (nv_p2p_get_pages)."""
+    d = fresh()
+    a = d.alloc(4 * GPU_PAGE)
+    mig = d.alloc(GPU_PAGE, ALLOC_MIG)
+    host = ctypes.create_string_buffer(4 * GPU_PAGE)
+    host_va = (ctypes.addressof(host) + GPU_PAGE) & ~(GPU_PAGE - 1)
+
+    def outcome(**kw):
+        c = d.pin(**kw)
+        d.client(C_CLOSE, handle=c.handle)
+        return c.ret, bool(c.state & S_PT_DANGLING)
+    # Before the table is stored: untouched (NULL here).
+    for name, kw in (("misaligned va", dict(va=a.va + 0x1000, length=GPU_PAGE)),
+                     ("NULL callback", dict(va=a.va, length=GPU_PAGE, flags=F_NULL_CB))):
+        ret, dangling = outcome(**kw)
+        check(ret == -errno.EINVAL and not dangling, f"{name}: ret {ret}, dangling {dangling}")
+    # RM refuses after the table was stored; the error path frees it, the pointer stays.
+    d.set_config(bar1_budget=GPU_PAGE)
+    for name, kw, err in (("host memory", dict(va=host_va, length=GPU_PAGE), -errno.EINVAL),
+                          ("zero length", dict(va=a.va, length=0), -errno.EINVAL),
+                          ("BAR1 exhausted", dict(va=a.va, length=2 * GPU_PAGE), -errno.ENOMEM),
+                          ("persistent on MIG", dict(va=mig.va, length=GPU_PAGE,
+                                                     flags=F_PERSISTENT), -ENOTSUPP)):
+        ret, dangling = outcome(**kw)
+        check(ret == err and dangling, f"{name}: ret {ret}, dangling {dangling}")
+    d.must(IOC_RESET)
+    d.fault(OP_GET, FAULT_ONCE, -errno.EIO)
+    ret, dangling = outcome(va=a.va, length=GPU_PAGE)
+    check(ret == -errno.EIO and dangling, f"injected RM failure: ret {ret}, dangling {dangling}")
+    # Freed between pinning and callback registration: the error path's put stores NULL.
+    d.set_config(reg_window_delay_ns=800_000_000)
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("pin", d.pin(a.va, GPU_PAGE)))
+    t.start()
+    time.sleep(0.3)
+    d.free(a.va)
+    t.join()
+    d.must(IOC_RESET)
+    c = res["pin"]
+    d.client(C_CLOSE, handle=c.handle)
+    check(c.ret == -errno.EINVAL and not c.state & S_PT_DANGLING,
+          f"freed in the registration window: ret {c.ret}, state {c.state}")
+    s = d.stats()
+    check(s.live_pins == 0 and s.violations_total == 0, "state after the failed pins")
+    d.free(mig.va)
+    d.close()
+    note("failed get_pages: untouched before the table is stored (alignment, NULL callback), "
+         "dangling after an RM refusal (host memory, length 0, BAR1, MIG, injected), NULL after "
+         "a free in the registration window")
+
+
+def case_violation_dangling_out_param():
+    d = fresh()
+    host = ctypes.create_string_buffer(4 * GPU_PAGE)
+    host_va = (ctypes.addressof(host) + GPU_PAGE) & ~(GPU_PAGE - 1)
+    # A client that keeps what the failed get_pages left and passes it back.
+    c = d.pin(host_va, GPU_PAGE, flags=F_KEEP_FAILED_PT)
+    check(c.ret == -errno.EINVAL and c.state & S_PT_DANGLING,
+          f"pin of host memory: ret {c.ret}, state {c.state}")
+    before = list(d.stats().violations)
+    p = d.client(C_UNPIN, handle=c.handle)
+    check(p.ret == 0, f"put_pages on the dangling pointer returned {p.ret}")
+    _expect_violation(d, V_DANGLING_OUT_PARAM, before)
+    before = list(d.stats().violations)
+    m = d.client(C_MAP, handle=c.handle)
+    check(m.ret == -errno.EINVAL, f"dma_map_pages on the dangling pointer returned {m.ret}")
+    _expect_violation(d, V_DANGLING_OUT_PARAM, before)
+    _vlog_has("failed get_pages left behind")
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.stats().live_pins == 0, "pins left")
+    d.close()
+    note("the dangling *page_table of a failed get_pages passed back to put_pages and "
+         "dma_map_pages: recorded each time")
 
 
 def case_violation_double_put():

@@ -45,7 +45,7 @@ pub const OPS: [&str; 14] = [
 pub const FAULT_OPS: usize = 6;
 
 /// Contract violations the provider records, by index.
-pub const VIOLATIONS: [(&str, &str); 14] = [
+pub const VIOLATIONS: [(&str, &str); 17] = [
     ("call_in_callback", "get/put/map (an RM-lock call) from inside a free callback"),
     ("unmap_in_callback", "dma_unmap_pages from inside a free callback"),
     ("freed_table", "call with a page table that was torn down (poisoned)"),
@@ -60,7 +60,21 @@ pub const VIOLATIONS: [(&str, &str); 14] = [
     ("dma_not_stopped", "free callback returned while the core still had DMA live"),
     ("table_modified", "client changed a field of a live page table"),
     ("put_va_mismatch", "put with a VA different from the pinned one"),
+    (
+        "dma_map_uaf",
+        "dma_map_pages on a table another thread's free callback freed (real driver: use-after-free read and write)",
+    ),
+    (
+        "put_persistent_on_nonpersistent",
+        "put_pages_persistent on a table of get_pages (real driver: NULL dereference)",
+    ),
+    (
+        "dangling_out_param",
+        "the *page_table a failed get_pages left behind passed back (real driver: a freed table)",
+    ),
 ];
+/// Index in [`VIOLATIONS`] of `dma_map_uaf`: the NVIDIA API's own window (docs/design.md).
+pub const V_DMA_MAP_UAF: usize = 14;
 
 /// Fault modes.
 pub mod fault_mode {
