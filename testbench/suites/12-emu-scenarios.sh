@@ -69,6 +69,15 @@ scen() {
 run_set() {
     local label=$1 s; shift
     for s in "$@"; do
+        # race-stress with an invalidating client meets the NVIDIA API window: the provider
+        # records each hit as dma-map-uaf, which the scenario holds to its bound and reports
+        # (docs/design.md); those log lines are expected, any other violation is not.
+        if [ "$s" = race-stress ] && [ "${label%%/*}" = inval ]; then
+            tb_expect_begin 'nvp2p_emu: VIOLATION dma-map-uaf:'
+            tb_case "$CLIENT/$label/$s" scen "$s"
+            tb_expect_end
+            continue
+        fi
         tb_case "$CLIENT/$label/$s" scen "$s"
     done
 }

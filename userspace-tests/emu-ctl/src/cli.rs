@@ -252,6 +252,10 @@ struct ScenarioArgs {
     /// Core hang detector, ms.
     #[arg(long, default_value_t = 8000)]
     hang_timeout_ms: u32,
+    /// race-stress, invalidating client: most NVIDIA API window hits (provider dma_map_uaf) per
+    /// 100k registrations before the run fails (docs/design.md). A persistent client must have 0.
+    #[arg(long, default_value_t = scenario::WINDOW_BOUND_PER_100K)]
+    window_bound: f64,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -593,6 +597,7 @@ fn scenario_cmd(a: ScenarioArgs) -> Result<u8> {
         module: a.module,
         expect: a.expect.iter().flat_map(|x| x.split('|').map(str::to_string)).collect(),
         hang_timeout_ms: a.hang_timeout_ms,
+        window_bound: a.window_bound,
     };
     let mut failed = 0;
     for s in list {
