@@ -12,6 +12,14 @@ ofed_inc=${OFED_DIR:+$OFED_DIR/include}
 nv_inc=${NVIDIA_SRC:+$NVIDIA_SRC/nvidia}
 ofed_inc=${ofed_inc:-$root/testbench/emu/include}
 nv_inc=${nv_inc:-$root/testbench/emu/include}
+[ -f "$ofed_inc/rdma/peer_mem.h" ] || { echo "ffi-check: no $ofed_inc/rdma/peer_mem.h (OFED_DIR)"; exit 1; }
+[ -f "$nv_inc/nv-p2p.h" ] || { echo "ffi-check: no $nv_inc/nv-p2p.h (NVIDIA_SRC)"; exit 1; }
+# The emulator include dir holds both headers, so it goes last: a real one given alone (only
+# NVIDIA_SRC, or only OFED_DIR) must not be shadowed by the emulator's copy.
+emu_inc=$root/testbench/emu/include
+inc=()
+for d in "$nv_inc" "$ofed_inc"; do [ "$d" = "$emu_inc" ] || inc+=(-I"$d"); done
+[ "$nv_inc" != "$emu_inc" ] && [ "$ofed_inc" != "$emu_inc" ] || inc+=(-I"$emu_inc")
 for t in bindgen rustc python3; do
     command -v $t >/dev/null || { echo "ffi-check: $t not found (run inside the toolchain root: testbench/tb chroot)"; exit 1; }
 done
@@ -23,7 +31,7 @@ bindgen "$here/ffi-check/wrapper.h" -o "$tmp/bg.rs" --use-core --ctypes-prefix k
     --allowlist-type 'peer_memory_client(_ex)?|nvidia_p2p_(page|page_table|dma_mapping)(_t)?' \
     --allowlist-function 'ib_(un)?register_peer_memory_client|nvidia_p2p_.*' \
     --blocklist-type 'sg_table|device|pci_dev' \
-    -- -I"$here/ffi-check/stubs" -I"$ofed_inc" -I"$nv_inc" -D__KERNEL__ -funsigned-char -w ${FFI_CHECK_CFLAGS:-}
+    -- -I"$here/ffi-check/stubs" "${inc[@]}" -D__KERNEL__ -funsigned-char -w ${FFI_CHECK_CFLAGS:-}
 
 rc=0
 python3 "$here/ffi-check/check.py" "$here/ffi.rs" "$tmp/bg.rs" "$tmp/layout.rs" "$tmp/pt" || rc=1
