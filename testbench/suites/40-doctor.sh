@@ -1,7 +1,11 @@
 # `nvpeer doctor` run for real in the bench VM: baseline (nothing loaded), with the provider and
-# core emulators, with nvpeer loaded (registered nv_mem client, parameters, library detection),
-# with an rxe device (RDMA device listing, ibv_reg_dmabuf_mr(fd=-1) probe through sideway), the
-# vIOMMU, the table output and --root on fixture trees. Assertions are on the JSON it prints.
+# core emulators (default core model doca3: DOCA-OFED 3.x on a kernel without the mm_kobj export,
+# so no /sys/kernel/mm/memory_peers), with nvpeer loaded as nvidia_peermem (the drop-in: owner,
+# parameters, who serves nv_mem, every /sys/module-probing library sees it) and once under its own
+# name (the library check fails with the fix), on the pre-24.04 core model that keeps the client
+# list in sysfs (clients and counters), with an rxe device (RDMA device listing,
+# ibv_reg_dmabuf_mr(fd=-1) probe through sideway), the vIOMMU, the table output and --root on
+# fixture trees. Assertions are on the JSON it prints.
 # Boot group "system" (20-nvpeer-load, this, 50-dkms): the baseline needs a machine where none of
 # our modules is loaded, which 20-nvpeer-load leaves behind; 50-dkms, which installs nvpeer into
 # the module tree, comes last.
@@ -76,29 +80,79 @@ with_emulators() {
 }
 tb_case emulators with_emulators
 
+# Python over the last report: the libraries whose probe includes a /sys/module file and that do
+# not see peer memory, and those that are blind for another reason than a core without memory_peers.
+MISSED_MODULE_PROBES='[l["library"] for l in c("peer.consumers")["data"]["libraries"] if any(p.startswith("/sys/module/") for p in l["paths"]) and not l["detected"]]'
+FIXABLE_BLIND='[l["library"] for l in c("peer.consumers")["data"]["libraries"] if not l["detected"] and not l["structural"]]'
+
 with_nvpeer() {
-    modinfo nvpeer >/dev/null 2>&1 || { echo "nvpeer.ko not built"; return 77; }
-    modprobe nvpeer || { dmesg | tail -n 5; return 1; }
+    modinfo nvidia-peermem >/dev/null 2>&1 || { echo "nvidia-peermem.ko (nvpeer's drop-in build) not installed"; return 77; }
+    modprobe nvidia-peermem || { dmesg | tail -n 5; return 1; }
     doc_run >/dev/null
     want 'c("nvpeer.module")["status"]' pass \
-         'c("nvpeer.module")["data"]["version"] == open("/sys/module/nvpeer/version").read().strip()' true \
+         'c("nvpeer.module")["data"]["module_name"]' nvidia_peermem \
+         'c("nvpeer.module")["data"]["owner"]' nvpeer \
+         'c("nvpeer.module")["data"]["version"] == open("/sys/module/nvidia_peermem/version").read().strip()' true \
          '"persistent_api_support" in c("nvpeer.module")["data"]["parameters"]' true \
          'c("nvpeer.module")["data"]["parameters"]["persistent_api_support"]' 1 \
+         '[x.split()[0] for x in c("nvpeer.module")["data"]["clients"]]' '["nv_mem"]' \
          'c("peer.clients")["status"]' pass \
-         '[x["name"] for x in c("peer.clients")["data"]["clients"]]' '["nv_mem"]' \
-         '"num_alloc_mrs" in c("peer.clients")["data"]["clients"][0]' true \
-         '[l["library"] for l in c("peer.consumers")["data"]["libraries"] if l["detected"]] == [l["library"] for l in c("peer.consumers")["data"]["libraries"]]' true \
-         'c("peer.consumers")["status"]' pass \
-         'c("peer.conflicts")["data"]["loaded"]' '[]' || return 1
-    # With persistent_api_support=0 the two legacy clients appear.
-    modprobe -r nvpeer || return 1
-    modprobe nvpeer persistent_api_support=0 || return 1
+         'c("peer.clients")["data"]["sysfs"]' false \
+         '[[x["module"], x["owner"]] for x in c("peer.clients")["data"]["served_by"]]' '[["nvidia_peermem", "nvpeer"]]' \
+         'c("peer.conflicts")["data"]["loaded"]' '[]' \
+         'c("peer.conflicts")["data"]["nvidia_peermem"]["owner"]' nvpeer \
+         "$MISSED_MODULE_PROBES" '[]' \
+         "$FIXABLE_BLIND" '[]' \
+         'all(l["via"] == "/sys/module/nvidia_peermem/version" for l in c("peer.consumers")["data"]["libraries"] if l["detected"])' true \
+         'c("peer.consumers")["data"]["memory_peers"]' false \
+         'c("peer.consumers")["data"]["structural"]' true \
+         'c("peer.consumers")["status"]' warn || return 1
+    # With persistent_api_support=0 nvpeer registers the two legacy clients (debugfs config: this
+    # core keeps no list in sysfs).
+    modprobe -r nvidia_peermem || return 1
+    modprobe nvidia-peermem persistent_api_support=0 || return 1
     doc_run >/dev/null
-    want '[x["name"] for x in c("peer.clients")["data"]["clients"]]' '["nv_mem", "nv_mem_nc"]' \
+    want '[x.split()[0] for x in c("nvpeer.module")["data"]["clients"]]' '["nv_mem", "nv_mem_nc"]' \
          'c("nvpeer.module")["data"]["parameters"]["persistent_api_support"]' 0 || return 1
+    modprobe -r nvidia_peermem || return 1
+    # Under its own name the /sys/module probes miss it: the library check fails with the fix.
+    modprobe nvpeer || { dmesg | tail -n 5; return 1; }
+    doc_run >/dev/null
+    want 'c("nvpeer.module")["data"]["module_name"]' nvpeer \
+         'c("nvpeer.module")["data"]["owner"]' nvpeer \
+         'c("peer.consumers")["status"]' fail \
+         '"install nvpeer as nvidia-peermem (DKMS does: docs/install.md)" in c("peer.consumers")["fix"]' true \
+         '[l["library"] for l in c("peer.consumers")["data"]["libraries"] if l["detected"]]' '[]' \
+         'c("peer.conflicts")["data"]["loaded"]' '[]' || return 1
     modprobe -r nvpeer
 }
 tb_case nvpeer-loaded with_nvpeer
+
+# The pre-24.04 core model keeps the client list in /sys/kernel/mm/memory_peers: the clients and
+# their counters are listed, and every library probe (memory_peers-only ones included) sees nv_mem.
+with_listing_core() {
+    modinfo nvidia-peermem >/dev/null 2>&1 || return 77
+    modprobe -r peer_mem_emu || return 1
+    modprobe peer_mem_emu model=5.5 || return 1
+    local rc=0
+    if modprobe nvidia-peermem; then
+        doc_run >/dev/null
+        want 'c("peer.clients")["status"]' pass \
+             'c("peer.clients")["data"]["sysfs"]' true \
+             '[x["name"] for x in c("peer.clients")["data"]["clients"]]' '["nv_mem"]' \
+             '"num_alloc_mrs" in c("peer.clients")["data"]["clients"][0]' true \
+             'c("peer.consumers")["data"]["memory_peers"]' true \
+             '[l["library"] for l in c("peer.consumers")["data"]["libraries"] if not l["detected"]]' '[]' \
+             'c("peer.consumers")["status"]' pass || rc=1
+        modprobe -r nvidia_peermem || rc=1
+    else
+        dmesg | tail -n 5; rc=1
+    fi
+    # Back to the default model for the cases after this one.
+    modprobe -r peer_mem_emu && modprobe peer_mem_emu || rc=1
+    return $rc
+}
+tb_case listing-core with_listing_core
 
 with_rxe() {
     modprobe rdma_rxe || return 1
@@ -148,6 +202,18 @@ fixture_roots() {
     doc_run --root "$fx" >/dev/null
     want 'c("peer.conflicts")["status"]' fail \
          'c("peer.conflicts")["data"]["loaded"]' '["nvidia_peermem"]' || return 1
+    # Whose nvidia_peermem: the NVIDIA driver's version is NVIDIA's module, another one nvpeer's.
+    mkdir -p "$fx/sys/module/nvidia" && echo 580.95.05 >"$fx/sys/module/nvidia/version"
+    echo 580.95.05 >"$fx/sys/module/nvidia_peermem/version"
+    doc_run --root "$fx" >/dev/null
+    want 'c("nvpeer.module")["data"]["owner"]' nvidia \
+         'c("nvpeer.module")["status"]' fail \
+         'c("peer.conflicts")["data"]["loaded"]' '["nvidia_peermem"]' || return 1
+    echo 0.1.0 >"$fx/sys/module/nvidia_peermem/version"
+    doc_run --root "$fx" >/dev/null
+    want 'c("nvpeer.module")["data"]["owner"]' nvpeer \
+         'c("nvpeer.module")["data"]["module_name"]' nvidia_peermem \
+         'c("peer.conflicts")["data"]["loaded"]' '[]' || return 1
 }
 tb_case fixture-roots fixture_roots
 

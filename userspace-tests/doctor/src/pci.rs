@@ -38,10 +38,7 @@ impl PciDev {
         let path = root.resolve(&link)?;
         let vendor = root.read_num(&format!("{link}/vendor")).unwrap_or(0) as u32;
         let class = root.read_num(&format!("{link}/class")).unwrap_or(0) as u32;
-        let numa = root
-            .read_trim(&format!("{link}/numa_node"))
-            .and_then(|s| s.parse::<i64>().ok())
-            .filter(|n| *n >= 0);
+        let numa = root.read_trim(&format!("{link}/numa_node")).and_then(|s| s.parse::<i64>().ok()).filter(|n| *n >= 0);
         Some(Self { bdf: bdf.to_string(), path, vendor, class, numa })
     }
 
@@ -123,6 +120,11 @@ impl Link {
 #[derive(Debug, Clone)]
 pub struct ConfigSpace(pub Vec<u8>);
 
+/// The config-space bytes a walk needed were not readable (non-root reads stop at 64 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("config space not readable that far")]
+pub struct Unreadable;
+
 impl ConfigSpace {
     fn u16_at(&self, off: usize) -> Option<u16> {
         Some(u16::from_le_bytes([*self.0.get(off)?, *self.0.get(off + 1)?]))
@@ -137,35 +139,35 @@ impl ConfigSpace {
         self.0.len() > 0x100
     }
 
-    /// Offset of a classic capability, walking the list from 0x34. `Err(())` when the bytes needed
-    /// were not readable.
-    pub fn cap(&self, id: u8) -> Result<Option<usize>, ()> {
-        let status = self.u16_at(0x06).ok_or(())?;
+    /// Offset of a classic capability, walking the list from 0x34. `Err(Unreadable)` when the bytes
+    /// needed were not readable.
+    pub fn cap(&self, id: u8) -> Result<Option<usize>, Unreadable> {
+        let status = self.u16_at(0x06).ok_or(Unreadable)?;
         if status & 0x10 == 0 {
             return Ok(None);
         }
-        let mut ptr = (*self.0.get(0x34).ok_or(())? & 0xfc) as usize;
+        let mut ptr = (*self.0.get(0x34).ok_or(Unreadable)? & 0xfc) as usize;
         let mut hops = 0;
         while ptr >= 0x40 && hops < 48 {
-            let cid = *self.0.get(ptr).ok_or(())?;
+            let cid = *self.0.get(ptr).ok_or(Unreadable)?;
             if cid == id {
                 return Ok(Some(ptr));
             }
-            ptr = (*self.0.get(ptr + 1).ok_or(())? & 0xfc) as usize;
+            ptr = (*self.0.get(ptr + 1).ok_or(Unreadable)? & 0xfc) as usize;
             hops += 1;
         }
         Ok(None)
     }
 
-    /// Offset of an extended capability; `Err(())` when the extended space was not readable.
-    pub fn ext_cap(&self, id: u16) -> Result<Option<usize>, ()> {
+    /// Offset of an extended capability; `Err(Unreadable)` when the extended space was not readable.
+    pub fn ext_cap(&self, id: u16) -> Result<Option<usize>, Unreadable> {
         if !self.has_extended() {
-            return Err(());
+            return Err(Unreadable);
         }
         let mut off = 0x100usize;
         let mut hops = 0;
         while off >= 0x100 && hops < 512 {
-            let hdr = self.u32_at(off).ok_or(())?;
+            let hdr = self.u32_at(off).ok_or(Unreadable)?;
             if hdr == 0 || hdr == 0xffff_ffff {
                 return Ok(None);
             }
@@ -179,17 +181,17 @@ impl ConfigSpace {
     }
 
     /// ACS control word, `Ok(None)` when the device has no ACS capability.
-    pub fn acs_control(&self) -> Result<Option<u16>, ()> {
+    pub fn acs_control(&self) -> Result<Option<u16>, Unreadable> {
         match self.ext_cap(EXT_CAP_ACS)? {
-            Some(off) => self.u16_at(off + 6).map(Some).ok_or(()),
+            Some(off) => self.u16_at(off + 6).map(Some).ok_or(Unreadable),
             None => Ok(None),
         }
     }
 
     /// PCIe Device Control register, `Ok(None)` when not a PCIe device.
-    pub fn devctl(&self) -> Result<Option<u16>, ()> {
+    pub fn devctl(&self) -> Result<Option<u16>, Unreadable> {
         match self.cap(CAP_PCIE)? {
-            Some(off) => self.u16_at(off + 8).map(Some).ok_or(()),
+            Some(off) => self.u16_at(off + 8).map(Some).ok_or(Unreadable),
             None => Ok(None),
         }
     }

@@ -132,23 +132,46 @@ impl Fx {
         self.file(&format!("/sys/module/{name}/initstate"), "live\n")
     }
 
-    /// A node that passes every gating check: H100-like GPU and ConnectX NIC under one switch.
+    /// nvpeer loaded under `name` (`nvidia_peermem`, the drop-in, or `nvpeer`), nothing else.
+    fn nvpeer_as(&self, name: &str) -> &Self {
+        self.rm("/sys/module/nvidia_peermem").rm("/sys/module/nvpeer");
+        self.module(name)
+            .file(&format!("/sys/module/{name}/version"), "0.1.0\n")
+            .file(&format!("/sys/module/{name}/taint"), "O\n")
+            .file(&format!("/sys/module/{name}/parameters/persistent_api_support"), "1\n")
+            .file(&format!("/sys/module/{name}/parameters/peerdirect_support"), "0\n")
+    }
+
+    /// NVIDIA's own nvidia_peermem: the driver's version.
+    fn nvidia_dropin(&self) -> &Self {
+        self.rm("/sys/module/nvidia_peermem");
+        self.module("nvidia_peermem").file("/sys/module/nvidia_peermem/version", "580.95.05\n")
+    }
+
+    /// A core that keeps the client list in sysfs (MLNX_OFED before 24.04, or a kernel exporting
+    /// mm_kobj), with `nv_mem` registered.
+    fn old_ofed(&self) -> &Self {
+        for (k, v) in [("version", "0.1.0"), ("num_alloc_mrs", "3"), ("num_dealloc_mrs", "1"), ("num_free_callbacks", "0")] {
+            self.file(&format!("/sys/kernel/mm/memory_peers/nv_mem/{k}"), format!("{v}\n"));
+        }
+        self
+    }
+
+    /// A node that passes every gating check: H100-like GPU and ConnectX NIC under one switch,
+    /// DOCA-OFED on a kernel without the mm_kobj export (no /sys/kernel/mm/memory_peers), nvpeer
+    /// loaded as nvidia_peermem (the drop-in DKMS installs), read without root (no debugfs).
     fn healthy() -> Self {
         let f = Fx::new();
         f.file("/proc/sys/kernel/osrelease", format!("{REL}\n"));
         f.kallsyms(&[]);
-        f.file("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U22)\nGCC version:  gcc 12\n");
+        f.file(
+            "/proc/driver/nvidia/version",
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U22)\nGCC version:  gcc 12\n",
+        );
         f.module("nvidia").file("/sys/module/nvidia/version", "580.95.05\n").file("/sys/module/nvidia/taint", "OE\n");
         f.module("ib_core");
-        f.module("nvpeer")
-            .file("/sys/module/nvpeer/version", "0.1.0\n")
-            .file("/sys/module/nvpeer/taint", "O\n")
-            .file("/sys/module/nvpeer/parameters/persistent_api_support", "1\n")
-            .file("/sys/module/nvpeer/parameters/peerdirect_support", "0\n");
-        for (k, v) in [("version", "0.1.0"), ("num_alloc_mrs", "3"), ("num_dealloc_mrs", "1"), ("num_free_callbacks", "0")] {
-            f.file(&format!("/sys/kernel/mm/memory_peers/nv_mem/{k}"), format!("{v}\n"));
-        }
-        f.file("/etc/modprobe.d/nvpeer.conf", "install nvidia_peermem /bin/false\ninstall nv_peer_mem /bin/false\n");
+        f.nvpeer_as("nvidia_peermem");
+        f.file("/etc/modprobe.d/nvpeer.conf", "blacklist nv_peer_mem\ninstall nv_peer_mem /bin/false\nsoftdep nvidia_peermem pre: nvidia ib_core\n");
         f.file(
             &format!("/boot/config-{REL}"),
             "CONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"rustc 1.97.1 (8bab26f4f 2026-07-14)\"\nCONFIG_INFINIBAND=y\nCONFIG_INFINIBAND_USER_MEM=y\nCONFIG_PCI_P2PDMA=y\n",
@@ -225,7 +248,7 @@ fn healthy_node_is_ready() {
 #[test]
 fn any_gating_failure_means_not_ready() {
     let f = Fx::healthy();
-    f.rm("/sys/module/nvpeer");
+    f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
     assert_eq!(status(&r, "nvpeer.module"), Status::Fail);
     assert_eq!(r.verdict, Verdict::NotReady);
@@ -368,11 +391,8 @@ fn nouveau_loaded_fails() {
 #[test]
 fn old_driver_without_persistent_api_warns() {
     let f = Fx::healthy();
-    let syms: String = crate::checks::nvidia_symbols()
-        .iter()
-        .filter(|s| !s.ends_with("_persistent"))
-        .map(|s| format!("0000000000000000 T {s}\t[nvidia]\n"))
-        .collect();
+    let syms: String =
+        crate::checks::nvidia_symbols().iter().filter(|s| !s.ends_with("_persistent")).map(|s| format!("0000000000000000 T {s}\t[nvidia]\n")).collect();
     f.file("/proc/kallsyms", syms + "0000000000000000 T ib_register_peer_memory_client\t[ib_core]\n");
     let r = f.report();
     assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Warn);
@@ -419,10 +439,7 @@ fn real_cuda_probe_never_panics() {
         CudaProbe::LibraryMissing | CudaProbe::Failed { .. } | CudaProbe::Ok { .. } => {}
         CudaProbe::NotRun => panic!("probe_cuda must run"),
     }
-    match crate::probes::probe_verbs() {
-        VerbsProbe::NotRun => panic!("probe_verbs must run"),
-        _ => {}
-    }
+    assert!(!matches!(crate::probes::probe_verbs(), VerbsProbe::NotRun), "probe_verbs must run");
 }
 
 #[test]
@@ -492,13 +509,19 @@ fn nvpeer_parameters_listed() {
     let r = Fx::healthy().report();
     let c = check(&r, "nvpeer.module");
     assert_eq!(c.status, Status::Pass);
+    assert_eq!(c.data["module_name"], "nvidia_peermem");
+    assert_eq!(c.data["owner"], "nvpeer");
     assert_eq!(c.data["parameters"]["persistent_api_support"], "1");
     assert_eq!(c.data["version"], "0.1.0");
-    assert_eq!(c.data["parameters_source"], "/sys/module/nvpeer/parameters");
+    assert_eq!(c.data["parameters_source"], "/sys/module/nvidia_peermem/parameters");
+    assert!(c.summary.contains("as nvidia_peermem (drop-in)"), "{}", c.summary);
     // Linux 7.2 Rust modules: no sysfs parameters, values from debugfs `config`.
     let f = Fx::healthy();
-    f.rm("/sys/module/nvpeer/parameters");
-    f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\npersistent_api_support 0\npeerdirect_support 0\nclient nv_mem invalidating, INVALIDATE_UNMAPS\nclient nv_mem_nc persistent\n");
+    f.rm("/sys/module/nvidia_peermem/parameters");
+    f.file(
+        "/sys/kernel/debug/nvpeer/config",
+        "version 0.1.0\npersistent_api_support 0\npeerdirect_support 0\nclient nv_mem invalidating, INVALIDATE_UNMAPS\nclient nv_mem_nc persistent\n",
+    );
     let r = f.report();
     let c = check(&r, "nvpeer.module");
     assert_eq!(c.data["parameters"]["persistent_api_support"], "0");
@@ -513,74 +536,270 @@ fn nvpeer_parameters_listed() {
 }
 
 #[test]
+fn nvpeer_under_its_own_name() {
+    let f = Fx::healthy();
+    f.nvpeer_as("nvpeer");
+    let r = f.report();
+    let c = check(&r, "nvpeer.module");
+    assert_eq!(c.status, Status::Pass);
+    assert_eq!(c.data["module_name"], "nvpeer");
+    assert_eq!(c.data["parameters_source"], "/sys/module/nvpeer/parameters");
+    assert!(c.summary.contains("side-by-side"), "{}", c.summary);
+    assert!(c.details.iter().any(|d| d.contains("peer.consumers")));
+}
+
+#[test]
 fn nvpeer_installed_but_not_loaded() {
     let f = Fx::healthy();
-    f.rm("/sys/module/nvpeer");
-    f.file(&format!("/lib/modules/{REL}/modules.dep"), "updates/dkms/nvpeer.ko.xz: kernel/drivers/infiniband/core/ib_core.ko\n");
+    f.rm("/sys/module/nvidia_peermem");
+    let dep = format!("/lib/modules/{REL}/modules.dep");
+    // The drop-in built by DKMS for this kernel.
+    f.file(&dep, "updates/dkms/nvidia-peermem.ko.zst: kernel/drivers/infiniband/core/ib_core.ko\n");
+    f.file(&format!("/var/lib/dkms/nvpeer/0.1.0/{REL}/x86_64/module/nvidia-peermem.ko.zst"), "x");
     let r = f.report();
-    assert_eq!(check(&r, "nvpeer.module").summary, "installed but not loaded");
-    assert!(check(&r, "nvpeer.module").fix.as_ref().unwrap().starts_with("Run `modprobe nvpeer`"));
+    let c = check(&r, "nvpeer.module");
+    assert_eq!(c.summary, "installed (DKMS, as nvidia-peermem) but not loaded");
+    assert!(c.fix.as_ref().unwrap().starts_with("Run `modprobe nvidia-peermem`"), "{:?}", c.fix);
+    assert_eq!(c.data["install"]["dropin"], "updates/dkms/nvidia-peermem.ko.zst");
+    // An nvidia-peermem.ko that DKMS did not build for nvpeer: could be NVIDIA's.
+    f.rm("/var/lib/dkms");
+    let r = f.report();
+    assert!(check(&r, "nvpeer.module").summary.contains("modinfo nvidia-peermem"));
+    // Only the side-by-side name installed.
+    f.file(&dep, "extra/nvpeer.ko: kernel/drivers/infiniband/core/ib_core.ko\n");
+    let r = f.report();
+    let c = check(&r, "nvpeer.module");
+    assert!(c.summary.starts_with("installed as nvpeer only"), "{}", c.summary);
+    assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
+    // Nothing installed.
+    f.rm(&dep);
+    let r = f.report();
+    assert_eq!(check(&r, "nvpeer.module").summary, "not installed for this kernel");
+    assert!(check(&r, "nvpeer.module").fix.as_ref().unwrap().contains("make dkms-install"));
+}
+
+#[test]
+fn nvidia_own_nvidia_peermem() {
+    let f = Fx::healthy();
+    f.nvidia_dropin();
+    let r = f.report();
+    let c = check(&r, "nvpeer.module");
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.data["module_name"], "nvidia_peermem");
+    assert_eq!(c.data["owner"], "nvidia");
+    assert_eq!(c.data["nvidia_peermem"]["version"], "580.95.05");
+    assert!(c.summary.contains("NVIDIA's nvidia_peermem"), "{}", c.summary);
+    assert!(c.fix.as_ref().unwrap().contains("docs/install.md"));
+    let c = check(&r, "peer.conflicts");
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.data["loaded"], serde_json::json!(["nvidia_peermem"]));
+    assert!(c.fix.as_ref().unwrap().contains("modprobe -r nvidia_peermem"));
+    assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
+    // The libraries do see peer memory, through NVIDIA's module.
+    let c = check(&r, "peer.consumers");
+    assert_eq!(c.data["served_by"][0]["owner"], "nvidia");
+    assert!(detected(c, "NCCL GIN/GDAKI"));
+    assert_eq!(r.exit_code, 1);
+    // debugfs nvpeer/ (with no module named nvpeer) says the drop-in is nvpeer's, whatever the version.
+    f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\n");
+    let r = f.report();
+    assert_eq!(check(&r, "nvpeer.module").data["owner"], "nvpeer");
+    assert_eq!(status(&r, "peer.conflicts"), Status::Pass);
+    // No version file at all: not identified, and treated as a rival.
+    f.rm("/sys/kernel/debug/nvpeer").rm("/sys/module/nvidia_peermem/version");
+    let r = f.report();
+    assert_eq!(check(&r, "nvpeer.module").data["owner"], "unknown");
+    assert_eq!(status(&r, "peer.conflicts"), Status::Fail);
 }
 
 #[test]
 fn peer_clients_listed_with_counters() {
-    let r = Fx::healthy().report();
+    let f = Fx::healthy();
+    f.old_ofed();
+    let r = f.report();
     let c = check(&r, "peer.clients");
     assert_eq!(c.status, Status::Pass);
     assert_eq!(c.data["clients"][0]["name"], "nv_mem");
     assert_eq!(c.data["clients"][0]["num_alloc_mrs"], "3");
+    assert_eq!(c.data["sysfs"], true);
 }
 
 #[test]
-fn peer_clients_missing() {
+fn peer_clients_on_a_core_without_memory_peers() {
+    // DOCA-OFED on a kernel without the mm_kobj export: no list, the loaded module serves nv_mem.
     let f = Fx::healthy();
-    f.rm("/sys/kernel/mm/memory_peers");
     let r = f.report();
-    assert_eq!(status(&r, "peer.clients"), Status::Fail);
-    assert!(check(&r, "peer.clients").fix.as_ref().unwrap().contains("mm_kobj"));
-    f.rm("/sys/module/nvpeer");
+    let c = check(&r, "peer.clients");
+    assert_eq!(c.status, Status::Pass, "{}", c.summary);
+    assert!(c.summary.contains("keeps no client list") && c.summary.contains("nvidia_peermem (nvpeer)"), "{}", c.summary);
+    assert_eq!(c.data["sysfs"], false);
+    assert_eq!(c.data["served_by"][0]["module"], "nvidia_peermem");
+    assert_eq!(c.data["served_by"][0]["owner"], "nvpeer");
+    f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\nclient nv_mem persistent\n");
+    assert!(check(&f.report(), "peer.clients").details.iter().any(|d| d.contains("nv_mem persistent")));
+    // Nothing serves peer memory: still a failure.
+    f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
-    assert!(check(&r, "peer.clients").fix.as_ref().unwrap().contains("modprobe nvpeer"));
+    let c = check(&r, "peer.clients");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
 }
 
 #[test]
-fn stock_module_loaded_conflicts() {
+fn peer_clients_missing_from_a_listing_core() {
     let f = Fx::healthy();
-    f.module("nvidia_peermem").file("/sys/module/nvidia_peermem/version", "580.95.05\n");
+    f.old_ofed();
+    f.rm("/sys/kernel/mm/memory_peers/nv_mem");
     let r = f.report();
-    assert_eq!(status(&r, "peer.conflicts"), Status::Fail);
-    assert!(check(&r, "peer.conflicts").fix.as_ref().unwrap().contains("modprobe -r nvidia_peermem"));
+    let c = check(&r, "peer.clients");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.summary.contains("no nv_mem client"), "{}", c.summary);
+    f.rm("/sys/module/nvidia_peermem");
+    let r = f.report();
+    assert!(check(&r, "peer.clients").fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
+}
+
+#[test]
+fn dropin_is_not_a_conflict() {
+    let r = Fx::healthy().report();
+    let c = check(&r, "peer.conflicts");
+    assert_eq!(c.status, Status::Pass, "{}", c.summary);
+    assert_eq!(c.data["loaded"], serde_json::json!([]));
+    assert_eq!(c.data["nvidia_peermem"]["owner"], "nvpeer");
+    assert!(c.summary.contains("nvidia_peermem is nvpeer"));
+}
+
+#[test]
+fn own_name_beside_another_provider_conflicts() {
+    let f = Fx::healthy();
+    f.nvpeer_as("nvpeer");
+    f.nvidia_dropin();
+    let r = f.report();
+    let c = check(&r, "peer.conflicts");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.summary.contains("beside nvpeer"), "{}", c.summary);
+    assert!(c.fix.as_ref().unwrap().contains("modprobe -r nvidia_peermem nvpeer"), "{:?}", c.fix);
+    // nvpeer's debugfs belongs to the module named nvpeer here: the version decides.
+    f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\n");
+    assert_eq!(check(&f.report(), "peer.conflicts").data["nvidia_peermem"]["owner"], "nvidia");
+    // Mellanox's nv_peer_mem is a rival under any name.
+    let f = Fx::healthy();
+    f.module("nv_peer_mem");
+    let r = f.report();
+    let c = check(&r, "peer.conflicts");
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.data["loaded"], serde_json::json!(["nv_peer_mem"]));
+    assert!(c.fix.as_ref().unwrap().contains("modprobe.d/nvpeer.conf"));
     assert_eq!(r.exit_code, 1);
 }
 
 #[test]
-fn stock_module_not_blocked_warns() {
+fn modprobe_rules() {
     let f = Fx::healthy();
     f.rm("/etc/modprobe.d/nvpeer.conf");
     let r = f.report();
-    assert_eq!(status(&r, "peer.conflicts"), Status::Warn);
+    let c = check(&r, "peer.conflicts");
+    assert_eq!(c.status, Status::Warn);
+    assert_eq!(c.data["not_blocked"], serde_json::json!(["nv_peer_mem"]));
+    assert!(!c.fix.as_ref().unwrap().contains("nvidia_peermem"));
     assert_eq!(r.exit_code, 0);
     // The dash spelling of the module name also counts.
-    f.file("/etc/modprobe.d/x.conf", "install nvidia-peermem /usr/bin/false\ninstall nv_peer_mem /bin/false\n");
+    f.file("/etc/modprobe.d/x.conf", "install nv-peer-mem /usr/bin/false\n");
     assert_eq!(status(&f.report(), "peer.conflicts"), Status::Pass);
+    // An old nvpeer.conf that blocks the drop-in name.
+    f.file("/etc/modprobe.d/x.conf", "install nvidia-peermem /bin/false\ninstall nv_peer_mem /bin/false\n");
+    let r = f.report();
+    let c = check(&r, "peer.conflicts");
+    assert_eq!(c.status, Status::Warn);
+    assert_eq!(c.data["dropin_blocked"], true);
+    assert!(c.fix.as_ref().unwrap().contains("Remove"));
+}
+
+/// Whether `library` sees peer memory in a `peer.consumers` result.
+fn detected(c: &crate::report::Check, library: &str) -> bool {
+    lib(c, library)["detected"].as_bool().unwrap()
+}
+
+fn lib<'a>(c: &'a crate::report::Check, library: &str) -> &'a serde_json::Value {
+    c.data["libraries"].as_array().unwrap().iter().find(|l| l["library"] == library).unwrap_or_else(|| panic!("no row {library}"))
+}
+
+/// The libraries whose probe includes a /sys/module file, and those that read only memory_peers.
+const MODULE_PROBING: [&str; 5] = ["NCCL", "NCCL GIN/GDAKI", "UCX ≥ 1.18", "UCC TL/MLX5 (mcast, alltoall)", "NVSHMEM"];
+const MEMORY_PEERS_ONLY: [&str; 4] = ["NCCL ≤ 2.22.3", "UCX < 1.18", "UCC mcast before #1102", "Open MPI btl_openib"];
+
+#[test]
+fn consumers_on_doca_with_the_dropin() {
+    let r = Fx::healthy().report();
+    let c = check(&r, "peer.consumers");
+    assert_eq!(c.status, Status::Warn, "{}", c.summary);
+    for l in MODULE_PROBING {
+        assert!(detected(c, l), "{l}");
+        assert_eq!(lib(c, l)["via"], "/sys/module/nvidia_peermem/version", "{l}");
+    }
+    for l in MEMORY_PEERS_ONLY {
+        assert!(!detected(c, l), "{l}");
+        assert_eq!(lib(c, l)["structural"], true, "{l}");
+        assert!(lib(c, l)["why"].as_str().unwrap().contains("no module name can fix that"), "{l}");
+    }
+    assert_eq!(c.data["structural"], true);
+    assert_eq!(c.data["memory_peers"], false);
+    assert_eq!(c.data["fixable_blind"], serde_json::json!([]));
+    assert!(c.summary.contains("structurally blind"), "{}", c.summary);
+    assert!(c.fix.as_ref().unwrap().contains("UCX ≥ 1.18"));
+    // Each row names the function it follows.
+    assert!(lib(c, "NCCL GIN/GDAKI")["source"].as_str().unwrap().contains("ncclIbPeerMemSupport"));
+    assert_eq!(r.verdict, Verdict::Ready);
 }
 
 #[test]
-fn library_detection() {
-    let r = Fx::healthy().report();
-    assert_eq!(status(&r, "peer.consumers"), Status::Pass);
+fn consumers_fail_when_nvpeer_keeps_its_own_name() {
     let f = Fx::healthy();
-    f.rm("/sys/kernel/mm/memory_peers");
-    f.module("nvidia_peermem").file("/sys/module/nvidia_peermem/version", "580\n");
+    f.nvpeer_as("nvpeer");
     let r = f.report();
     let c = check(&r, "peer.consumers");
-    assert_eq!(c.status, Status::Warn);
-    let libs = c.data["libraries"].as_array().unwrap();
-    let det = |name: &str| libs.iter().find(|l| l["library"] == name).unwrap()["detected"].as_bool().unwrap();
-    assert!(det("NCCL") && det("UCX") && det("UCC"));
-    assert!(!det("Open MPI (btl_openib)") && !det("NVSHMEM") && !det("NCCL ≤ 2.22.3"));
+    assert_eq!(c.status, Status::Fail, "{}", c.summary);
+    for l in MODULE_PROBING {
+        assert!(!detected(c, l), "{l}");
+        assert_eq!(lib(c, l)["structural"], false, "{l}");
+    }
+    assert!(c.summary.contains("loaded as `nvpeer`"), "{}", c.summary);
+    let fix = c.fix.as_ref().unwrap();
+    assert!(fix.contains("install nvpeer as nvidia-peermem (DKMS does: docs/install.md)"), "{fix}");
+    assert!(fix.contains("modprobe nvidia-peermem"), "{fix}");
+    assert_eq!(r.verdict, Verdict::NotReady);
+}
+
+#[test]
+fn consumers_on_an_old_ofed_with_memory_peers() {
+    let f = Fx::healthy();
+    f.old_ofed();
+    let r = f.report();
+    let c = check(&r, "peer.consumers");
+    assert_eq!(c.status, Status::Pass, "{}", c.summary);
+    assert_eq!(c.data["structural"], false);
+    assert_eq!(lib(c, "NCCL")["via"], "/sys/kernel/mm/memory_peers/nv_mem/version");
+    assert!(detected(c, "Open MPI btl_openib") && detected(c, "UCC mcast before #1102"));
+    // There nvpeer under its own name is found through nv_mem, except by GDAKI.
+    f.nvpeer_as("nvpeer");
+    let r = f.report();
+    let c = check(&r, "peer.consumers");
+    assert!(detected(c, "NCCL") && detected(c, "UCX ≥ 1.18") && detected(c, "NVSHMEM"));
+    assert!(!detected(c, "NCCL GIN/GDAKI"));
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.data["fixable_blind"], serde_json::json!(["NCCL GIN/GDAKI"]));
+}
+
+#[test]
+fn consumers_with_nothing_loaded() {
+    let f = Fx::healthy();
     f.rm("/sys/module/nvidia_peermem");
-    assert_eq!(status(&f.report(), "peer.consumers"), Status::Fail);
+    let r = f.report();
+    let c = check(&r, "peer.consumers");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.summary.starts_with("no library"), "{}", c.summary);
+    assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
+    assert!(lib(c, "NCCL")["why"].as_str().unwrap().contains("no peer-memory module is loaded"));
 }
 
 #[test]
@@ -699,7 +918,7 @@ fn config_space_walk_survives_loops() {
     let cs = crate::pci::ConfigSpace(c);
     assert_eq!(cs.acs_control(), Ok(None));
     assert_eq!(cs.devctl(), Ok(None));
-    assert_eq!(crate::pci::ConfigSpace(vec![0; 4]).devctl(), Err(()));
+    assert_eq!(crate::pci::ConfigSpace(vec![0; 4]).devctl(), Err(crate::pci::Unreadable));
     assert_eq!(crate::pci::ConfigSpace(vec![0; 64]).devctl(), Ok(None));
 }
 
@@ -775,7 +994,8 @@ fn config_from_proc_config_gz_and_rustc_match() {
     let f = Fx::healthy();
     f.rm(&format!("/boot/config-{REL}"));
     let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(b"CONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"rustc 1.97.1 (8bab26f4f 2026-07-14)\"\nCONFIG_INFINIBAND=y\nCONFIG_INFINIBAND_USER_MEM=y\n").unwrap();
+    gz.write_all(b"CONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"rustc 1.97.1 (8bab26f4f 2026-07-14)\"\nCONFIG_INFINIBAND=y\nCONFIG_INFINIBAND_USER_MEM=y\n")
+        .unwrap();
     f.file("/proc/config.gz", gz.finish().unwrap());
     let mut p = Probes::none();
     p.rustc = Some("rustc 1.97.1 (8bab26f4f 2026-07-14)".into());
@@ -812,13 +1032,14 @@ fn secure_boot_and_signing() {
     assert_eq!(status(&f.report(), "kernel.signing"), Status::Pass);
     f.file("/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c", [6u8, 0, 0, 0, 1]);
     f.file("/sys/kernel/security/lockdown", "none [integrity] confidentiality\n");
-    f.file("/sys/module/nvpeer/taint", "OE\n");
+    f.file("/sys/module/nvidia_peermem/taint", "OE\n");
     let r = f.report();
     let c = check(&r, "kernel.signing");
     assert_eq!(c.status, Status::Warn);
     assert_eq!(c.data["secure_boot"], true);
     assert_eq!(c.data["lockdown"], "integrity");
-    f.rm("/sys/module/nvpeer");
+    assert_eq!(c.data["nvpeer_taint"], "OE");
+    f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
     assert!(check(&r, "kernel.signing").fix.as_ref().unwrap().contains("make sign"));
     f.file("/proc/sys/kernel/modules_disabled", "1\n");

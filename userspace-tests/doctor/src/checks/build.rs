@@ -41,7 +41,8 @@ pub fn rust(ctx: &Ctx) -> Check {
     if let Some(l) = &ctx.probes.rustc {
         details.push(format!("local toolchain: {l}"));
     }
-    let data = json!({"config_rust": true, "config": cfg.source, "build": build, "missing": missing, "rustc_kernel": rustc_kernel, "rustc_local": ctx.probes.rustc});
+    let data =
+        json!({"config_rust": true, "config": cfg.source, "build": build, "missing": missing, "rustc_kernel": rustc_kernel, "rustc_local": ctx.probes.rustc});
     if !ctx.root.exists(&build) {
         return Check::new(ID, T, false, Status::Warn, format!("CONFIG_RUST=y but {build} is missing"))
             .details(details)
@@ -74,7 +75,8 @@ pub fn kernel_config(ctx: &Ctx) -> Check {
     let Some(cfg) = &ctx.config else {
         return Check::new(ID, T, false, Status::Unknown, "kernel config not found").fix("Install /boot/config-$(uname -r) or enable CONFIG_IKCONFIG_PROC.");
     };
-    let opts = ["CONFIG_INFINIBAND", "CONFIG_INFINIBAND_USER_MEM", "CONFIG_MODVERSIONS", "CONFIG_MODULE_SIG_FORCE", "CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA"];
+    let opts =
+        ["CONFIG_INFINIBAND", "CONFIG_INFINIBAND_USER_MEM", "CONFIG_MODVERSIONS", "CONFIG_MODULE_SIG_FORCE", "CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA"];
     let mut m = serde_json::Map::new();
     let mut details = Vec::new();
     for o in opts {
@@ -105,19 +107,43 @@ pub fn signing(ctx: &Ctx) -> Check {
     const T: &str = "Secure Boot / module signing";
     let efi = ctx.root.is_dir("/sys/firmware/efi");
     let sb = ctx.root.read_bytes(SECURE_BOOT_VAR, 64).and_then(|b| b.last().copied()).map(|v| v == 1);
-    let lockdown = ctx.root.read_trim("/sys/kernel/security/lockdown").and_then(|l| {
-        l.split_whitespace().find(|w| w.starts_with('[')).map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
-    });
+    let lockdown = ctx
+        .root
+        .read_trim("/sys/kernel/security/lockdown")
+        .and_then(|l| l.split_whitespace().find(|w| w.starts_with('[')).map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string()));
     let enforce = ctx.root.read_trim("/sys/module/module/parameters/sig_enforce").map(|v| v == "Y" || v == "1");
     let disabled = ctx.root.read_trim("/proc/sys/kernel/modules_disabled").map(|v| v == "1");
-    let nvpeer = ctx.module_loaded("nvpeer");
-    let taint = ctx.root.read_trim("/sys/module/nvpeer/taint").unwrap_or_default();
+    // nvpeer under either module name (its drop-in `nvidia_peermem`, or `nvpeer`).
+    let name = super::rdma::nvpeer_name(ctx);
+    let nvpeer = name.is_some();
+    let taint = name.and_then(|n| ctx.root.read_trim(&format!("/sys/module/{n}/taint"))).unwrap_or_default();
     let details = vec![
         format!("firmware: {}", if efi { "UEFI" } else { "legacy BIOS (or no efivars)" }),
-        format!("Secure Boot: {}", match sb { Some(true) => "enabled", Some(false) => "disabled", None => "unknown" }),
+        format!(
+            "Secure Boot: {}",
+            match sb {
+                Some(true) => "enabled",
+                Some(false) => "disabled",
+                None => "unknown",
+            }
+        ),
         format!("lockdown: {}", lockdown.as_deref().unwrap_or("unknown")),
-        format!("module.sig_enforce: {}", match enforce { Some(true) => "Y", Some(false) => "N", None => "unknown" }),
-        format!("modules_disabled: {}", match disabled { Some(true) => "1", Some(false) => "0", None => "unknown" }),
+        format!(
+            "module.sig_enforce: {}",
+            match enforce {
+                Some(true) => "Y",
+                Some(false) => "N",
+                None => "unknown",
+            }
+        ),
+        format!(
+            "modules_disabled: {}",
+            match disabled {
+                Some(true) => "1",
+                Some(false) => "0",
+                None => "unknown",
+            }
+        ),
     ];
     let data = json!({"efi": efi, "secure_boot": sb, "lockdown": lockdown, "sig_enforce": enforce, "modules_disabled": disabled, "nvpeer_taint": taint});
     if disabled == Some(true) && !nvpeer {
