@@ -11,6 +11,7 @@ budget and more than 60 s over it (the 60 s keep a stage of a few seconds from f
 "first" uses the first-run column (empty cache), "cached" the cached one.
 """
 import json
+import os
 import sys
 
 SLACK_S = 60
@@ -50,7 +51,7 @@ def main(argv):
     col = 0 if argv[3] == "cached" else 1
     results = []
     w = max([len(n) for n, _ in rows] + [10])
-    print(f"stage table ({argv[3]} budgets, testbench/budgets.txt; a stage fails above 2x its budget):",
+    print(f"stage table ({argv[3]} budgets, testbench/{os.path.basename(argv[1])}; a stage fails above 2x its budget):",
           file=sys.stderr)
     print(f"    {'stage'.ljust(w)}  seconds  budget  ratio", file=sys.stderr)
     for name, secs in rows:
