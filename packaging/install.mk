@@ -1,16 +1,20 @@
 # SPDX-License-Identifier: GPL-2.0
 # Installation rules of nvpeer, included by the top-level Makefile (docs/install.md).
 #
-#   make install            build, install nvpeer.ko for KDIR's kernel (extra/), the modprobe.d
-#                           file and the systemd unit, run depmod
+#   make install            build, install nvpeer for KDIR's kernel as nvidia-peermem.ko (updates/:
+#                           depmod prefers it to the NVIDIA driver's copy), the modprobe.d file
+#                           and the systemd unit, run depmod
 #   make uninstall          remove all of that again
 #   make sign KEY=k CERT=c  sign nvpeer.ko with the kernel's scripts/sign-file (HASH=sha256,
 #                           SIGN_FILE=<path> where the headers keep it elsewhere)
 #   make dkms-install       copy the sources to $(DKMS_SOURCE_TREE)/nvpeer-<version>, dkms
-#                           add/build/install, install the modprobe.d file and the unit
+#                           add/build/install (as nvidia-peermem, dkms.conf), the modprobe.d file,
+#                           the unit and DKMS's version-override entry (DKMS_FORCE_DIR)
 #   make dkms-uninstall     dkms remove --all, delete the source copy, the modprobe.d file, the unit
 #
-# Variables: KDIR, DESTDIR (staging root; skips depmod), INSTALL_MOD_DIR (default extra),
+# Variables: KDIR, DESTDIR (staging root; skips depmod), INSTALL_MOD_DIR (default updates),
+# NVPEER_MODULE (default here nvidia-peermem; nvpeer installs the side-by-side name),
+# DKMS_FORCE_DIR (default /usr/share/dkms/modules_to_force_install),
 # SYSTEMD_DIR, MODPROBE_DIR, DKMS (dkms command), DKMS_SOURCE_TREE (default /usr/src),
 # DKMS_FLAGS (more dkms options, e.g. --dkmstree/--installtree), NVPEER_MAKE_ARGS (extra make
 # arguments for the DKMS build: OFED_DIR=, NVIDIA_SRC=, RUSTC=, BENCH=1).
@@ -18,7 +22,15 @@
 NVPEER_TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 NVPEER_VERSION := $(shell sed -n 's/^NVPEER_VERSION[[:space:]]*:=[[:space:]]*//p' $(NVPEER_TOP)/Kbuild)
 NVPEER_KREL = $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
-INSTALL_MOD_DIR ?= extra
+INSTALL_MOD_DIR ?= updates
+# What install and sign act on: the drop-in name unless NVPEER_MODULE is given (the build below
+# them inherits it; a plain `make` builds nvpeer.ko).
+install sign: NVPEER_MODULE = nvidia-peermem
+NVPEER_KO_NAMES := nvpeer nvidia-peermem
+# DKMS refuses to install a module whose version is lower than one already in the kernel's tree
+# (NVIDIA's nvidia-peermem.ko carries the driver's version, 5xx): this entry tells dkms that
+# nvpeer replaces it knowingly (dkms's force_installation, "<package>_version-override").
+DKMS_FORCE_DIR ?= /usr/share/dkms/modules_to_force_install
 MODPROBE_DIR ?= /etc/modprobe.d
 SYSTEMD_DIR ?= /etc/systemd/system
 DKMS ?= dkms
@@ -38,20 +50,18 @@ NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src uapi packaging testbench/emu/
 
 install: modules
 	@[ -n "$(NVPEER_KREL)" ] || { echo "nvpeer install: cannot read $(KDIR)/include/config/kernel.release" >&2; exit 1; }
-	$(MAKE) -C "$(KDIR)" M="$(NVPEER_TOP)" INSTALL_MOD_DIR="$(INSTALL_MOD_DIR)" \
+	$(MAKE) -C "$(KDIR)" M="$(NVPEER_TOP)" NVPEER_MODULE=$(NVPEER_MODULE) INSTALL_MOD_DIR="$(INSTALL_MOD_DIR)" \
 		$(if $(DESTDIR),INSTALL_MOD_PATH="$(DESTDIR)") DEPMOD=/bin/true modules_install
 	install -D -m 0644 "$(NVPEER_TOP)/packaging/modprobe.d/nvpeer.conf" "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf"
 	install -D -m 0644 "$(NVPEER_TOP)/packaging/systemd/nvpeer.service" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
 	@if [ -z "$(DESTDIR)" ]; then depmod -a "$(NVPEER_KREL)"; fi
-	@echo "nvpeer $(NVPEER_VERSION) installed for $(NVPEER_KREL): 'modprobe nvpeer', then 'nvpeer doctor'; at boot: 'systemctl enable nvpeer'"
+	@echo "nvpeer $(NVPEER_VERSION) installed for $(NVPEER_KREL) as $(NVPEER_MODULE): 'modprobe $(NVPEER_MODULE)', then 'nvpeer doctor'; at boot: 'systemctl enable nvpeer'"
 
 uninstall:
 	@[ -n "$(NVPEER_KREL)" ] || { echo "nvpeer uninstall: cannot read $(KDIR)/include/config/kernel.release" >&2; exit 1; }
-	rm -f $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko \
-	      $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko.xz \
-	      $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko.zst \
-	      $(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/nvpeer.ko.gz
-	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
+	for m in $(NVPEER_KO_NAMES); do for z in "" .xz .zst .gz; do \
+		rm -f "$(DESTDIR)/lib/modules/$(NVPEER_KREL)/$(INSTALL_MOD_DIR)/$$m.ko$$z"; done; done
+	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service" "$(DESTDIR)$(DKMS_FORCE_DIR)/nvpeer"
 	@if [ -z "$(DESTDIR)" ]; then depmod -a "$(NVPEER_KREL)"; fi
 
 # Signs the built module in place (before `make install`, or re-run install afterwards).
@@ -60,9 +70,9 @@ sign:
 	@[ -r "$(KEY)" ] || { echo "nvpeer sign: cannot read KEY=$(KEY)" >&2; exit 1; }
 	@[ -r "$(CERT)" ] || { echo "nvpeer sign: cannot read CERT=$(CERT)" >&2; exit 1; }
 	@[ -x "$(SIGN_FILE)" ] || { echo "nvpeer sign: $(SIGN_FILE) missing: install the kernel headers / linux-kbuild package (they ship scripts/sign-file) or pass SIGN_FILE=" >&2; exit 1; }
-	@[ -f "$(NVPEER_TOP)/nvpeer.ko" ] || { echo "nvpeer sign: nvpeer.ko not built yet: run 'make' first" >&2; exit 1; }
-	"$(SIGN_FILE)" "$(HASH)" "$(KEY)" "$(CERT)" "$(NVPEER_TOP)/nvpeer.ko"
-	@tail -c 28 "$(NVPEER_TOP)/nvpeer.ko" | grep -q "Module signature appended" && echo "nvpeer.ko signed ($(HASH)); enroll $(CERT) with 'mokutil --import' if Secure Boot is on"
+	@[ -f "$(NVPEER_TOP)/$(NVPEER_MODULE).ko" ] || { echo "nvpeer sign: $(NVPEER_MODULE).ko not built yet: run 'make NVPEER_MODULE=$(NVPEER_MODULE)' first" >&2; exit 1; }
+	"$(SIGN_FILE)" "$(HASH)" "$(KEY)" "$(CERT)" "$(NVPEER_TOP)/$(NVPEER_MODULE).ko"
+	@tail -c 28 "$(NVPEER_TOP)/$(NVPEER_MODULE).ko" | grep -q "Module signature appended" && echo "$(NVPEER_MODULE).ko signed ($(HASH)); enroll $(CERT) with 'mokutil --import' if Secure Boot is on"
 
 # Copies the DKMS source tree (no build outputs).
 dkms-source:
@@ -76,6 +86,7 @@ dkms-source:
 		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
 
 dkms-install: dkms-source
+	mkdir -p "$(DESTDIR)$(DKMS_FORCE_DIR)" && echo nvpeer_version-override >"$(DESTDIR)$(DKMS_FORCE_DIR)/nvpeer"
 	$(DKMS) add $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION)
 	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) build $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
 	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) install $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
@@ -85,4 +96,4 @@ dkms-install: dkms-source
 dkms-uninstall:
 	-$(DKMS) remove $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) --all
 	rm -rf "$(DKMS_SRC)"
-	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
+	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service" "$(DESTDIR)$(DKMS_FORCE_DIR)/nvpeer"

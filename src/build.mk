@@ -7,9 +7,12 @@
 #   make clean
 #
 # Variables: KDIR (default: running kernel), OFED_DIR, NVIDIA_SRC, OFED_SYMVERS, NVIDIA_SYMVERS,
-# RUSTC, BENCH=1 (emulator headers/symbols of the test bench; see testbench/tb kbuild).
+# RUSTC, BENCH=1 (emulator headers/symbols of the test bench; see testbench/tb kbuild),
+# NVPEER_MODULE (nvpeer, default here, or nvidia-peermem: the module name, see Kbuild; `make
+# install` and DKMS use nvidia-peermem).
 
 NVPEER_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+NVPEER_MODULE ?= nvpeer
 NVPEER_PREFLIGHT = KDIR="$(KDIR)" OFED_DIR="$(OFED_DIR)" NVIDIA_SRC="$(NVIDIA_SRC)" \
 	OFED_SYMVERS="$(OFED_SYMVERS)" NVIDIA_SYMVERS="$(NVIDIA_SYMVERS)" RUSTC="$(or $(RUSTC),rustc)" \
 	BENCH="$(BENCH)" $(NVPEER_ROOT)/src/preflight.sh
@@ -20,7 +23,7 @@ all: modules
 
 modules:
 	@args=$$($(NVPEER_PREFLIGHT) --make-args) || exit 1; \
-	eval '$(MAKE) -C "$(KDIR)" M="$(NVPEER_ROOT)"' "$$args" modules
+	eval '$(MAKE) -C "$(KDIR)" M="$(NVPEER_ROOT)" NVPEER_MODULE=$(NVPEER_MODULE)' "$$args" modules
 
 preflight:
 	@$(NVPEER_PREFLIGHT)

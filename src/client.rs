@@ -11,6 +11,7 @@
 //! nvpeer registers the same names as nvidia-peermem even though the module is called `nvpeer`.
 
 use crate::ffi::{self, InvalidateSlot, PeerMemoryClient, PeerMemoryClientEx, PEER_NAME_MAX, PEER_VER_MAX};
+use crate::logic::errno;
 use crate::logic::params::Layout;
 use crate::logic::range::GPU_PAGE_SIZE;
 use crate::mr::Mr;
@@ -134,6 +135,32 @@ impl Which {
     }
 }
 
+/// Refuses to serve `nv_mem` beside another module that does: NVIDIA's `nvidia_peermem` or
+/// Mellanox's `nv_peer_mem`. The DOCA-OFED core on kernels without the `mm_kobj` export accepts
+/// two clients of one name and gives every registration to the first, so the check reads
+/// `/sys/module` (see the shim), not the core's `memory_peers` directory.
+pub(crate) fn refuse_other_nv_mem_module() -> Result {
+    // SAFETY: the shim returns null or a static NUL-terminated string.
+    let other = unsafe { ffi::nvpeer_shim_other_nv_mem_module() };
+    if other.is_null() {
+        return Ok(());
+    }
+    // SAFETY: non-null, static and NUL-terminated (above); same for the module name.
+    let (other, own) = unsafe {
+        (
+            CStr::from_char_ptr(other),
+            CStr::from_char_ptr(ffi::nvpeer_shim_module_name()),
+        )
+    };
+    pr_err!(
+        "{} is loaded and serves the nv_mem peer-memory client; two clients of one name cannot both serve registrations: unload it first ('rmmod {}'), or install nvpeer as nvidia-peermem (docs/install.md); not loading {}\n",
+        other.to_str().unwrap_or("another peer-memory module"),
+        other.to_str().unwrap_or("nvidia_peermem"),
+        own.to_str().unwrap_or("nvpeer")
+    );
+    Err(EBUSY)
+}
+
 /// A registered client; unregistered on drop (which waits until the core released every
 /// registration acquired through it).
 ///
@@ -245,6 +272,12 @@ unsafe extern "C" fn acquire<const PERSISTENT: bool>(
     }
 }
 
+/// The errno handed to the core, which passes it on to user space (`ibv_reg_mr`): no
+/// kernel-internal code such as NVIDIA's 524 (see [`errno::user_errno`]).
+fn core_errno(e: Error) -> c_int {
+    -errno::user_errno(-e.to_errno())
+}
+
 /// Borrows the registration behind a `client_context`.
 ///
 /// # Safety
@@ -273,7 +306,7 @@ unsafe extern "C" fn get_pages(
     };
     match mr.core_get_pages(addr as u64, size as u64, core_context) {
         Ok(()) => 0,
-        Err(e) => e.to_errno(),
+        Err(e) => core_errno(e),
     }
 }
 
@@ -301,7 +334,7 @@ unsafe extern "C" fn dma_map(
             unsafe { *nmap = n as c_int };
             0
         }
-        Err(e) => e.to_errno(),
+        Err(e) => core_errno(e),
     }
 }
 

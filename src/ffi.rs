@@ -181,6 +181,16 @@ extern "C" {
     pub(crate) fn nvpeer_shim_module_get() -> bool;
     pub(crate) fn nvpeer_shim_module_put();
     pub(crate) fn nvpeer_shim_peer_client_visible(name: *const c_char) -> bool;
+    pub(crate) fn nvpeer_shim_other_nv_mem_module() -> *const c_char;
+    pub(crate) fn nvpeer_shim_module_name() -> *const c_char;
+    pub(crate) fn nvpeer_shim_ratelimit() -> bool;
+}
+
+/// Whether a rate-limited kernel-log message may be printed now (`__ratelimit` with the kernel's
+/// default interval and burst, one state for the module).
+pub(crate) fn ratelimit() -> bool {
+    // SAFETY: no arguments; the shim's rate-limit state is a static.
+    unsafe { nvpeer_shim_ratelimit() }
 }
 
 /// Module-lifetime storage the core writes its invalidate entry point into, *during*

@@ -18,6 +18,7 @@
 //! This file contains no `unsafe`.
 
 use crate::client;
+use crate::ffi;
 use crate::logic::range::{self, Cover, Trim};
 use crate::logic::sgl;
 use crate::logic::state::{step, Action, Event, Refusal, State};
@@ -96,8 +97,30 @@ impl Inner {
     }
 }
 
+/// The calling process as NVIDIA keys non-persistent pins: its tgid in the initial PID namespace
+/// (the group leader's global pid). Two processes in different containers may share a
+/// namespace-local tgid; they never share this one (hazard H5).
 fn current_tgid() -> Pid {
-    kernel::current!().tgid_nr_ns(None)
+    kernel::current!().group_leader().pid()
+}
+
+/// Says why NVIDIA refused to pin GPU memory in acquire (rate-limited): the core then declines the
+/// registration with an errno that does not name the cause. `EINVAL` (not GPU memory: every host
+/// registration is offered to acquire first) and nvpeer's own refusals stay quiet.
+fn log_pin_refused(e: Error, len: u64, persistent: bool) {
+    let call = if persistent { "nvidia_p2p_get_pages_persistent" } else { "nvidia_p2p_get_pages" };
+    let cause = if e == ENOMEM {
+        "out of BAR1 space or memory: 'nvidia-smi -q -d MEMORY' shows BAR1 use, 'nvpeer doctor' nvpeer's pinned bytes against it; deregister MRs, or enable a larger BAR1 (resizable BAR)"
+    } else if e == ENOTSUPP {
+        "not supported for this GPU or memory (ENOTSUPP): vGPU, confidential computing, MIG on drivers before 560 with persistent_api_support=1, or no P2P path between the GPU and the NIC; 'nvpeer doctor' names it; dma-buf (ibv_reg_dmabuf_mr) may still work"
+    } else if e == EINVAL || e == EFAULT {
+        return;
+    } else {
+        "unexpected error from the NVIDIA driver; see its messages above"
+    };
+    if ffi::ratelimit() {
+        pr_warn!("{} refused to pin {} bytes ({:?}): {}\n", call, len, e, cause);
+    }
 }
 
 fn refusal(r: Refusal) -> Error {
@@ -127,7 +150,8 @@ impl Mr {
             STATS.acquire_declined.inc();
             return None;
         };
-        if mr.pin(cover, trim).is_err() {
+        if let Err(e) = mr.pin(cover, trim) {
+            log_pin_refused(e, cover.len(), persistent);
             mr.core_done(mr.inner.lock());
             STATS.acquire_declined.inc();
             return None;

@@ -22,6 +22,8 @@ mod stats;
 
 /// Pure logic shared with the host test crate (`src/logic/Cargo.toml`).
 mod logic {
+    #[path = "errno.rs"]
+    pub(crate) mod errno;
     #[path = "params.rs"]
     pub(crate) mod params;
     #[path = "range.rs"]
@@ -71,6 +73,7 @@ impl kernel::Module for NvPeer {
             pr_err!("invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);
             EINVAL
         })?;
+        client::refuse_other_nv_mem_module()?;
         // SAFETY: called once, before any client can call into the registry.
         unsafe { registry::init() };
 

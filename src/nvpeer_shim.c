@@ -13,6 +13,7 @@
 #include <linux/module.h>
 #include <linux/namei.h>
 #include <linux/pci.h>
+#include <linux/ratelimit.h>
 #include <linux/scatterlist.h>
 #include <linux/stddef.h>
 #include <rdma/peer_mem.h>
@@ -109,6 +110,48 @@ bool nvpeer_shim_module_get(void)
 void nvpeer_shim_module_put(void)
 {
 	module_put(THIS_MODULE);
+}
+
+/*
+ * Another loaded module that serves the nv_mem client (NVIDIA's nvidia_peermem, Mellanox's
+ * nv_peer_mem), or NULL. Looked up in /sys/module, which exists on every kernel: the core's
+ * memory_peers directory (below) does not exist under DOCA-OFED on kernels that no longer export
+ * mm_kobj, and that core accepts a second client of the same name. This module's own name is
+ * skipped: loaded as nvidia-peermem, its /sys/module entry exists while it initialises (and the
+ * module loader already refuses a second module of one name). The lookup races a module loading
+ * at the same instant; it is a guard against a configuration mistake, not a lock.
+ */
+const char *nvpeer_shim_other_nv_mem_module(void)
+{
+	static const char *const names[] = { "nvidia_peermem", "nv_peer_mem" };
+	char path[48];
+	struct path p;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++) {
+		if (!strcmp(names[i], KBUILD_MODNAME))
+			continue;
+		snprintf(path, sizeof(path), "/sys/module/%s", names[i]);
+		if (kern_path(path, LOOKUP_FOLLOW, &p))
+			continue;
+		path_put(&p);
+		return names[i];
+	}
+	return NULL;
+}
+
+/* Whether a rate-limited message may be printed now (the kernel's default burst and interval). */
+bool nvpeer_shim_ratelimit(void)
+{
+	static DEFINE_RATELIMIT_STATE(rs, DEFAULT_RATELIMIT_INTERVAL, DEFAULT_RATELIMIT_BURST);
+
+	return __ratelimit(&rs);
+}
+
+/* The name this module was built under (nvpeer or nvidia_peermem), for messages. */
+const char *nvpeer_shim_module_name(void)
+{
+	return KBUILD_MODNAME;
 }
 
 /* Whether the core already shows a client of this name in sysfs (for an actionable error). */

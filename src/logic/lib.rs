@@ -8,6 +8,8 @@
 #![cfg_attr(not(test), no_std)]
 #![allow(dead_code)]
 
+#[path = "errno.rs"]
+mod errno;
 #[path = "params.rs"]
 mod params;
 #[path = "range.rs"]

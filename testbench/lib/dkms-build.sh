@@ -18,7 +18,8 @@ srctree=/tmp/nvpeer-dkms-src
 log=/tmp/dkms-install.log
 rc=0
 make -C /src DKMS_SOURCE_TREE=$srctree NVPEER_MAKE_ARGS=BENCH=1 KDIR="/lib/modules/$krel/build" \
-    MODPROBE_DIR=/run/modprobe.d SYSTEMD_DIR=/run/systemd/system dkms-install >"$log" 2>&1 || rc=$?
+    MODPROBE_DIR=/run/modprobe.d SYSTEMD_DIR=/run/systemd/system DKMS_FORCE_DIR=/run/dkms-force \
+    dkms-install >"$log" 2>&1 || rc=$?
 cat "$log"
 logs=$(find /var/lib/dkms/nvpeer -name make.log 2>/dev/null || true)
 if [ "$rc" != 0 ]; then
@@ -32,11 +33,11 @@ grep -q "nvpeer preflight: ok" $logs "$log" || { echo "dkms-build: the PRE_BUILD
 ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' /src/dkms.conf)
 dkms --sourcetree "$srctree" status -m nvpeer -v "$ver" -k "$krel" | grep -q installed \
     || { echo "dkms-build: dkms status is not 'installed'" >&2; exit 1; }
-ko=$(modinfo -k "$krel" -n nvpeer)
-echo "dkms-build: modinfo -k $krel -n nvpeer: $ko"
+ko=$(modinfo -k "$krel" -n nvidia-peermem)
+echo "dkms-build: modinfo -k $krel -n nvidia-peermem: $ko"
 # Everything dkms-install wrote, with the paths it wrote them under (before the refusal checks,
 # which leave a build log of their own behind).
-tar -C / -cf /out/dkms-prebuilt.tar var/lib/dkms "${srctree#/}" run/modprobe.d run/systemd \
+tar -C / -cf /out/dkms-prebuilt.tar var/lib/dkms "${srctree#/}" run/modprobe.d run/systemd run/dkms-force \
     "$(realpath --relative-to=/ "$(dirname "$ko")")"
 echo "dkms-build: packed $(tar -tf /out/dkms-prebuilt.tar | wc -l) entries for $krel"
 # The build-time refusals (50-dkms runs them in the guest when it has no prebuilt tree).

@@ -44,8 +44,28 @@ expect_eq() { # NAME GOT WANT
     echo "$1 = $2"
 }
 
-core_load() {
+# The default model: DOCA-OFED 3.x on this (7.x) kernel. Its peer_mem.c builds the sysfs code only
+# where the kernel exports mm_kobj, which no kernel since 6.5 does: no memory_peers directory
+# ever, and no name check (a second "nv_mem" is accepted; the first registered serves).
+doca3_default() {
     modprobe peer_mem_emu || return 1
+    dmesg | grep -q 'peer_mem_emu: loaded, model doca3' || { echo "default model is not doca3"; rmmod peer_mem_emu; return 1; }
+    local r cl rc=0
+    expect_eq model "$($PMECTL abi | jget model)" 5 || rc=1
+    r=$(st_load nv_mem:inv:ex:ver=580.65.06 nv_mem:ver=0.1.0) || rc=1
+    expect_eq "duplicate name accepted" "$r" "nv_mem=ok/inv-set;nv_mem=ok/inv-none;" || rc=1
+    [ ! -e $MP ] || { echo "$MP exists in the doca3 model"; ls $MP; rc=1; }
+    cl=$($PMECTL clients)
+    expect_eq "client0 flags" "$(( $(echo "$cl" | jget 0 flags) & CL_SYSFS ))" 0 || rc=1
+    st_unload || rc=1
+    rmmod peer_mem_emu || rc=1
+    return $rc
+}
+tb_case doca3-default doca3_default
+
+# The cases below check the memory_peers layout, which cores before 24.04 create: model 5.5.
+core_load() {
+    modprobe peer_mem_emu model=5.5 || return 1
     [ -c /dev/peer_mem_emu ] || { echo "no /dev/peer_mem_emu"; return 1; }
     [ -r /sys/kernel/debug/peer_mem_emu/violations ] || { echo "no debugfs violations"; return 1; }
     dmesg | grep -q 'peer_mem_emu: loaded, model 5.5' || { echo "no load message"; return 1; }

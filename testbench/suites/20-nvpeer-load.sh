@@ -1,6 +1,6 @@
 # nvpeer.ko load/unload in every parameter combination, against the emulators (nvp2p_emu,
 # peer_mem_emu): client registration as the core sees it, load-time diagnostics, version strings,
-# debugfs formats (uapi/), KUnit suite, refusal of a second nv_mem client.
+# debugfs formats (uapi/), KUnit suite, refusal of a second nv_mem provider.
 # bench: boot system
 
 PEERS=/sys/kernel/mm/memory_peers
@@ -67,15 +67,19 @@ bad_param() { # PARAM VALUE
 tb_case reject-persistent-2 bad_param persistent_api_support 2
 tb_case reject-peerdirect-neg bad_param peerdirect_support -1
 
+# A second nv_mem provider. On the default core model (DOCA-OFED 3.x on this kernel) the core keeps
+# no memory_peers directory and accepts a second "nv_mem", so nvpeer finds the other provider by
+# its module name in /sys/module: nv_peer_mem here (the classic client under that name).
 duplicate_nv_mem() {
-    modprobe classic_peer || { echo "classic_peer not available"; return 77; }
+    modprobe nv_peer_mem || { echo "nv_peer_mem fixture not available"; return 1; }
     dmesg -C
-    if modprobe nvpeer 2>/dev/null; then np_unload; echo "second nv_mem accepted"; return 1; fi
+    if modprobe nvpeer 2>/dev/null; then rmmod nvpeer nv_peer_mem; echo "nvpeer loaded beside nv_peer_mem"; return 1; fi
     local out
     out=$(dmesg | grep 'nvpeer:' | head -n 3)
-    echo "$out" | grep -qE "client named 'nv_mem' is already registered|ib_register_peer_memory_client\('nv_mem'\) failed" ||
-        { echo "message: $out"; np_unload; return 1; }
-    np_unload
+    rmmod nv_peer_mem || return 1
+    echo "$out" | grep -q "nv_peer_mem is loaded and serves the nv_mem peer-memory client.*rmmod nv_peer_mem" ||
+        { echo "message: $out"; return 1; }
+    [ ! -e /sys/module/nvpeer ] || { echo "nvpeer half-loaded"; return 1; }
     echo "refused with: $out"
 }
 tb_case refuse-duplicate-nv_mem duplicate_nv_mem

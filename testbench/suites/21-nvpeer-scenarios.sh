@@ -1,5 +1,5 @@
 # The emulator scenario suite (`nvpeer emu scenario`, testbench/emu) against nvpeer's default
-# persistent nv_mem client, in every OFED core model (4.9, 5.1, 5.4hf, 5.5) and both NVIDIA
+# persistent nv_mem client, in every OFED core model (4.9, 5.1, 5.4hf, doca3) and both NVIDIA
 # page-table ABIs. Every scenario must pass with no violation recorded by either emulator, nothing
 # leaked, and nvpeer's own counters balanced. The invalidating client: 24-nvpeer-scenarios-inval.
 . /src/testbench/suites/nvpeer-lib.sh.inc

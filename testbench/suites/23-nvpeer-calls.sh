@@ -42,6 +42,26 @@ host_fallthrough() {
 }
 tb_case host-range-falls-through host_fallthrough
 
+# A pin NVIDIA refuses in acquire (here ENOTSUPP: a persistent pin on a MIG instance of an old
+# driver) is said in the kernel log with the cause and the fix, not only counted; the
+# registration fails cleanly.
+pin_refusal_logged() {
+    np_up 5.5 2 || return 1
+    dmesg -C
+    if $NVPEER emu core register --size 256K --mig >/tmp/np-mig.log 2>&1; then
+        cat /tmp/np-mig.log; echo "registration on a MIG allocation succeeded"; return 1
+    fi
+    echo "registration: $(tail -n 1 /tmp/np-mig.log)"
+    local line
+    line=$(dmesg | grep 'nvpeer: nvidia_p2p_get_pages_persistent refused to pin' | head -n 1)
+    [ -n "$line" ] || { echo "no kernel-log line"; dmesg | tail -n 5; return 1; }
+    echo "$line"
+    echo "$line" | grep -qE "(ENOTSUPP|524).*not supported for this GPU or memory" || return 1
+    [ "$(np_stat err_pin)" -ge 1 ] || return 1
+    np_clean
+}
+tb_case pin-refusal-logged pin_refusal_logged
+
 free_under_live_mr() {
     np_up 5.5 2 persistent_api_support=0 || return 1
     $NVPEER emu steps alloc:512K reg show free show dereg | tee /tmp/np-free.log || return 1

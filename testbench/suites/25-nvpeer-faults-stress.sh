@@ -34,13 +34,16 @@ provider_stat() {
 # The persistent client must show no hit and no provider violation at all; the invalidating one
 # passes up to the scenario's documented bound (--window-bound) and fails on any other violation.
 stress() {
-    local label=$1 iter=${NP_STRESS_ITER:-$2} out rc=0 line figure=""; shift 2
+    local label=$1 iter=${NP_STRESS_ITER:-$2} out rc=0 line figure="" core=""; shift 2
     np_up 5.5 2 "$@" || return 1
     echo "client: $label, $iter x 4 threads"
     out=$($NVPEER emu scenario race-stress --module nvpeer --iterations "$iter" --threads 4) || rc=$?
     echo "$out"
     while IFS= read -r line; do
-        case "$line" in *"window hits per 100k registrations:"*) figure=${line#"${line%%window*}"} ;; esac
+        case "$line" in
+            *"window hits per 100k registrations:"*) figure=${line#"${line%%window*}"} ;;
+            *"core defect hits per 100k registrations"*) core=${line#"${line%%core defect*}"} ;;
+        esac
     done <<<"$out"
     [ "$rc" = 0 ] || return 1
     np_clean || return 1
@@ -54,6 +57,7 @@ stress() {
         fi
     fi
     [ -n "$figure" ] || { echo "the scenario printed no window figure"; return 1; }
+    [ -n "$core" ] && echo "$label client: $core"
     echo "$label client: $figure"
 }
 # The default persistent client: no free callback, so no NVIDIA API window to race.

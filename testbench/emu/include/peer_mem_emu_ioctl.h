@@ -43,11 +43,22 @@ enum pme_model {
 	/* OFED 5.1-2.5.8 hotfix / 5.4-3: 3-state machine + INVALIDATE_UNMAPS,
 	 * still page_shift before dma_map (no SGL trimming). */
 	PME_MODEL_5_4HF = 3,
-	/* OFED 5.5 and later (default): INVALIDATE_UNMAPS, get_page_size after
-	 * dma_map with SGL trimming/restoration.  The pre-25.04 stop-notifier
+	/* OFED 5.5 to 23.10: INVALIDATE_UNMAPS, get_page_size after dma_map
+	 * with SGL trimming/restoration, on a kernel that still exports mm_kobj
+	 * (the memory_peers directory exists).  The pre-25.04 stop-notifier
 	 * lock bug is PME_CFG_STOP_NOTIFIER_BUG. */
 	PME_MODEL_5_5 = 4,
+	/* DOCA-OFED 3.x (OFED 24.04 and later) on a kernel that does not export
+	 * mm_kobj (every kernel that runs Rust modules; default): the 5.5
+	 * callbacks, but peer_mem.c compiles its sysfs code only under
+	 * HAVE_MM_KOBJ_EXPORTED, so there is no memory_peers directory and
+	 * ib_register_peer_memory_client compares no names: a second client of
+	 * an existing name is accepted, and registrations go to the client
+	 * registered first (the core asks the clients in list order). */
+	PME_MODEL_DOCA3 = 5,
 };
+/* Models at or after 5.5 share its registration path. */
+#define PME_MODEL_IS_55(m) ((m) == PME_MODEL_5_5 || (m) == PME_MODEL_DOCA3)
 
 /* pme_config.flags */
 #define PME_CFG_STOP_NOTIFIER_BUG (1u << 0) /* pre-25.04 inverted lock condition */

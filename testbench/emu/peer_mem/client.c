@@ -149,7 +149,8 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	c->next_ticket49 = 1;
 
 	mutex_lock(&pme_peer_memory_mutex);
-	if ((cfg_flags & PME_CFG_SYSFS) && pme_sysfs_available()) {
+	/* DOCA-OFED on kernels without the mm_kobj export: no sysfs, no name check. */
+	if ((cfg_flags & PME_CFG_SYSFS) && model != PME_MODEL_DOCA3 && pme_sysfs_available()) {
 		ret = pme_sysfs_add_client(c);
 		if (ret) {
 			mutex_unlock(&pme_peer_memory_mutex);

@@ -9,15 +9,15 @@
 #include <linux/string.h>
 #include "pme.h"
 
-static char *model = "5.5";
+static char *model = "doca3";
 module_param(model, charp, 0444);
-MODULE_PARM_DESC(model, "OFED core model at load: 4.9, 5.1 (5.1-5.4), 5.4hf (5.1/5.4 hotfix with INVALIDATE_UNMAPS), 5.5 (5.5 and later; default)");
+MODULE_PARM_DESC(model, "OFED core model at load: 4.9, 5.1 (5.1-5.4), 5.4hf (5.1/5.4 hotfix with INVALIDATE_UNMAPS), 5.5 (5.5-23.10), doca3 (DOCA-OFED 3.x / OFED 24.04+ on a kernel without the mm_kobj export: no memory_peers; default)");
 static bool stop_notifier_bug;
 module_param(stop_notifier_bug, bool, 0444);
 MODULE_PARM_DESC(stop_notifier_bug, "emulate the pre-25.04 stop_invalidation_notifier lock condition (default off = 25.04+)");
 static bool sysfs = true;
 module_param(sysfs, bool, 0444);
-MODULE_PARM_DESC(sysfs, "create /sys/kernel/mm/memory_peers/<name> (default on)");
+MODULE_PARM_DESC(sysfs, "create /sys/kernel/mm/memory_peers/<name> in the models whose core has it (not doca3; default on)");
 static bool dereg_pages_quirk = true;
 module_param(dereg_pages_quirk, bool, 0444);
 MODULE_PARM_DESC(dereg_pages_quirk, "num_dereg_pages reads the zeroed sg table, as OFED 5.5+ (default on)");
@@ -42,6 +42,7 @@ static int pme_parse_model(const char *s, u32 *out)
 	static const struct { const char *name; u32 model; } models[] = {
 		{ "4.9", PME_MODEL_4_9 }, { "5.1", PME_MODEL_5_1 },
 		{ "5.4hf", PME_MODEL_5_4HF }, { "5.5", PME_MODEL_5_5 },
+		{ "doca3", PME_MODEL_DOCA3 },
 	};
 	size_t i;
 
@@ -60,7 +61,7 @@ static int __init pme_init(void)
 
 	ret = pme_parse_model(model, &pme_cfg.model);
 	if (ret) {
-		pr_err("peer_mem_emu: unknown model \"%s\" (4.9, 5.1, 5.4hf, 5.5)\n", model);
+		pr_err("peer_mem_emu: unknown model \"%s\" (4.9, 5.1, 5.4hf, 5.5, doca3)\n", model);
 		return ret;
 	}
 	pme_cfg.flags = (stop_notifier_bug ? PME_CFG_STOP_NOTIFIER_BUG : 0) |

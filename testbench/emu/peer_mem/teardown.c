@@ -440,6 +440,20 @@ int pme_invalidate_peer_memory(void *reg_handle, u64 core_context)
 		pme_mr_put(mr);
 		return 0;
 	}
+	/*
+	 * The real ib_invalidate_peer_memory goes on to read umem_p->ib_peer_client, whatever the
+	 * state. ib_peer_umem_release never takes mapping_lock and stores NULL there; if it ran
+	 * while this invalidate waited (the registration failed before activation, or was torn
+	 * down), every xarray core (5.1 through DOCA 3.x) dereferences NULL here. No client can
+	 * prevent it; only a persistent client never gets here. Counted as a core defect.
+	 */
+	if (mr->model != PME_MODEL_4_9 && READ_ONCE(mr->released)) {
+		pme_core_bug("MR %u: invalidate after ib_peer_umem_release cleared ib_peer_client (the real core dereferences NULL here)",
+			     mr->handle);
+		pme_unlock_mapping(mr);
+		pme_mr_put(mr);
+		return 0;
+	}
 	pme_delay(PME_DP_INVALIDATE_LOCKED);
 	mr->invalidations++;
 	if (mr->state == PME_ST_MAPPED && mr->activated)

@@ -458,7 +458,7 @@ static int pme_register_peer_5x(struct pme_mr *mr)
 	if (ret)
 		goto out_xa;
 	pme_delay(PME_DP_AFTER_GET_PAGES);
-	if (mr->model != PME_MODEL_5_5) {
+	if (!PME_MODEL_IS_55(mr->model)) {
 		/* 5.1-5.4: page_shift from get_page_size before dma_map */
 		ps = pme_call_page_size(mr);
 		mr->page_size = ps;
@@ -471,13 +471,13 @@ static int pme_register_peer_5x(struct pme_mr *mr)
 	sg_ok = pme_check_sgl(mr);
 	if (sg_ok)
 		pme_probe_track(mr);
-	if (sg_ok && mr->model == PME_MODEL_5_5) {
+	if (sg_ok && PME_MODEL_IS_55(mr->model)) {
 		ps = pme_call_page_size(mr);
 		mr->page_size = ps;
 		mr->page_shift = PAGE_SHIFT;
 		if (ps != PAGE_SIZE && is_power_of_2(ps) && ps > PAGE_SIZE)
 			pme_trim_sgl(mr, ps);
-	} else if (mr->model == PME_MODEL_5_5) {
+	} else if (PME_MODEL_IS_55(mr->model)) {
 		mr->page_size = pme_call_page_size(mr);
 		mr->page_shift = PAGE_SHIFT;
 	}
@@ -646,7 +646,7 @@ int pme_mr_register(struct pme_file *f, struct pme_reg *r)
 	mr->is_peer = true;
 	mr->invalidating = mr->client->invalidating;
 	mr->unmaps = mr->client->unmaps &&
-		     (mr->model == PME_MODEL_5_4HF || mr->model == PME_MODEL_5_5);
+		     (mr->model == PME_MODEL_5_4HF || PME_MODEL_IS_55(mr->model));
 	if (pme_fault(PME_FP_PEER_UMEM_ALLOC)) {
 		/* the ib_umem_peer allocation failed after acquire */
 		pme_release_ctx(mr);

@@ -179,6 +179,9 @@ enum CoreCmd {
         /// Use a non-PCI dma_device.
         #[arg(long)]
         non_pci: bool,
+        /// Allocate on an emulated MIG instance (persistent pins fail with ENOTSUPP).
+        #[arg(long)]
+        mig: bool,
         /// Seconds to hold the MR before deregistering.
         #[arg(long, default_value_t = 0)]
         hold: u64,
@@ -496,9 +499,10 @@ fn core_cmd(c: CoreCmd) -> Result<u8> {
                 core::model_name(c.model), c.flags, c.hang_timeout_ms, c.hold_timeout_ms
             );
         }
-        CoreCmd::Register { size, offset, no_inval, non_pci, hold } => {
+        CoreCmd::Register { size, offset, no_inval, non_pci, mig, hold } => {
             let gpu = Gpu::open()?;
-            let a = gpu.alloc(size.saturating_add(offset), 0)?;
+            let flags = if mig { nvp2p::alloc_flags::MIG } else { 0 };
+            let a = gpu.alloc(size.saturating_add(offset), flags)?;
             let mut p = RegParams::mr(a.va + offset, size);
             if no_inval {
                 p.peer_flags = core::peer_flags::ALLOW;

@@ -13,11 +13,12 @@ pub const DEVICE: &str = "/dev/peer_mem_emu";
 pub const ABI_VERSION: u32 = 1;
 
 /// Core models, by the names the CLI accepts.
-pub const MODELS: [(&str, u32, &str); 4] = [
+pub const MODELS: [(&str, u32, &str); 5] = [
     ("4.9", 1, "MLNX_OFED 4.0-4.9 LTS: tickets, dereg inside invalidate"),
     ("5.1", 2, "OFED 5.1-5.4: no INVALIDATE_UNMAPS (lock inversion #2696789)"),
     ("5.4hf", 3, "OFED 5.1-2.5.8 hotfix / 5.4-3: INVALIDATE_UNMAPS, page_shift"),
-    ("5.5", 4, "OFED 5.5 and later: INVALIDATE_UNMAPS, SGL trimming"),
+    ("5.5", 4, "OFED 5.5-23.10: INVALIDATE_UNMAPS, SGL trimming, memory_peers in sysfs"),
+    ("doca3", 5, "DOCA-OFED 3.x / OFED 24.04+ on 6.x/7.x: as 5.5, no memory_peers, no name check"),
 ];
 
 /// Configuration flags.
@@ -184,7 +185,7 @@ pub fn model_by_name(name: &str) -> Result<u32> {
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, v, _)| *v)
-        .ok_or_else(|| EmuError::Invalid(format!("unknown OFED model '{name}' (one of 4.9, 5.1, 5.4hf, 5.5)")))
+        .ok_or_else(|| EmuError::Invalid(format!("unknown OFED model '{name}' (one of 4.9, 5.1, 5.4hf, 5.5, doca3)")))
 }
 
 /// Model name by value.

@@ -727,7 +727,16 @@ fn window_figure(e: &Env, registrations: u64, invalidating: bool) -> Result<()> 
     e.note(format!(
         "window hits per 100k registrations: {per100k:.0} ({hits} of {registrations}; bound {bound:.0} for an invalidating client, 0 for a persistent one)"
     ));
+    // The core's own defect on the same race: an invalidate that waited on mapping_lock while the
+    // registration failed and ib_peer_umem_release cleared ib_peer_client (a NULL dereference in
+    // every xarray core; docs/emulators.md). Counted by the core emulator as core_bug_hits.
+    let core_hits = e.core.stats()?.core_bug_hits;
+    let core_per100k = if registrations == 0 { 0.0 } else { core_hits as f64 * 100_000.0 / registrations as f64 };
+    e.note(format!(
+        "core defect hits per 100k registrations (invalidate after ib_peer_umem_release): {core_per100k:.0} ({core_hits} of {registrations})"
+    ));
     if !invalidating {
+        check(core_hits == 0, || format!("{core_hits} invalidations reached the core after release with a persistent client"))?;
         return check(hits == 0, || {
             format!("{hits} dma_map_pages calls met the NVIDIA API window with a persistent client (it has no free callback: there is no window to meet)")
         });

@@ -39,8 +39,8 @@ pub fn registration(kind: MemKind, path: RegPath, errno: Option<i32>, size: u64,
                  GPU memory can only be registered through MLNX_OFED/DOCA-OFED or through dma-buf (--mem cuda-dmabuf)"
                     .into()
             } else if !peer_module_loaded(f) {
-                "peer-memory module not loaded: modprobe nvpeer (nothing claimed the GPU range)".into()
-            } else if f.peer_clients.is_empty() {
+                "peer-memory module not loaded: modprobe nvidia-peermem (nvpeer as DKMS installs it; nothing claimed the GPU range)".into()
+            } else if f.peer_sysfs && f.peer_clients.is_empty() {
                 "a peer-memory module is loaded but no client is registered under /sys/kernel/mm/memory_peers \
                  (see dmesg for its init message)"
                     .into()
@@ -114,6 +114,7 @@ mod tests {
             modules: modules.iter().map(|s| s.to_string()).collect(),
             peer_api,
             peer_clients: clients.iter().map(|s| s.to_string()).collect(),
+            peer_sysfs: true,
             ..Default::default()
         }
     }
@@ -128,6 +129,9 @@ mod tests {
         assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &no_client).contains("no client"));
         let all = facts(&["nvpeer"], true, &["nv_mem"]);
         assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &all).contains("GeForce"));
+        // A DOCA-OFED core on a kernel without the mm_kobj export lists no clients at all.
+        let doca = NodeFacts { peer_sysfs: false, ..facts(&["nvidia_peermem"], true, &[]) };
+        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &doca).contains("GeForce"));
         // Host memory EFAULT is just a bad address.
         assert!(registration(MemKind::Host, RegPath::VaMr, Some(libc::EFAULT), 1, &all).contains("bad address"));
     }

@@ -91,6 +91,9 @@ pub struct NodeFacts {
     pub dmabuf_kernel: bool,
     /// Peer clients registered.
     pub peer_clients: Vec<String>,
+    /// The core lists its clients in `/sys/kernel/mm/memory_peers` (DOCA-OFED on a kernel without
+    /// the `mm_kobj` export does not: an empty `peer_clients` then says nothing).
+    pub peer_sysfs: bool,
     /// NVIDIA kernel module flavour (`Open Kernel Module` present in the version string).
     pub nvidia_open: Option<bool>,
     /// IOMMU groups exist.
@@ -148,6 +151,7 @@ pub fn node_facts(root: &Path) -> NodeFacts {
         peer_api: has_sym("ib_register_peer_memory_client"),
         dmabuf_kernel: has_sym("ib_umem_dmabuf_get"),
         peer_clients: peer_clients(&p(MEMORY_PEERS)).into_iter().map(|c| c.client).collect(),
+        peer_sysfs: p(MEMORY_PEERS).is_dir(),
         nvidia_open,
         iommu: std::fs::read_dir(p("/sys/class/iommu")).map(|mut d| d.next().is_some()).unwrap_or(false),
         persistent: persistent_mode(root),
