@@ -47,19 +47,44 @@ impl Bench {
 
     /// reg / dereg / reg+dereg latency per size.
     fn reg(&mut self) -> Result<Value, BenchError> {
-        let sz = if self.args.all { matrix(self.args.max_size) } else { vec![self.args.size] };
+        let sz = if self.args.all {
+            matrix(self.args.max_size)
+        } else {
+            vec![self.args.size]
+        };
         let iters = self.args.iters;
         let max = *sz.iter().max().unwrap_or(&1);
         let buf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
-        self.say(&format!("\n Registration latency ({}, {} iterations per size)", self.reg.path.label(), iters));
-        self.say(&format!(" {:<10} {:<12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}", "#bytes", "#iterations", "reg med[us]", "reg p99[us]", "dereg med[us]", "dereg p99[us]", "reg+dereg med", "reg+dereg p99"));
-        let pb = report::progress(sz.len() as u64 * iters as u64, "reg", self.args.no_progress || self.args.common.json);
+        self.say(&format!(
+            "\n Registration latency ({}, {} iterations per size)",
+            self.reg.path.label(),
+            iters
+        ));
+        self.say(&format!(
+            " {:<10} {:<12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}",
+            "#bytes",
+            "#iterations",
+            "reg med[us]",
+            "reg p99[us]",
+            "dereg med[us]",
+            "dereg p99[us]",
+            "reg+dereg med",
+            "reg+dereg p99"
+        ));
+        let pb = report::progress(
+            sz.len() as u64 * iters as u64,
+            "reg",
+            self.args.no_progress || self.args.common.json,
+        );
         let mut rows = Vec::new();
         for s in sz {
             let (mut r, mut d, mut rd) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..iters {
                 let t0 = Instant::now();
-                let mr = self.reg.register(buf.as_ref(), 0, s as usize).map_err(|e| BenchError(format!("{s} bytes: {}", e.msg)))?;
+                let mr = self
+                    .reg
+                    .register(buf.as_ref(), 0, s as usize)
+                    .map_err(|e| BenchError(format!("{s} bytes: {}", e.msg)))?;
                 let t1 = Instant::now();
                 drop(mr);
                 let t2 = Instant::now();
@@ -68,7 +93,11 @@ impl Bench {
                 rd.push((t2 - t0).as_secs_f64() * 1e6);
                 pb.inc(1);
             }
-            let (r, d, rd) = (stats::summarize(&r), stats::summarize(&d), stats::summarize(&rd));
+            let (r, d, rd) = (
+                stats::summarize(&r),
+                stats::summarize(&d),
+                stats::summarize(&rd),
+            );
             if let (Some(r), Some(d), Some(rd)) = (r, d, rd) {
                 self.say(&format!(
                     " {:<10} {:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>14.2} {:>14.2}",
@@ -82,9 +111,15 @@ impl Bench {
     }
 
     fn connect(&mut self, depth: u32) -> Result<Endpoint, BenchError> {
-        let dev = self.dev.clone().ok_or_else(|| BenchError("no RDMA device".into()))?;
+        let dev = self
+            .dev
+            .clone()
+            .ok_or_else(|| BenchError("no RDMA device".into()))?;
         let mut ep = Endpoint::new(&dev, depth).map_err(be("QP"))?;
-        let p = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?;
+        let p = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| BenchError("no peer".into()))?;
         let info = p.connect(ep.info(), depth).map_err(be("peer connect"))?;
         ep.connect(&info).map_err(be("connect"))?;
         Ok(ep)
@@ -95,41 +130,92 @@ impl Bench {
         let sz = sizes(&self.args);
         let max = *sz.iter().max().unwrap_or(&2);
         let iters = self.args.iters as u64;
-        let depth = if test == BenchTest::SendBw { self.args.tx_depth.max(self.args.iters) } else { self.args.tx_depth };
+        let depth = if test == BenchTest::SendBw {
+            self.args.tx_depth.max(self.args.iters)
+        } else {
+            self.args.tx_depth
+        };
         let lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
-        let lmr = self.reg.register(lbuf.as_ref(), 0, max as usize).map_err(|e| BenchError(format!("registration: {}", e.msg)))?;
-        let rb = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?.alloc(max, false).map_err(be("peer alloc"))?;
+        let lmr = self
+            .reg
+            .register(lbuf.as_ref(), 0, max as usize)
+            .map_err(|e| BenchError(format!("registration: {}", e.msg)))?;
+        let rb = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| BenchError("no peer".into()))?
+            .alloc(max, false)
+            .map_err(be("peer alloc"))?;
         let mut ep = self.connect(depth)?;
         let title = match test {
             BenchTest::ReadBw => "RDMA_Read BW Test",
             BenchTest::SendBw => "Send BW Test",
             _ => "RDMA_Write BW Test",
         };
-        self.say(&format!("\n {title} (mem {}, {} outstanding)", self.args.common.mem, depth.min(self.args.tx_depth.max(1))));
+        self.say(&format!(
+            "\n {title} (mem {}, {} outstanding)",
+            self.args.common.mem,
+            depth.min(self.args.tx_depth.max(1))
+        ));
         self.say(&report::bw_header(self.args.report_gbits));
-        let pb = report::progress(sz.len() as u64, title, self.args.no_progress || self.args.common.json);
+        let pb = report::progress(
+            sz.len() as u64,
+            title,
+            self.args.no_progress || self.args.common.json,
+        );
         let mut rows = Vec::new();
         for s in sz {
             let op = match test {
-                BenchTest::ReadBw => Op::Read { rkey: rb.rkey, raddr: rb.addr },
+                BenchTest::ReadBw => Op::Read {
+                    rkey: rb.rkey,
+                    raddr: rb.addr,
+                },
                 BenchTest::SendBw => Op::Send,
-                _ => Op::Write { rkey: rb.rkey, raddr: rb.addr },
+                _ => Op::Write {
+                    rkey: rb.rkey,
+                    raddr: rb.addr,
+                },
             };
             if test == BenchTest::SendBw {
-                let p = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?;
-                p.unit(Req::PostRecv { id: rb.id, off: 0, len: s, count: iters as u32 }).map_err(be("peer post_recv"))?;
+                let p = self
+                    .peer
+                    .as_mut()
+                    .ok_or_else(|| BenchError("no peer".into()))?;
+                p.unit(Req::PostRecv {
+                    id: rb.id,
+                    off: 0,
+                    len: s,
+                    count: iters as u32,
+                })
+                .map_err(be("peer post_recv"))?;
             }
-            let r = run_bw(&mut ep, op, lmr.lkey(), lbuf.addr(), s, iters, self.args.tx_depth as u64)?;
+            let r = run_bw(
+                &mut ep,
+                op,
+                lmr.lkey(),
+                lbuf.addr(),
+                s,
+                iters,
+                self.args.tx_depth as u64,
+            )?;
             if test == BenchTest::SendBw {
-                let p = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?;
+                let p = self
+                    .peer
+                    .as_mut()
+                    .ok_or_else(|| BenchError("no peer".into()))?;
                 let mut got = 0usize;
                 while (got as u64) < iters {
-                    let c = p.wait_recv((iters as usize - got) as u32, POLL.as_millis() as u64).map_err(be("peer recv"))?;
+                    let c = p
+                        .wait_recv((iters as usize - got) as u32, POLL.as_millis() as u64)
+                        .map_err(be("peer recv"))?;
                     if c.is_empty() {
                         return Err(BenchError("peer did not receive every message".into()));
                     }
                     if let Some(bad) = c.iter().find(|c| !c.ok()) {
-                        return Err(BenchError(format!("peer receive: {}", verbs::wc_status_name(bad.status))));
+                        return Err(BenchError(format!(
+                            "peer receive: {}",
+                            verbs::wc_status_name(bad.status)
+                        )));
                     }
                     got += c.len();
                 }
@@ -150,32 +236,82 @@ impl Bench {
         let max = *sz.iter().max().unwrap_or(&2);
         let iters = self.args.iters;
         let lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
-        let lmr = self.reg.register(lbuf.as_ref(), 0, max as usize).map_err(|e| BenchError(format!("registration: {}", e.msg)))?;
-        let rb = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?.alloc(max, false).map_err(be("peer alloc"))?;
+        let lmr = self
+            .reg
+            .register(lbuf.as_ref(), 0, max as usize)
+            .map_err(|e| BenchError(format!("registration: {}", e.msg)))?;
+        let rb = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| BenchError("no peer".into()))?
+            .alloc(max, false)
+            .map_err(be("peer alloc"))?;
         let mut ep = self.connect(iters.min(1024) + 4)?;
-        self.say(&format!("\n RDMA_Write Latency Test, WRITE_WITH_IMM ping-pong (mem {})", self.args.common.mem));
+        self.say(&format!(
+            "\n RDMA_Write Latency Test, WRITE_WITH_IMM ping-pong (mem {})",
+            self.args.common.mem
+        ));
         self.say(&report::lat_header());
         let mut rows = Vec::new();
-        let pb = report::progress(sz.len() as u64, "write_lat", self.args.no_progress || self.args.common.json);
+        let pb = report::progress(
+            sz.len() as u64,
+            "write_lat",
+            self.args.no_progress || self.args.common.json,
+        );
         // The far side's first receive; every pong re-arms the next, across sizes too.
-        let p = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?;
-        p.unit(Req::PostRecv { id: rb.id, off: 0, len: 0, count: 1 }).map_err(be("peer post_recv"))?;
+        let p = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| BenchError("no peer".into()))?;
+        p.unit(Req::PostRecv {
+            id: rb.id,
+            off: 0,
+            len: 0,
+            count: 1,
+        })
+        .map_err(be("peer post_recv"))?;
         for s in sz {
             let mut samples = Vec::with_capacity(iters as usize);
             let local = self.peer.as_ref().is_some_and(Peer::is_local);
             if !local {
-                let p = self.peer.as_mut().ok_or_else(|| BenchError("no peer".into()))?;
+                let p = self
+                    .peer
+                    .as_mut()
+                    .ok_or_else(|| BenchError("no peer".into()))?;
                 if let Peer::Remote(ch) = p {
-                    ch.send(&Req::Pong { id: rb.id, size: s, iters, rkey: lmr.rkey(), raddr: lmr.addr }).map_err(be("pong"))?;
+                    ch.send(&Req::Pong {
+                        id: rb.id,
+                        size: s,
+                        iters,
+                        rkey: lmr.rkey(),
+                        raddr: lmr.addr,
+                    })
+                    .map_err(be("pong"))?;
                 }
             }
             for i in 0..iters {
-                ep.post_recv(i as u64, lmr.lkey(), lbuf.addr(), 0).map_err(be("post_recv"))?;
+                ep.post_recv(i as u64, lmr.lkey(), lbuf.addr(), 0)
+                    .map_err(be("post_recv"))?;
                 let t0 = Instant::now();
-                ep.post(Op::WriteImm { rkey: rb.rkey, raddr: rb.addr, imm: i }, 1 << 32 | i as u64, lmr.lkey(), lbuf.addr(), s as u32).map_err(be("post"))?;
+                ep.post(
+                    Op::WriteImm {
+                        rkey: rb.rkey,
+                        raddr: rb.addr,
+                        imm: i,
+                    },
+                    1 << 32 | i as u64,
+                    lmr.lkey(),
+                    lbuf.addr(),
+                    s as u32,
+                )
+                .map_err(be("post"))?;
                 if local {
                     // Drive the target's half in this thread.
-                    let p = self.peer.as_mut().and_then(Peer::local).ok_or_else(|| BenchError("no local peer".into()))?;
+                    let p = self
+                        .peer
+                        .as_mut()
+                        .and_then(Peer::local)
+                        .ok_or_else(|| BenchError("no local peer".into()))?;
                     pong_once(p, rb.id, s, lmr.rkey(), lmr.addr, i)?;
                 }
                 wait_recv(&ep, 1)?;
@@ -212,7 +348,10 @@ fn wait_recv(ep: &Endpoint, n: usize) -> Result<(), BenchError> {
         ep.poll_now(16, &mut cs).map_err(be("poll"))?;
         for c in &cs {
             if !c.ok() {
-                return Err(BenchError(format!("completion: {}", verbs::wc_status_name(c.status))));
+                return Err(BenchError(format!(
+                    "completion: {}",
+                    verbs::wc_status_name(c.status)
+                )));
             }
             if c.opcode & 128 != 0 {
                 got += 1;
@@ -225,8 +364,21 @@ fn wait_recv(ep: &Endpoint, n: usize) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn pong_once(t: &mut Target, id: u32, size: u64, rkey: u32, raddr: u64, i: u32) -> Result<(), BenchError> {
-    match t.handle(Req::Pong { id, size, iters: 1, rkey, raddr }) {
+fn pong_once(
+    t: &mut Target,
+    id: u32,
+    size: u64,
+    rkey: u32,
+    raddr: u64,
+    i: u32,
+) -> Result<(), BenchError> {
+    match t.handle(Req::Pong {
+        id,
+        size,
+        iters: 1,
+        rkey,
+        raddr,
+    }) {
         peer::Resp::Err { msg, .. } => Err(BenchError(format!("local pong {i}: {msg}"))),
         _ => Ok(()),
     }
@@ -240,7 +392,15 @@ pub fn cq_mod(depth: u64) -> u64 {
 
 /// Posts `iters` requests keeping `depth` outstanding, signalling every `cq_mod(depth)`-th and
 /// the last; returns perftest-style figures.
-fn run_bw(ep: &mut Endpoint, op: Op, lkey: u32, addr: u64, size: u64, iters: u64, depth: u64) -> Result<BwResult, BenchError> {
+fn run_bw(
+    ep: &mut Endpoint,
+    op: Op,
+    lkey: u32,
+    addr: u64,
+    size: u64,
+    iters: u64,
+    depth: u64,
+) -> Result<BwResult, BenchError> {
     let m = cq_mod(depth);
     let (mut posted, mut done) = (0u64, 0u64);
     let mut windows = Vec::new();
@@ -251,14 +411,19 @@ fn run_bw(ep: &mut Endpoint, op: Op, lkey: u32, addr: u64, size: u64, iters: u64
     while done < iters {
         while posted < iters && posted - done < depth {
             let signaled = (posted + 1) % m == 0 || posted + 1 == iters;
-            ep.post_flagged(op, posted, lkey, addr, size as u32, signaled).map_err(be("post"))?;
+            ep.post_flagged(op, posted, lkey, addr, size as u32, signaled)
+                .map_err(be("post"))?;
             posted += 1;
         }
         cs.clear();
         ep.poll_now(64, &mut cs).map_err(be("poll"))?;
         for c in &cs {
             if !c.ok() {
-                return Err(BenchError(format!("{} of {size} bytes completed with '{}'", op.name(), verbs::wc_status_name(c.status))));
+                return Err(BenchError(format!(
+                    "{} of {size} bytes completed with '{}'",
+                    op.name(),
+                    verbs::wc_status_name(c.status)
+                )));
             }
             // wr_id is the index of the signalled request: everything up to it is done.
             let upto = c.wr_id + 1;
@@ -277,7 +442,12 @@ fn run_bw(ep: &mut Endpoint, op: Op, lkey: u32, addr: u64, size: u64, iters: u64
             return Err(BenchError("timed out waiting for completions".into()));
         }
     }
-    Ok(stats::bandwidth(size, iters, start.elapsed().as_secs_f64(), &windows))
+    Ok(stats::bandwidth(
+        size,
+        iters,
+        start.elapsed().as_secs_f64(),
+        &windows,
+    ))
 }
 
 /// Registration sweep sizes: 4 KiB .. max in powers of four, plus max.
@@ -311,12 +481,17 @@ pub fn run(args: BenchArgs) -> u8 {
         Ok(d) => Some(Rc::new(d)),
         Err(e) if c.mem == MemKind::Emu && !c.server => {
             if !c.json {
-                eprintln!("nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu only");
+                eprintln!(
+                    "nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu only"
+                );
             }
             None
         }
         Err(e) => {
-            eprintln!("nvpeer bench: {e}\n  probable cause: {}", crate::causes::device(&e));
+            eprintln!(
+                "nvpeer bench: {e}\n  probable cause: {}",
+                crate::causes::device(&e)
+            );
             return 2;
         }
     };
@@ -330,36 +505,57 @@ pub fn run(args: BenchArgs) -> u8 {
             }
         };
     }
-    let core = if c.mem == MemKind::Emu { mem::emu::EmuBackend::open().ok().and_then(|b| b.core()) } else { None };
-    let reg = Registrar { pd: dev.as_ref().map(|d| d.pd.clone()), core, path };
+    let core = if c.mem == MemKind::Emu {
+        mem::emu::EmuBackend::open().ok().and_then(|b| b.core())
+    } else {
+        None
+    };
+    let reg = Registrar {
+        pd: dev.as_ref().map(|d| d.pd.clone()),
+        core,
+        path,
+    };
     let peer = match (&dev, c.role()) {
-        (Some(d), Role::Client(h)) => match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
-            Ok(ch) => {
-                let mut p = Peer::Remote(ch);
-                if let Err(e) = p.call(Req::Hello { proto: peer::PROTO }) {
-                    eprintln!("nvpeer bench: {e}");
+        (Some(d), Role::Client(h)) => {
+            match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
+                Ok(ch) => {
+                    let mut p = Peer::Remote(ch);
+                    if let Err(e) = p.call(Req::Hello { proto: peer::PROTO }) {
+                        eprintln!("nvpeer bench: {e}");
+                        return 2;
+                    }
+                    let _ = d;
+                    Some(p)
+                }
+                Err(e) => {
+                    eprintln!("nvpeer bench: {e} (is `nvpeer bench --server` running there?)");
                     return 2;
                 }
-                let _ = d;
-                Some(p)
             }
-            Err(e) => {
-                eprintln!("nvpeer bench: {e} (is `nvpeer bench --server` running there?)");
-                return 2;
-            }
-        },
-        (Some(d), _) => Some(Peer::Local(Box::new(Target::new(d.clone(), backend.clone(), path)))),
+        }
+        (Some(d), _) => Some(Peer::Local(Box::new(Target::new(
+            d.clone(),
+            backend.clone(),
+            path,
+        )))),
         (None, _) => None,
     };
-    let mut b = Bench { args, backend, dev, reg, peer };
+    let mut b = Bench {
+        args,
+        backend,
+        dev,
+        reg,
+        peer,
+    };
     let mut out = Vec::new();
     let mut failed = false;
     for t in b.args.tests.clone() {
         let r = match t {
             BenchTest::Reg => b.reg(),
-            _ if b.peer.is_none() || c.mem == MemKind::Emu => {
-                Err(BenchError("needs an RDMA device and CPU-reachable memory (not available with --mem emu)".into()))
-            }
+            _ if b.peer.is_none() || c.mem == MemKind::Emu => Err(BenchError(
+                "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
+                    .into(),
+            )),
             BenchTest::WriteLat => b.lat(),
             t => b.bw(t),
         };

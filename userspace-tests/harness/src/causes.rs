@@ -13,11 +13,19 @@ fn gpu(kind: MemKind) -> bool {
 }
 
 fn peer_module_loaded(f: &NodeFacts) -> bool {
-    f.modules.iter().any(|m| m == "nvpeer" || m == "nvidia_peermem" || m == "nv_peer_mem")
+    f.modules
+        .iter()
+        .any(|m| m == "nvpeer" || m == "nvidia_peermem" || m == "nv_peer_mem")
 }
 
 /// Probable cause of a failed registration.
-pub fn registration(kind: MemKind, path: RegPath, errno: Option<i32>, size: u64, f: &NodeFacts) -> String {
+pub fn registration(
+    kind: MemKind,
+    path: RegPath,
+    errno: Option<i32>,
+    size: u64,
+    f: &NodeFacts,
+) -> String {
     let e = errno.unwrap_or(0);
     match (path, e) {
         (RegPath::DmaBuf, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) => {
@@ -96,9 +104,11 @@ pub fn device(err: &crate::verbs::VerbsError) -> String {
     use crate::verbs::VerbsError as V;
     match err {
         V::NoLibrary(_) => "libibverbs is not installed (rdma-core / ibverbs-providers)".into(),
-        V::NoDevice => "no RDMA device: load the NIC's RDMA driver (mlx5_ib, ...) or, for tests, rdma_rxe \
+        V::NoDevice => {
+            "no RDMA device: load the NIC's RDMA driver (mlx5_ib, ...) or, for tests, rdma_rxe \
                         (`rdma link add rxe0 type rxe netdev eth0`)"
-            .into(),
+                .into()
+        }
         V::NotFound(..) => "no device of that name: see `ibv_devices`".into(),
         V::PortDown { .. } => "port not ACTIVE: link down, cable, or no subnet manager (IB)".into(),
         _ => "see the message".into(),
@@ -122,32 +132,89 @@ mod tests {
     #[test]
     fn efault_on_gpu_memory_explains_itself() {
         let inbox = facts(&["ib_core"], false, &[]);
-        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &inbox).contains("no peer-memory API"));
+        assert!(
+            registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &inbox)
+                .contains("no peer-memory API")
+        );
         let no_mod = facts(&["ib_core"], true, &[]);
-        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &no_mod).contains("module not loaded"));
+        assert!(
+            registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &no_mod)
+                .contains("module not loaded")
+        );
         let no_client = facts(&["nvpeer"], true, &[]);
-        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &no_client).contains("no client"));
+        assert!(registration(
+            MemKind::Cuda,
+            RegPath::VaMr,
+            Some(libc::EFAULT),
+            1,
+            &no_client
+        )
+        .contains("no client"));
         let all = facts(&["nvpeer"], true, &["nv_mem"]);
-        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &all).contains("GeForce"));
+        assert!(
+            registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &all)
+                .contains("GeForce")
+        );
         // A DOCA-OFED core on a kernel without the mm_kobj export lists no clients at all.
-        let doca = NodeFacts { peer_sysfs: false, ..facts(&["nvidia_peermem"], true, &[]) };
-        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &doca).contains("GeForce"));
+        let doca = NodeFacts {
+            peer_sysfs: false,
+            ..facts(&["nvidia_peermem"], true, &[])
+        };
+        assert!(
+            registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 1, &doca)
+                .contains("GeForce")
+        );
         // Host memory EFAULT is just a bad address.
-        assert!(registration(MemKind::Host, RegPath::VaMr, Some(libc::EFAULT), 1, &all).contains("bad address"));
+        assert!(
+            registration(MemKind::Host, RegPath::VaMr, Some(libc::EFAULT), 1, &all)
+                .contains("bad address")
+        );
     }
 
     #[test]
     fn other_errnos() {
         let f = facts(&["nvpeer"], true, &["nv_mem"]);
-        assert!(registration(MemKind::CudaDmabuf, RegPath::DmaBuf, Some(libc::EOPNOTSUPP), 1, &f).contains("dma-buf unsupported"));
-        assert!(registration(MemKind::CudaDmabuf, RegPath::DmaBuf, Some(libc::EPROTONOSUPPORT), 1, &f).contains("dma-buf"));
-        assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(libc::ENOMEM), 1 << 30, &f).contains("BAR1"));
+        assert!(registration(
+            MemKind::CudaDmabuf,
+            RegPath::DmaBuf,
+            Some(libc::EOPNOTSUPP),
+            1,
+            &f
+        )
+        .contains("dma-buf unsupported"));
+        assert!(registration(
+            MemKind::CudaDmabuf,
+            RegPath::DmaBuf,
+            Some(libc::EPROTONOSUPPORT),
+            1,
+            &f
+        )
+        .contains("dma-buf"));
+        assert!(registration(
+            MemKind::Cuda,
+            RegPath::VaMr,
+            Some(libc::ENOMEM),
+            1 << 30,
+            &f
+        )
+        .contains("BAR1"));
         assert!(registration(MemKind::Cuda, RegPath::VaMr, Some(524), 1, &f).contains("topology"));
-        assert!(registration(MemKind::Host, RegPath::VaMr, Some(libc::EPERM), 1, &f).contains("MEMLOCK"));
-        assert!(registration(MemKind::Emu, RegPath::EmuCore, Some(libc::ENODEV), 1, &f).contains("edu"));
+        assert!(
+            registration(MemKind::Host, RegPath::VaMr, Some(libc::EPERM), 1, &f)
+                .contains("MEMLOCK")
+        );
+        assert!(
+            registration(MemKind::Emu, RegPath::EmuCore, Some(libc::ENODEV), 1, &f).contains("edu")
+        );
         let none = facts(&[], false, &[]);
-        assert!(registration(MemKind::Emu, RegPath::EmuCore, Some(libc::EFAULT), 1, &none).contains("classic_peer"));
-        assert!(registration(MemKind::Host, RegPath::VaMr, Some(libc::E2BIG), 1, &f).starts_with("errno 7"));
+        assert!(
+            registration(MemKind::Emu, RegPath::EmuCore, Some(libc::EFAULT), 1, &none)
+                .contains("classic_peer")
+        );
+        assert!(
+            registration(MemKind::Host, RegPath::VaMr, Some(libc::E2BIG), 1, &f)
+                .starts_with("errno 7")
+        );
     }
 
     #[test]

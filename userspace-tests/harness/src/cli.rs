@@ -103,7 +103,9 @@ impl std::str::FromStr for GpuSelector {
         // [domain:]bus:device.function, hex digits.
         let (head, func) = s.rsplit_once('.').ok_or_else(|| bad_bus(s))?;
         let parts: Vec<&str> = head.split(':').collect();
-        let hex = |p: &str, max: usize| !p.is_empty() && p.len() <= max && p.chars().all(|c| c.is_ascii_hexdigit());
+        let hex = |p: &str, max: usize| {
+            !p.is_empty() && p.len() <= max && p.chars().all(|c| c.is_ascii_hexdigit())
+        };
         let ok = match parts.as_slice() {
             [d, b, dev] => hex(d, 8) && hex(b, 2) && hex(dev, 2),
             [b, dev] => hex(b, 2) && hex(dev, 2),
@@ -137,9 +139,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("'{s}': expected a number of bytes, e.g. 4096, 64K or 1MiB"));
+        return Err(format!(
+            "'{s}': expected a number of bytes, e.g. 4096, 64K or 1MiB"
+        ));
     }
-    let n: u64 = num.parse().map_err(|_| format!("'{s}': number too large"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}': number too large"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -147,7 +153,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 1 << 30,
         other => return Err(format!("'{s}': unknown unit '{other}' (use K, M or G)")),
     };
-    let v = n.checked_mul(mult).ok_or_else(|| format!("'{s}': size overflows 64 bits"))?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("'{s}': size overflows 64 bits"))?;
     if v == 0 {
         return Err(format!("'{s}': size must be at least 1 byte"));
     }
@@ -221,7 +229,13 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Tests to run (comma-separated).
-    #[arg(short = 't', long = "test", value_enum, value_delimiter = ',', default_value = "reg,write_bw,write_lat")]
+    #[arg(
+        short = 't',
+        long = "test",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "reg,write_bw,write_lat"
+    )]
     pub tests: Vec<BenchTest>,
     /// Sweep all sizes from 2 bytes to `--max-size` in powers of two (like perftest `-a`).
     #[arg(short = 'a', long = "all")]
@@ -283,7 +297,10 @@ mod tests {
             "0000:3B:00.0".parse::<GpuSelector>().unwrap(),
             GpuSelector::BusId("0000:3b:00.0".into())
         );
-        assert_eq!("3b:00.1".parse::<GpuSelector>().unwrap(), GpuSelector::BusId("3b:00.1".into()));
+        assert_eq!(
+            "3b:00.1".parse::<GpuSelector>().unwrap(),
+            GpuSelector::BusId("3b:00.1".into())
+        );
         for bad in ["", "gpu0", "3b:00", "0000:3b:00.9", "zz:00.0", "1:2:3:4.0"] {
             assert!(bad.parse::<GpuSelector>().is_err(), "{bad}");
         }
@@ -297,7 +314,19 @@ mod tests {
             #[command(flatten)]
             b: BenchArgs,
         }
-        let t = T::try_parse_from(["x", "--mem", "cuda-dmabuf", "-a", "-n", "5", "-t", "write_bw,reg", "--client", "10.0.0.1"]).unwrap();
+        let t = T::try_parse_from([
+            "x",
+            "--mem",
+            "cuda-dmabuf",
+            "-a",
+            "-n",
+            "5",
+            "-t",
+            "write_bw,reg",
+            "--client",
+            "10.0.0.1",
+        ])
+        .unwrap();
         assert_eq!(t.b.common.mem, MemKind::CudaDmabuf);
         assert!(t.b.all);
         assert_eq!(t.b.tests, vec![BenchTest::WriteBw, BenchTest::Reg]);

@@ -39,7 +39,9 @@ impl Channel {
     pub fn connect(host: &str, port: u16, wait: Duration) -> Result<Self, OobError> {
         let start = std::time::Instant::now();
         loop {
-            let addrs = (host, port).to_socket_addrs().map_err(|e| OobError::Io(format!("resolve {host}"), e))?;
+            let addrs = (host, port)
+                .to_socket_addrs()
+                .map_err(|e| OobError::Io(format!("resolve {host}"), e))?;
             let mut last = None;
             for a in addrs {
                 match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
@@ -59,14 +61,21 @@ impl Channel {
 
     fn from_stream(s: TcpStream) -> Result<Self, OobError> {
         let _ = s.set_nodelay(true);
-        let w = s.try_clone().map_err(|e| OobError::Io("clone socket".into(), e))?;
-        Ok(Channel { r: BufReader::new(s), w })
+        let w = s
+            .try_clone()
+            .map_err(|e| OobError::Io("clone socket".into(), e))?;
+        Ok(Channel {
+            r: BufReader::new(s),
+            w,
+        })
     }
 
     pub fn send<T: Serialize>(&mut self, m: &T) -> Result<(), OobError> {
         let mut line = serde_json::to_vec(m).map_err(|e| OobError::Bad(e.to_string()))?;
         line.push(b'\n');
-        self.w.write_all(&line).map_err(|e| OobError::Io("send".into(), e))
+        self.w
+            .write_all(&line)
+            .map_err(|e| OobError::Io("send".into(), e))
     }
 
     pub fn recv<T: DeserializeOwned>(&mut self) -> Result<T, OobError> {
@@ -79,7 +88,9 @@ impl Channel {
             return Err(OobError::Closed);
         }
         if buf.last() != Some(&b'\n') {
-            return Err(OobError::Bad(format!("line longer than {MAX_LINE} bytes or truncated")));
+            return Err(OobError::Bad(format!(
+                "line longer than {MAX_LINE} bytes or truncated"
+            )));
         }
         serde_json::from_slice(&buf).map_err(|e| OobError::Bad(e.to_string()))
     }

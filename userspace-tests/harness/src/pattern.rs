@@ -18,7 +18,11 @@ pub fn byte_at(seed: u64, off: u64) -> u8 {
 
 /// First offset (relative) where `actual` differs from the pattern, if any.
 pub fn first_mismatch(seed: u64, offset: u64, actual: &[u8]) -> Option<usize> {
-    actual.iter().enumerate().find(|(i, b)| **b != byte_at(seed, offset + *i as u64)).map(|(i, _)| i)
+    actual
+        .iter()
+        .enumerate()
+        .find(|(i, b)| **b != byte_at(seed, offset + *i as u64))
+        .map(|(i, _)| i)
 }
 
 #[cfg(test)]

@@ -20,24 +20,60 @@ pub const PROTO: u32 = 1;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "req", rename_all = "snake_case")]
 pub enum Req {
-    Hello { proto: u32 },
+    Hello {
+        proto: u32,
+    },
     /// Allocate and register a buffer (host memory when `host`, else the server's `--mem`).
-    Alloc { size: u64, host: bool },
+    Alloc {
+        size: u64,
+        host: bool,
+    },
     /// Create a fresh RC QP and connect it to the initiator's.
-    Connect { info: ConnInfo, depth: u32 },
-    Fill { id: u32, off: u64, len: u64, seed: u64 },
-    Verify { id: u32, off: u64, len: u64, seed: u64 },
-    PostRecv { id: u32, off: u64, len: u64, count: u32 },
-    WaitRecv { count: u32, timeout_ms: u64 },
+    Connect {
+        info: ConnInfo,
+        depth: u32,
+    },
+    Fill {
+        id: u32,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    Verify {
+        id: u32,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    PostRecv {
+        id: u32,
+        off: u64,
+        len: u64,
+        count: u32,
+    },
+    WaitRecv {
+        count: u32,
+        timeout_ms: u64,
+    },
     /// Free the memory but keep the MR (invalidation).
-    Free { id: u32 },
+    Free {
+        id: u32,
+    },
     /// Deregister and free.
-    Drop { id: u32 },
+    Drop {
+        id: u32,
+    },
     /// Peer-client counters of the main client.
     Counters,
     /// Answer `iters` WRITE_WITH_IMM pings with pongs into the initiator's buffer. The first
     /// receive must have been posted (`PostRecv`, length 0); each pong re-arms the next one.
-    Pong { id: u32, size: u64, iters: u32, rkey: u32, raddr: u64 },
+    Pong {
+        id: u32,
+        size: u64,
+        iters: u32,
+        rkey: u32,
+        raddr: u64,
+    },
     Bye,
 }
 
@@ -45,13 +81,32 @@ pub enum Req {
 #[serde(tag = "resp", rename_all = "snake_case")]
 pub enum Resp {
     Ok,
-    Hello { proto: u32, mem: String },
-    Buf { id: u32, addr: u64, rkey: u32, len: u64 },
-    Conn { info: ConnInfo },
-    Verified { mismatch: Option<u64> },
-    Recv { completions: Vec<Completion> },
-    Counters { counters: Option<sysfs::PeerCounters> },
-    Err { msg: String, errno: Option<i32> },
+    Hello {
+        proto: u32,
+        mem: String,
+    },
+    Buf {
+        id: u32,
+        addr: u64,
+        rkey: u32,
+        len: u64,
+    },
+    Conn {
+        info: ConnInfo,
+    },
+    Verified {
+        mismatch: Option<u64>,
+    },
+    Recv {
+        completions: Vec<Completion>,
+    },
+    Counters {
+        counters: Option<sysfs::PeerCounters>,
+    },
+    Err {
+        msg: String,
+        errno: Option<i32>,
+    },
 }
 
 /// Errors of peer requests.
@@ -90,20 +145,40 @@ pub struct Target {
 }
 
 fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
-    Resp::Err { msg: msg.into(), errno }
+    Resp::Err {
+        msg: msg.into(),
+        errno,
+    }
 }
 
 impl Target {
     pub fn new(dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath) -> Self {
-        let reg = Registrar { pd: Some(dev.pd.clone()), core: None, path };
-        Target { dev, backend, reg, bufs: HashMap::new(), ep: None, next: 1 }
+        let reg = Registrar {
+            pd: Some(dev.pd.clone()),
+            core: None,
+            path,
+        };
+        Target {
+            dev,
+            backend,
+            reg,
+            bufs: HashMap::new(),
+            ep: None,
+            next: 1,
+        }
     }
 
     /// Handles one request (never panics on bad input; answers `Err`).
     pub fn handle(&mut self, q: Req) -> Resp {
         match q {
-            Req::Hello { proto } if proto == PROTO => Resp::Hello { proto: PROTO, mem: self.backend.kind().to_string() },
-            Req::Hello { proto } => err(format!("protocol {proto} not supported (this side speaks {PROTO})"), None),
+            Req::Hello { proto } if proto == PROTO => Resp::Hello {
+                proto: PROTO,
+                mem: self.backend.kind().to_string(),
+            },
+            Req::Hello { proto } => err(
+                format!("protocol {proto} not supported (this side speaks {PROTO})"),
+                None,
+            ),
             Req::Alloc { size, host } => self.alloc(size, host),
             Req::Connect { info, depth } => match Endpoint::new(&self.dev, depth) {
                 Ok(mut ep) => match ep.connect(&info) {
@@ -117,7 +192,10 @@ impl Target {
                 Err(e) => err(e.to_string(), e.errno()),
             },
             Req::Fill { id, off, len, seed } => match self.bufs.get_mut(&id) {
-                Some(b) => match b.buf.write(off as usize, &pattern::generate(seed, off, len as usize)) {
+                Some(b) => match b
+                    .buf
+                    .write(off as usize, &pattern::generate(seed, off, len as usize))
+                {
                     Ok(()) => Resp::Ok,
                     Err(e) => err(e.to_string(), e.errno()),
                 },
@@ -127,19 +205,30 @@ impl Target {
                 Some(b) => {
                     let mut v = vec![0u8; len as usize];
                     match b.buf.read(off as usize, &mut v) {
-                        Ok(()) => Resp::Verified { mismatch: pattern::first_mismatch(seed, off, &v).map(|i| i as u64) },
+                        Ok(()) => Resp::Verified {
+                            mismatch: pattern::first_mismatch(seed, off, &v).map(|i| i as u64),
+                        },
                         Err(e) => err(e.to_string(), e.errno()),
                     }
                 }
                 None => err(format!("no buffer {id}"), None),
             },
-            Req::PostRecv { id, off, len, count } => {
+            Req::PostRecv {
+                id,
+                off,
+                len,
+                count,
+            } => {
                 let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
                     return err("no such buffer or not connected", None);
                 };
-                let Some(mr) = b.mr.as_ref() else { return err("buffer not registered", None) };
+                let Some(mr) = b.mr.as_ref() else {
+                    return err("buffer not registered", None);
+                };
                 for i in 0..count {
-                    if let Err(e) = ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len as u32) {
+                    if let Err(e) =
+                        ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len as u32)
+                    {
                         return err(e.to_string(), e.errno());
                     }
                 }
@@ -148,7 +237,9 @@ impl Target {
             Req::WaitRecv { count, timeout_ms } => match self.ep.as_ref() {
                 Some(ep) => match ep.poll(count as usize, Duration::from_millis(timeout_ms)) {
                     Ok(c) => Resp::Recv { completions: c },
-                    Err(crate::verbs::VerbsError::Timeout(_)) => Resp::Recv { completions: vec![] },
+                    Err(crate::verbs::VerbsError::Timeout(_)) => Resp::Recv {
+                        completions: vec![],
+                    },
                     Err(e) => err(e.to_string(), e.errno()),
                 },
                 None => err("not connected", None),
@@ -167,8 +258,16 @@ impl Target {
                 }
                 Resp::Ok
             }
-            Req::Counters => Resp::Counters { counters: sysfs::main_client(std::path::Path::new(sysfs::MEMORY_PEERS)) },
-            Req::Pong { id, size, iters, rkey, raddr } => self.pong(id, size, iters, rkey, raddr),
+            Req::Counters => Resp::Counters {
+                counters: sysfs::main_client(std::path::Path::new(sysfs::MEMORY_PEERS)),
+            },
+            Req::Pong {
+                id,
+                size,
+                iters,
+                rkey,
+                raddr,
+            } => self.pong(id, size, iters, rkey, raddr),
             Req::Bye => Resp::Ok,
         }
     }
@@ -185,14 +284,22 @@ impl Target {
             Ok(b) => b,
             Err(e) => return err(e.to_string(), e.errno()),
         };
-        let reg = Registrar { path, ..self.reg.clone() };
+        let reg = Registrar {
+            path,
+            ..self.reg.clone()
+        };
         let mr = match reg.register(buf.as_ref(), 0, size as usize) {
             Ok(m) => m,
             Err(e) => return err(e.msg, e.errno),
         };
         let id = self.next;
         self.next += 1;
-        let r = Resp::Buf { id, addr: buf.addr(), rkey: mr.rkey(), len: size };
+        let r = Resp::Buf {
+            id,
+            addr: buf.addr(),
+            rkey: mr.rkey(),
+            len: size,
+        };
         self.bufs.insert(id, TBuf { buf, mr: Some(mr) });
         r
     }
@@ -203,7 +310,9 @@ impl Target {
         let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
             return err("no such buffer or not connected", None);
         };
-        let Some(mr) = b.mr.as_ref() else { return err("buffer not registered", None) };
+        let Some(mr) = b.mr.as_ref() else {
+            return err("buffer not registered", None);
+        };
         let (lkey, addr) = (mr.lkey(), b.buf.addr());
         let mut sends_done = 0u32;
         for i in 0..iters {
@@ -213,7 +322,13 @@ impl Target {
                     Ok(cs) => {
                         for c in cs {
                             if !c.ok() {
-                                return err(format!("pong: completion {}", crate::verbs::wc_status_name(c.status)), None);
+                                return err(
+                                    format!(
+                                        "pong: completion {}",
+                                        crate::verbs::wc_status_name(c.status)
+                                    ),
+                                    None,
+                                );
                             }
                             if c.opcode & 128 != 0 {
                                 got_recv = true;
@@ -230,7 +345,17 @@ impl Target {
             if let Err(e) = ep.post_recv(i as u64 + 1, lkey, addr, 0) {
                 return err(e.to_string(), e.errno());
             }
-            if let Err(e) = ep.post(Op::WriteImm { rkey, raddr, imm: i }, 1 << 32 | i as u64, lkey, addr, size as u32) {
+            if let Err(e) = ep.post(
+                Op::WriteImm {
+                    rkey,
+                    raddr,
+                    imm: i,
+                },
+                1 << 32 | i as u64,
+                lkey,
+                addr,
+                size as u32,
+            ) {
                 return err(e.to_string(), e.errno());
             }
         }
@@ -275,7 +400,17 @@ impl Peer {
 
     pub fn alloc(&mut self, size: u64, host: bool) -> Result<RemoteBuf, PeerError> {
         match self.call(Req::Alloc { size, host })? {
-            Resp::Buf { id, addr, rkey, len } => Ok(RemoteBuf { id, addr, rkey, len }),
+            Resp::Buf {
+                id,
+                addr,
+                rkey,
+                len,
+            } => Ok(RemoteBuf {
+                id,
+                addr,
+                rkey,
+                len,
+            }),
             r => Err(PeerError::Unexpected(Box::new(r), "alloc")),
         }
     }
@@ -287,7 +422,13 @@ impl Peer {
         }
     }
 
-    pub fn verify(&mut self, id: u32, off: u64, len: u64, seed: u64) -> Result<Option<u64>, PeerError> {
+    pub fn verify(
+        &mut self,
+        id: u32,
+        off: u64,
+        len: u64,
+        seed: u64,
+    ) -> Result<Option<u64>, PeerError> {
         match self.call(Req::Verify { id, off, len, seed })? {
             Resp::Verified { mismatch } => Ok(mismatch),
             r => Err(PeerError::Unexpected(Box::new(r), "verify")),
@@ -323,9 +464,19 @@ pub struct RemoteBuf {
 }
 
 /// `--server`: accept one client and answer its requests until it says bye or disconnects.
-pub fn serve(port: u16, dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath, quiet: bool) -> Result<(), OobError> {
+pub fn serve(
+    port: u16,
+    dev: Rc<Device>,
+    backend: Rc<dyn Backend>,
+    path: RegPath,
+    quiet: bool,
+) -> Result<(), OobError> {
     if !quiet {
-        eprintln!("nvpeer: waiting for a client on TCP port {port} (device {}, mem {})", dev.name, backend.kind());
+        eprintln!(
+            "nvpeer: waiting for a client on TCP port {port} (device {}, mem {})",
+            dev.name,
+            backend.kind()
+        );
     }
     let mut ch = Channel::accept(port)?;
     let mut t = Target::new(dev, backend, path);
@@ -350,7 +501,12 @@ mod tests {
 
     #[test]
     fn protocol_is_stable_json() {
-        let q = Req::Verify { id: 1, off: 2, len: 3, seed: 4 };
+        let q = Req::Verify {
+            id: 1,
+            off: 2,
+            len: 3,
+            seed: 4,
+        };
         let s = serde_json::to_string(&q).unwrap();
         assert_eq!(s, r#"{"req":"verify","id":1,"off":2,"len":3,"seed":4}"#);
         let r: Resp = serde_json::from_str(r#"{"resp":"verified","mismatch":null}"#).unwrap();

@@ -93,21 +93,34 @@ impl Registrar {
     /// Registers `len` bytes of `buf` starting at byte `off`.
     pub fn register(&self, buf: &dyn Buffer, off: usize, len: usize) -> Result<Mr, RegFailure> {
         if off.checked_add(len).is_none_or(|e| e > buf.len()) {
-            return Err(RegFailure { errno: Some(libc::EINVAL), msg: format!("range {off}+{len} outside the buffer") });
+            return Err(RegFailure {
+                errno: Some(libc::EINVAL),
+                msg: format!("range {off}+{len} outside the buffer"),
+            });
         }
         let addr = buf.addr() + off as u64;
         let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
             let errno = crate::verbs::errno_of(e);
-            let detail = errno.map(|n| std::io::Error::from_raw_os_error(n).to_string()).unwrap_or_else(|| e.to_string());
-            RegFailure { errno, msg: format!("{what} failed: {detail}") }
+            let detail = errno
+                .map(|n| std::io::Error::from_raw_os_error(n).to_string())
+                .unwrap_or_else(|| e.to_string());
+            RegFailure {
+                errno,
+                msg: format!("{what} failed: {detail}"),
+            }
         };
         match self.path {
             RegPath::VaMr => {
                 let pd = self.pd.as_ref().ok_or_else(no_pd)?;
                 // SAFETY: the range lies inside `buf`, which the caller keeps alive (or frees on
                 // purpose, in invalidation cases) while the MR exists; the kernel validates it.
-                let mr = unsafe { pd.reg_mr(addr as usize, len, full_access()) }.map_err(|e| fail("ibv_reg_mr", &e))?;
-                Ok(Mr { handle: Handle::Verbs(mr), addr, len })
+                let mr = unsafe { pd.reg_mr(addr as usize, len, full_access()) }
+                    .map_err(|e| fail("ibv_reg_mr", &e))?;
+                Ok(Mr {
+                    handle: Handle::Verbs(mr),
+                    addr,
+                    len,
+                })
             }
             RegPath::DmaBuf => {
                 let pd = self.pd.as_ref().ok_or_else(no_pd)?;
@@ -116,22 +129,38 @@ impl Registrar {
                     msg: "buffer has no dma-buf (use --mem cuda-dmabuf)".into(),
                 })?;
                 // SAFETY: fd is owned by the buffer and open; offset/len lie inside the export.
-                let mr = unsafe { pd.reg_dmabuf_mr(d.offset + off as u64, len, addr, d.fd, full_access()) }
-                    .map_err(|e| fail("ibv_reg_dmabuf_mr", &e))?;
-                Ok(Mr { handle: Handle::Verbs(mr), addr, len })
+                let mr = unsafe {
+                    pd.reg_dmabuf_mr(d.offset + off as u64, len, addr, d.fd, full_access())
+                }
+                .map_err(|e| fail("ibv_reg_dmabuf_mr", &e))?;
+                Ok(Mr {
+                    handle: Handle::Verbs(mr),
+                    addr,
+                    len,
+                })
             }
             RegPath::EmuCore => {
                 let core = self.core.as_ref().ok_or_else(|| RegFailure {
                     errno: Some(libc::ENODEV),
                     msg: "peer_mem_emu is not loaded (modprobe peer_mem_emu)".into(),
                 })?;
-                let mr = core.register(addr, len as u64).map_err(|e| RegFailure { errno: e.errno(), msg: e.to_string() })?;
-                Ok(Mr { handle: Handle::Emu(mr), addr, len })
+                let mr = core.register(addr, len as u64).map_err(|e| RegFailure {
+                    errno: e.errno(),
+                    msg: e.to_string(),
+                })?;
+                Ok(Mr {
+                    handle: Handle::Emu(mr),
+                    addr,
+                    len,
+                })
             }
         }
     }
 }
 
 fn no_pd() -> RegFailure {
-    RegFailure { errno: Some(libc::ENODEV), msg: "no RDMA device".into() }
+    RegFailure {
+        errno: Some(libc::ENODEV),
+        msg: "no RDMA device".into(),
+    }
 }

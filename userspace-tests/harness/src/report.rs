@@ -26,13 +26,31 @@ pub struct CaseResult {
 
 impl CaseResult {
     pub fn pass(name: &str, detail: impl Into<String>) -> Self {
-        CaseResult { name: name.into(), status: Status::Pass, detail: detail.into(), cause: None, duration_ms: 0 }
+        CaseResult {
+            name: name.into(),
+            status: Status::Pass,
+            detail: detail.into(),
+            cause: None,
+            duration_ms: 0,
+        }
     }
     pub fn fail(name: &str, detail: impl Into<String>, cause: impl Into<String>) -> Self {
-        CaseResult { name: name.into(), status: Status::Fail, detail: detail.into(), cause: Some(cause.into()), duration_ms: 0 }
+        CaseResult {
+            name: name.into(),
+            status: Status::Fail,
+            detail: detail.into(),
+            cause: Some(cause.into()),
+            duration_ms: 0,
+        }
     }
     pub fn skip(name: &str, why: impl Into<String>) -> Self {
-        CaseResult { name: name.into(), status: Status::Skip, detail: why.into(), cause: None, duration_ms: 0 }
+        CaseResult {
+            name: name.into(),
+            status: Status::Skip,
+            detail: why.into(),
+            cause: None,
+            duration_ms: 0,
+        }
     }
 }
 
@@ -72,7 +90,10 @@ pub fn case_line(c: &CaseResult) -> String {
 
 /// The closing line, in the form the bench's runners read.
 pub fn summary_line(s: &Summary) -> String {
-    format!("{} passed, {} failed, {} skipped", s.passed, s.failed, s.skipped)
+    format!(
+        "{} passed, {} failed, {} skipped",
+        s.passed, s.failed, s.skipped
+    )
 }
 
 /// The whole validation report (JSON form).
@@ -90,7 +111,14 @@ pub struct ValidateReport<'a> {
 /// perftest's bandwidth header and row format.
 pub fn bw_header(gbits: bool) -> String {
     let unit = if gbits { "Gb/sec" } else { "MiB/sec" };
-    format!(" {:<10} {:<12} {:<18} {:<21} {:<12}", "#bytes", "#iterations", format!("BW peak[{unit}]"), format!("BW average[{unit}]"), "MsgRate[Mpps]")
+    format!(
+        " {:<10} {:<12} {:<18} {:<21} {:<12}",
+        "#bytes",
+        "#iterations",
+        format!("BW peak[{unit}]"),
+        format!("BW average[{unit}]"),
+        "MsgRate[Mpps]"
+    )
 }
 
 pub fn bw_row(r: &BwResult, gbits: bool) -> String {
@@ -109,7 +137,15 @@ pub fn bw_row(r: &BwResult, gbits: bool) -> String {
 pub fn lat_header() -> String {
     format!(
         " {:<10} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12}",
-        "#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"
+        "#bytes",
+        "#iterations",
+        "t_min[usec]",
+        "t_max[usec]",
+        "t_typical[usec]",
+        "t_avg[usec]",
+        "t_stdev[usec]",
+        "99% percentile[usec]",
+        "99.9% percentile[usec]"
     )
 }
 
@@ -154,7 +190,9 @@ pub fn progress(len: u64, msg: &str, hidden: bool) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let pb = indicatif::ProgressBar::new(len);
-    if let Ok(st) = indicatif::ProgressStyle::with_template("{msg:>14} [{bar:30}] {pos}/{len} {elapsed}") {
+    if let Ok(st) =
+        indicatif::ProgressStyle::with_template("{msg:>14} [{bar:30}] {pos}/{len} {elapsed}")
+    {
         pb.set_style(st.progress_chars("=> "));
     }
     pb.set_message(msg.to_string());
@@ -170,11 +208,22 @@ mod tests {
     fn case_lines_and_summary() {
         let cases = vec![
             CaseResult::pass("reg.sizes[ibv_reg_mr]", "14 sizes"),
-            CaseResult::fail("reg.offsets", "EFAULT at offset 1", "peer-memory module not loaded"),
+            CaseResult::fail(
+                "reg.offsets",
+                "EFAULT at offset 1",
+                "peer-memory module not loaded",
+            ),
             CaseResult::skip("inval.free-idle", "host memory is not invalidated"),
         ];
         let s = summarize(&cases);
-        assert_eq!(s, Summary { passed: 1, failed: 1, skipped: 1 });
+        assert_eq!(
+            s,
+            Summary {
+                passed: 1,
+                failed: 1,
+                skipped: 1
+            }
+        );
         assert_eq!(summary_line(&s), "1 passed, 1 failed, 1 skipped");
         let l = case_line(&cases[1]);
         assert!(l.starts_with("FAIL reg.offsets"));
@@ -195,7 +244,13 @@ mod tests {
         assert!(row.trim_start().starts_with("65536"));
         assert!(row.contains("62.50"));
         let j = bw_json(&r, false);
-        for k in ["MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"] {
+        for k in [
+            "MsgSize",
+            "n_iterations",
+            "BW_peak",
+            "BW_average",
+            "MsgRate",
+        ] {
             assert!(j.get(k).is_some(), "{k}");
         }
         let l = stats::summarize(&[1.0, 2.0, 3.0]).unwrap();

@@ -97,7 +97,11 @@ pub fn bandwidth(msg_size: u64, iterations: u64, total_s: f64, windows: &[(u64, 
         iterations,
         bw_peak_mib: peak,
         bw_avg_mib: avg,
-        msg_rate_mpps: if total_s > 0.0 { iterations as f64 / total_s / 1e6 } else { 0.0 },
+        msg_rate_mpps: if total_s > 0.0 {
+            iterations as f64 / total_s / 1e6
+        } else {
+            0.0
+        },
     }
 }
 

@@ -46,7 +46,9 @@ impl PeerCounters {
 /// Reads every client under `root` (normally [`MEMORY_PEERS`]).
 pub fn peer_clients(root: &Path) -> Vec<PeerCounters> {
     let mut v = Vec::new();
-    let Ok(rd) = std::fs::read_dir(root) else { return v };
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return v;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if !p.is_dir() {
@@ -54,11 +56,17 @@ pub fn peer_clients(root: &Path) -> Vec<PeerCounters> {
         }
         let mut c = PeerCounters {
             client: e.file_name().to_string_lossy().into_owned(),
-            version: std::fs::read_to_string(p.join("version")).unwrap_or_default().trim().to_string(),
+            version: std::fs::read_to_string(p.join("version"))
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
             values: BTreeMap::new(),
         };
         for k in COUNTERS {
-            if let Some(n) = std::fs::read_to_string(p.join(k)).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+            if let Some(n) = std::fs::read_to_string(p.join(k))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+            {
                 c.values.insert(k.to_string(), n);
             }
         }
@@ -117,7 +125,10 @@ pub fn persistent_mode(root: &Path) -> Option<bool> {
         _ => None,
     };
     if let Ok(cfg) = std::fs::read_to_string(root.join("sys/kernel/debug/nvpeer/config")) {
-        if let Some(v) = cfg.lines().find_map(|l| l.strip_prefix("persistent_api_support ")) {
+        if let Some(v) = cfg
+            .lines()
+            .find_map(|l| l.strip_prefix("persistent_api_support "))
+        {
             return parse(v);
         }
     }
@@ -132,28 +143,53 @@ pub fn persistent_mode(root: &Path) -> Option<bool> {
         return Some(!peers.join("nv_mem_nc").is_dir());
     }
     // nv_peer_mem registers an invalidating nv_mem (plus nv_mem_nc).
-    root.join("sys/module/nv_peer_mem").exists().then_some(false)
+    root.join("sys/module/nv_peer_mem")
+        .exists()
+        .then_some(false)
 }
 
 /// Modules the harness looks for.
-pub const MODULES: [&str; 9] =
-    ["nvpeer", "nvidia_peermem", "nv_peer_mem", "nvidia", "ib_core", "ib_uverbs", "rdma_rxe", "nvp2p_emu", "peer_mem_emu"];
+pub const MODULES: [&str; 9] = [
+    "nvpeer",
+    "nvidia_peermem",
+    "nv_peer_mem",
+    "nvidia",
+    "ib_core",
+    "ib_uverbs",
+    "rdma_rxe",
+    "nvp2p_emu",
+    "peer_mem_emu",
+];
 
 /// Collects facts from a root (normally `/`).
 pub fn node_facts(root: &Path) -> NodeFacts {
     let p = |s: &str| -> PathBuf { root.join(s.trim_start_matches('/')) };
-    let modules = MODULES.iter().filter(|m| p(&format!("/sys/module/{m}")).exists()).map(|m| m.to_string()).collect();
+    let modules = MODULES
+        .iter()
+        .filter(|m| p(&format!("/sys/module/{m}")).exists())
+        .map(|m| m.to_string())
+        .collect();
     let syms = std::fs::read_to_string(p("/proc/kallsyms")).unwrap_or_default();
-    let has_sym = |name: &str| syms.lines().any(|l| l.split_whitespace().nth(2) == Some(name));
-    let nvidia_open = std::fs::read_to_string(p("/proc/driver/nvidia/version")).ok().map(|v| v.contains("Open Kernel Module"));
+    let has_sym = |name: &str| {
+        syms.lines()
+            .any(|l| l.split_whitespace().nth(2) == Some(name))
+    };
+    let nvidia_open = std::fs::read_to_string(p("/proc/driver/nvidia/version"))
+        .ok()
+        .map(|v| v.contains("Open Kernel Module"));
     NodeFacts {
         modules,
         peer_api: has_sym("ib_register_peer_memory_client"),
         dmabuf_kernel: has_sym("ib_umem_dmabuf_get"),
-        peer_clients: peer_clients(&p(MEMORY_PEERS)).into_iter().map(|c| c.client).collect(),
+        peer_clients: peer_clients(&p(MEMORY_PEERS))
+            .into_iter()
+            .map(|c| c.client)
+            .collect(),
         peer_sysfs: p(MEMORY_PEERS).is_dir(),
         nvidia_open,
-        iommu: std::fs::read_dir(p("/sys/class/iommu")).map(|mut d| d.next().is_some()).unwrap_or(false),
+        iommu: std::fs::read_dir(p("/sys/class/iommu"))
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false),
         persistent: persistent_mode(root),
     }
 }
@@ -222,8 +258,16 @@ mod tests {
         let d = tree();
         write(&d.0, "sys/module/nvpeer/refcnt", "0\n");
         write(&d.0, "sys/module/ib_core/refcnt", "0\n");
-        write(&d.0, "proc/kallsyms", "ffff t foo\nffff T ib_register_peer_memory_client\t[peer_mem_emu]\n");
-        write(&d.0, "proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.1\n");
+        write(
+            &d.0,
+            "proc/kallsyms",
+            "ffff t foo\nffff T ib_register_peer_memory_client\t[peer_mem_emu]\n",
+        );
+        write(
+            &d.0,
+            "proc/driver/nvidia/version",
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.1\n",
+        );
         let f = node_facts(&d.0);
         assert_eq!(f.modules, vec!["nvpeer".to_string(), "ib_core".to_string()]);
         assert!(f.peer_api);
@@ -231,9 +275,17 @@ mod tests {
         assert_eq!(f.nvidia_open, Some(true));
         assert!(!f.iommu);
         assert_eq!(f.persistent, None);
-        write(&d.0, "sys/module/nvidia_peermem/parameters/persistent_api_support", "0\n");
+        write(
+            &d.0,
+            "sys/module/nvidia_peermem/parameters/persistent_api_support",
+            "0\n",
+        );
         assert_eq!(persistent_mode(&d.0), Some(false));
-        write(&d.0, "sys/module/nvidia_peermem/parameters/persistent_api_support", "1\n");
+        write(
+            &d.0,
+            "sys/module/nvidia_peermem/parameters/persistent_api_support",
+            "1\n",
+        );
         assert_eq!(persistent_mode(&d.0), Some(true));
     }
 
@@ -246,7 +298,11 @@ mod tests {
         let cfg = "version 0.1.0\npersistent_api_support 1\npeerdirect_support 0\nclient nv_mem persistent\n";
         write(&d.0, "sys/kernel/debug/nvpeer/config", cfg);
         assert_eq!(persistent_mode(&d.0), Some(true));
-        write(&d.0, "sys/kernel/debug/nvpeer/config", &cfg.replace("support 1", "support 0"));
+        write(
+            &d.0,
+            "sys/kernel/debug/nvpeer/config",
+            &cfg.replace("support 1", "support 0"),
+        );
         assert_eq!(persistent_mode(&d.0), Some(false));
     }
 
@@ -255,7 +311,11 @@ mod tests {
         let d = tree();
         write(&d.0, "sys/kernel/mm/memory_peers/nv_mem/version", "1.0\n");
         assert_eq!(persistent_mode(&d.0), Some(true));
-        write(&d.0, "sys/kernel/mm/memory_peers/nv_mem_nc/version", "1.0\n");
+        write(
+            &d.0,
+            "sys/kernel/mm/memory_peers/nv_mem_nc/version",
+            "1.0\n",
+        );
         assert_eq!(persistent_mode(&d.0), Some(false));
     }
 }

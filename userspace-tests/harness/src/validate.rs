@@ -56,7 +56,11 @@ pub fn matrix_sizes(max: u64) -> Vec<u64> {
 /// (local is GPU, remote is GPU) pairs to test: GPU→GPU, GPU→host and host→GPU when either side
 /// has GPU memory (each once), host→host only when neither has.
 pub fn direction_pairs(local_gpu: bool, remote_gpu: bool) -> Vec<(bool, bool)> {
-    let mut v = vec![(local_gpu, remote_gpu), (local_gpu, false), (false, remote_gpu)];
+    let mut v = vec![
+        (local_gpu, remote_gpu),
+        (local_gpu, false),
+        (false, remote_gpu),
+    ];
     v.sort();
     v.dedup();
     v.reverse();
@@ -109,7 +113,11 @@ impl Suite {
     }
 
     fn registrar(&self, path: RegPath) -> Registrar {
-        Registrar { pd: self.dev.as_ref().map(|d| d.pd.clone()), core: self.emu_core.clone(), path }
+        Registrar {
+            pd: self.dev.as_ref().map(|d| d.pd.clone()),
+            core: self.emu_core.clone(),
+            path,
+        }
     }
 
     fn counters(&self) -> Option<PeerCounters> {
@@ -190,41 +198,61 @@ impl Suite {
     fn cap_device(&mut self) {
         let c = self.args.common.clone();
         let needs = self.args.common.mem != MemKind::Emu || c.ib_dev.is_some();
-        self.case("cap.rdma-device", |s| match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
-            Ok(d) => {
-                let detail = format!(
-                    "{} port {} {} gid[{}]={} mtu={:?} max_mr_size={}",
-                    d.name,
-                    d.port,
-                    d.link_layer,
-                    d.gid_index,
-                    sideway::ibverbs::address::Gid { raw: d.gid.raw },
-                    d.mtu,
-                    d.max_mr_size
-                );
-                s.info.push(("rdma device".into(), d.name.clone()));
-                s.dev = Some(Rc::new(d));
-                CaseResult::pass("cap.rdma-device", detail)
+        self.case("cap.rdma-device", |s| {
+            match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
+                Ok(d) => {
+                    let detail = format!(
+                        "{} port {} {} gid[{}]={} mtu={:?} max_mr_size={}",
+                        d.name,
+                        d.port,
+                        d.link_layer,
+                        d.gid_index,
+                        sideway::ibverbs::address::Gid { raw: d.gid.raw },
+                        d.mtu,
+                        d.max_mr_size
+                    );
+                    s.info.push(("rdma device".into(), d.name.clone()));
+                    s.dev = Some(Rc::new(d));
+                    CaseResult::pass("cap.rdma-device", detail)
+                }
+                Err(e) if !needs => CaseResult::skip(
+                    "cap.rdma-device",
+                    format!("{e} (not needed: --mem emu registers through peer_mem_emu)"),
+                ),
+                Err(e) => CaseResult::fail("cap.rdma-device", e.to_string(), causes::device(&e)),
             }
-            Err(e) if !needs => CaseResult::skip("cap.rdma-device", format!("{e} (not needed: --mem emu registers through peer_mem_emu)")),
-            Err(e) => CaseResult::fail("cap.rdma-device", e.to_string(), causes::device(&e)),
         });
     }
 
     fn cap_dmabuf(&mut self) {
         let needed = self.paths().contains(&RegPath::DmaBuf);
         self.case("cap.dmabuf-import", |s| {
-            let Some(d) = s.dev.as_ref() else { return CaseResult::skip("cap.dmabuf-import", "no RDMA device") };
+            let Some(d) = s.dev.as_ref() else {
+                return CaseResult::skip("cap.dmabuf-import", "no RDMA device");
+            };
             match d.dmabuf_probe() {
-                Ok(()) => CaseResult::pass("cap.dmabuf-import", "ibv_reg_dmabuf_mr(fd=-1) -> EBADF: kernel and provider import dma-bufs"),
+                Ok(()) => CaseResult::pass(
+                    "cap.dmabuf-import",
+                    "ibv_reg_dmabuf_mr(fd=-1) -> EBADF: kernel and provider import dma-bufs",
+                ),
                 Err(n) if needed => CaseResult::fail(
                     "cap.dmabuf-import",
                     format!("ibv_reg_dmabuf_mr(fd=-1) -> {}", errno_text(Some(n))),
-                    causes::registration(MemKind::CudaDmabuf, RegPath::DmaBuf, Some(n), 0, &s.facts),
+                    causes::registration(
+                        MemKind::CudaDmabuf,
+                        RegPath::DmaBuf,
+                        Some(n),
+                        0,
+                        &s.facts,
+                    ),
                 ),
                 Err(n) => CaseResult::pass(
                     "cap.dmabuf-import",
-                    format!("dma-buf import unsupported ({}); not needed for --mem {}", errno_text(Some(n)), s.args.common.mem),
+                    format!(
+                        "dma-buf import unsupported ({}); not needed for --mem {}",
+                        errno_text(Some(n)),
+                        s.args.common.mem
+                    ),
                 ),
             }
         });
@@ -282,23 +310,43 @@ impl Suite {
     fn mem_cases(&mut self) {
         let max = self.args.max_size;
         self.case("mem.alloc-free", |s| {
-            let Some(be) = s.backend.clone() else { return CaseResult::skip("mem.alloc-free", "no memory backend") };
+            let Some(be) = s.backend.clone() else {
+                return CaseResult::skip("mem.alloc-free", "no memory backend");
+            };
             let mut b = match be.alloc(max as usize) {
                 Ok(b) => b,
-                Err(e) => return CaseResult::fail("mem.alloc-free", e.to_string(), "GPU out of memory or driver error"),
+                Err(e) => {
+                    return CaseResult::fail(
+                        "mem.alloc-free",
+                        e.to_string(),
+                        "GPU out of memory or driver error",
+                    )
+                }
             };
             let mut detail = format!("{max} bytes at {:#x}", b.addr());
             if be.cpu_access() {
                 let p = pattern::generate(s.seed, 0, max as usize);
                 if let Err(e) = b.write(0, &p) {
-                    return CaseResult::fail("mem.alloc-free", e.to_string(), "copy to the buffer failed");
+                    return CaseResult::fail(
+                        "mem.alloc-free",
+                        e.to_string(),
+                        "copy to the buffer failed",
+                    );
                 }
                 let mut back = vec![0u8; max as usize];
                 if let Err(e) = b.read(0, &mut back) {
-                    return CaseResult::fail("mem.alloc-free", e.to_string(), "copy from the buffer failed");
+                    return CaseResult::fail(
+                        "mem.alloc-free",
+                        e.to_string(),
+                        "copy from the buffer failed",
+                    );
                 }
                 if let Some(i) = pattern::first_mismatch(s.seed, 0, &back) {
-                    return CaseResult::fail("mem.alloc-free", format!("pattern mismatch at byte {i}"), "memory corrupts data");
+                    return CaseResult::fail(
+                        "mem.alloc-free",
+                        format!("pattern mismatch at byte {i}"),
+                        "memory corrupts data",
+                    );
                 }
                 detail.push_str(", pattern written and read back");
             }
@@ -335,23 +383,42 @@ impl Suite {
     // ---------------------------------------------------------------- registration matrix
 
     /// Registers `len` at `off` of `buf` on `path`, returns the MR or a failed case.
-    fn try_reg(&self, name: &str, reg: &Registrar, buf: &dyn Buffer, off: u64, len: u64) -> Result<Mr, CaseResult> {
+    fn try_reg(
+        &self,
+        name: &str,
+        reg: &Registrar,
+        buf: &dyn Buffer,
+        off: u64,
+        len: u64,
+    ) -> Result<Mr, CaseResult> {
         reg.register(buf, off as usize, len as usize).map_err(|e| {
             CaseResult::fail(
                 name,
-                format!("{} of {len} bytes at offset {off}: {}", reg.path.label(), e.msg),
+                format!(
+                    "{} of {len} bytes at offset {off}: {}",
+                    reg.path.label(),
+                    e.msg
+                ),
                 causes::registration(self.args.common.mem, reg.path, e.errno, len, &self.facts),
             )
         })
     }
 
     /// Checks that `n` registrations moved the client's counters (GPU VA paths only).
-    fn counters_moved(&self, path: RegPath, before: &Option<PeerCounters>, n: u64) -> Result<String, (String, String)> {
+    fn counters_moved(
+        &self,
+        path: RegPath,
+        before: &Option<PeerCounters>,
+        n: u64,
+    ) -> Result<String, (String, String)> {
         if !self.counted(path) {
             return Ok(String::new());
         }
         let (Some(b), Some(a)) = (before.as_ref(), self.counters()) else {
-            return Err(("no peer client counters".into(), "no client under /sys/kernel/mm/memory_peers (module not loaded?)".into()));
+            return Err((
+                "no peer client counters".into(),
+                "no client under /sys/kernel/mm/memory_peers (module not loaded?)".into(),
+            ));
         };
         let d = a.delta(b);
         let alloc = d.get("num_alloc_mrs").copied().unwrap_or(0);
@@ -362,7 +429,10 @@ impl Suite {
                 format!("registrations did not go through the peer client '{}' (another client claimed them, or host pages were pinned)", a.client),
             ));
         }
-        Ok(format!("; {}: num_alloc_mrs +{alloc}, num_dealloc_mrs +{dealloc}", a.client))
+        Ok(format!(
+            "; {}: num_alloc_mrs +{alloc}, num_dealloc_mrs +{dealloc}",
+            a.client
+        ))
     }
 
     fn reg_cases(&mut self, path: RegPath) {
@@ -387,7 +457,13 @@ impl Suite {
                 }
             }
             match s.counters_moved(path, &before, sizes.len() as u64) {
-                Ok(c) => CaseResult::pass(&name, format!("{} sizes 1 B .. {max} B registered and deregistered{c}", sizes.len())),
+                Ok(c) => CaseResult::pass(
+                    &name,
+                    format!(
+                        "{} sizes 1 B .. {max} B registered and deregistered{c}",
+                        sizes.len()
+                    ),
+                ),
                 Err((d, cause)) => CaseResult::fail(&name, d, cause),
             }
         });
@@ -415,7 +491,9 @@ impl Suite {
                 }
             }
             match s.counters_moved(path, &before, n) {
-                Ok(c) => CaseResult::pass(&name, format!("{n} unaligned (offset, length) pairs{c}")),
+                Ok(c) => {
+                    CaseResult::pass(&name, format!("{n} unaligned (offset, length) pairs{c}"))
+                }
                 Err((d, cause)) => CaseResult::fail(&name, d, cause),
             }
         });
@@ -444,11 +522,18 @@ impl Suite {
             }
             let keys: std::collections::HashSet<u32> = mrs.iter().map(|m| m.lkey()).collect();
             if path != RegPath::EmuCore && keys.len() != mrs.len() {
-                return CaseResult::fail(&name, format!("{} distinct lkeys for {} MRs", keys.len(), mrs.len()), "the NIC handed out duplicate keys");
+                return CaseResult::fail(
+                    &name,
+                    format!("{} distinct lkeys for {} MRs", keys.len(), mrs.len()),
+                    "the NIC handed out duplicate keys",
+                );
             }
             drop(mrs);
             match s.counters_moved(path, &before, count) {
-                Ok(c) => CaseResult::pass(&name, format!("{count} MRs of 4 KiB held at once, then deregistered{c}")),
+                Ok(c) => CaseResult::pass(
+                    &name,
+                    format!("{count} MRs of 4 KiB held at once, then deregistered{c}"),
+                ),
                 Err((d, cause)) => CaseResult::fail(&name, d, cause),
             }
         });
@@ -481,13 +566,20 @@ impl Suite {
                     let al = d.get("num_alloc_mrs").copied().unwrap_or(0);
                     let de = d.get("num_dealloc_mrs").copied().unwrap_or(0);
                     if al != de || al < churn {
-                        return CaseResult::fail(&name, format!("num_alloc_mrs +{al} vs num_dealloc_mrs +{de}"), "registrations leaked in the peer client (dereg did not unpin)");
+                        return CaseResult::fail(
+                            &name,
+                            format!("num_alloc_mrs +{al} vs num_dealloc_mrs +{de}"),
+                            "registrations leaked in the peer client (dereg did not unpin)",
+                        );
                     }
                     format!("; counters balanced (+{al}/+{de})")
                 }
                 _ => String::new(),
             };
-            CaseResult::pass(&name, format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each{balanced}"))
+            CaseResult::pass(
+                &name,
+                format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each{balanced}"),
+            )
         });
     }
 
@@ -512,13 +604,21 @@ impl Suite {
         let ops = ["write", "write-imm", "read", "send-recv"];
         for (lg, rg) in self.directions() {
             for op in ops {
-                let name = format!("xfer.{op}.{}->{}[{}]", self.side(lg, false), self.side(rg, true), path.label());
+                let name = format!(
+                    "xfer.{op}.{}->{}[{}]",
+                    self.side(lg, false),
+                    self.side(rg, true),
+                    path.label()
+                );
                 self.case(&name.clone(), |s| {
                     if let Some(w) = s.no_verbs() {
                         return CaseResult::skip(&name, w);
                     }
                     if path == RegPath::EmuCore {
-                        return CaseResult::skip(&name, "rxe cannot DMA emulated GPU pages: registration path only");
+                        return CaseResult::skip(
+                            &name,
+                            "rxe cannot DMA emulated GPU pages: registration path only",
+                        );
                     }
                     match s.xfer(&name, op, lg, rg, path) {
                         Ok(d) => CaseResult::pass(&name, d),
@@ -531,40 +631,93 @@ impl Suite {
 
     /// Connects a fresh QP pair (local endpoint + the peer's).
     fn connect(&mut self, depth: u32) -> Result<Endpoint, CaseResult> {
-        let dev = self.dev.clone().ok_or_else(|| CaseResult::skip("connect", "no RDMA device"))?;
-        let mut ep = Endpoint::new(&dev, depth).map_err(|e| CaseResult::fail("connect", e.to_string(), "QP creation failed"))?;
-        let peer = self.peer.as_mut().ok_or_else(|| CaseResult::skip("connect", "no peer"))?;
-        let remote = peer.connect(ep.info(), depth).map_err(|e| CaseResult::fail("connect", e.to_string(), "peer could not connect its QP"))?;
-        ep.connect(&remote).map_err(|e| CaseResult::fail("connect", e.to_string(), "QP could not reach RTS: wrong GID index or port, or the peer is unreachable"))?;
+        let dev = self
+            .dev
+            .clone()
+            .ok_or_else(|| CaseResult::skip("connect", "no RDMA device"))?;
+        let mut ep = Endpoint::new(&dev, depth)
+            .map_err(|e| CaseResult::fail("connect", e.to_string(), "QP creation failed"))?;
+        let peer = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| CaseResult::skip("connect", "no peer"))?;
+        let remote = peer.connect(ep.info(), depth).map_err(|e| {
+            CaseResult::fail("connect", e.to_string(), "peer could not connect its QP")
+        })?;
+        ep.connect(&remote).map_err(|e| {
+            CaseResult::fail(
+                "connect",
+                e.to_string(),
+                "QP could not reach RTS: wrong GID index or port, or the peer is unreachable",
+            )
+        })?;
         Ok(ep)
     }
 
-    fn local_buf(&self, name: &str, gpu: bool, path: RegPath, len: u64) -> Result<(Box<dyn Buffer>, Mr), CaseResult> {
-        let buf = if gpu { self.alloc(len) } else { HostBackend.alloc(len as usize) }
-            .map_err(|e| CaseResult::fail(name, e.to_string(), "allocation failed"))?;
+    fn local_buf(
+        &self,
+        name: &str,
+        gpu: bool,
+        path: RegPath,
+        len: u64,
+    ) -> Result<(Box<dyn Buffer>, Mr), CaseResult> {
+        let buf = if gpu {
+            self.alloc(len)
+        } else {
+            HostBackend.alloc(len as usize)
+        }
+        .map_err(|e| CaseResult::fail(name, e.to_string(), "allocation failed"))?;
         let reg = self.registrar(if gpu { path } else { RegPath::VaMr });
         let mr = self.try_reg(name, &reg, buf.as_ref(), 0, len)?;
         Ok((buf, mr))
     }
 
-    fn xfer(&mut self, name: &str, op: &str, lg: bool, rg: bool, path: RegPath) -> Result<String, CaseResult> {
+    fn xfer(
+        &mut self,
+        name: &str,
+        op: &str,
+        lg: bool,
+        rg: bool,
+        path: RegPath,
+    ) -> Result<String, CaseResult> {
         let len = self.args.xfer_size;
         let (mut lbuf, lmr) = self.local_buf(name, lg, path, len)?;
         let peer_err = |e: peer::PeerError| {
             let cause = match e.errno() {
-                Some(n) => causes::registration(if rg { MemKind::Cuda } else { MemKind::Host }, RegPath::VaMr, Some(n), len, &NodeFacts::default()),
+                Some(n) => causes::registration(
+                    if rg { MemKind::Cuda } else { MemKind::Host },
+                    RegPath::VaMr,
+                    Some(n),
+                    len,
+                    &NodeFacts::default(),
+                ),
                 None => "peer failed".to_string(),
             };
             CaseResult::fail(name, e.to_string(), cause)
         };
-        let rbuf: RemoteBuf = self.peer.as_mut().ok_or_else(|| CaseResult::skip(name, "no peer"))?.alloc(len, !rg).map_err(peer_err)?;
+        let rbuf: RemoteBuf = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| CaseResult::skip(name, "no peer"))?
+            .alloc(len, !rg)
+            .map_err(peer_err)?;
         let mut ep = self.connect(8).map_err(|mut r| {
             r.name = name.into();
             r
         })?;
         let seed = self.seed ^ (len << 8) ^ op.len() as u64;
-        let peer = self.peer.as_mut().ok_or_else(|| CaseResult::skip(name, "no peer"))?;
-        let mut x = Xfer { name, ep: &mut ep, peer, lbuf: lbuf.as_mut(), lkey: lmr.lkey(), rbuf };
+        let peer = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| CaseResult::skip(name, "no peer"))?;
+        let mut x = Xfer {
+            name,
+            ep: &mut ep,
+            peer,
+            lbuf: lbuf.as_mut(),
+            lkey: lmr.lkey(),
+            rbuf,
+        };
         // The whole buffer, then a range at offsets not aligned to pages on either side.
         let us = x.once(op, 0, 0, len, seed)?;
         let mut detail = format!("{len} bytes ({us:.0} us)");
@@ -582,7 +735,15 @@ impl Suite {
 
     fn inval_cases(&mut self, path: RegPath) {
         for inflight in [false, true] {
-            let name = format!("inval.{}[{}]", if inflight { "free-inflight" } else { "free-idle" }, path.label());
+            let name = format!(
+                "inval.{}[{}]",
+                if inflight {
+                    "free-inflight"
+                } else {
+                    "free-idle"
+                },
+                path.label()
+            );
             self.case(&name.clone(), |s| {
                 if !s.gpu() {
                     return CaseResult::skip(&name, "host memory stays pinned by its MR; invalidation applies to GPU memory");
@@ -627,46 +788,100 @@ impl Suite {
         let invalidating = q.flags & qflags::INVALIDATING != 0;
         drop(mr);
         let cb = match (&before, self.counters()) {
-            (Some(b), Some(a)) => a.get("num_free_callbacks").saturating_sub(b.get("num_free_callbacks")),
+            (Some(b), Some(a)) => a
+                .get("num_free_callbacks")
+                .saturating_sub(b.get("num_free_callbacks")),
             _ => 0,
         };
         if !invalidating {
             // A persistent client: the provider keeps the pages until the pin is put at dereg.
             if q.state != state::MAPPED {
-                return CaseResult::fail(name, format!("persistent registration became {} after free", state::name(q.state)), "a client without an invalidate callback had its MR torn down");
+                return CaseResult::fail(
+                    name,
+                    format!(
+                        "persistent registration became {} after free",
+                        state::name(q.state)
+                    ),
+                    "a client without an invalidate callback had its MR torn down",
+                );
             }
             return CaseResult::pass(name, format!("persistent client: the MR stays mapped after the free (pages pinned until dereg, by design), num_free_callbacks +{cb}, dereg afterwards ok"));
         }
         if !stopped {
-            return CaseResult::fail(name, format!("MR still {} after free (flags {:#x})", state::name(q.state), q.flags), "the peer client did not invalidate on the free callback");
+            return CaseResult::fail(
+                name,
+                format!(
+                    "MR still {} after free (flags {:#x})",
+                    state::name(q.state),
+                    q.flags
+                ),
+                "the peer client did not invalidate on the free callback",
+            );
         }
         if cb == 0 && self.facts.peer_sysfs {
-            return CaseResult::fail(name, "num_free_callbacks did not move", "the client did not call the core's invalidate from the free callback");
+            return CaseResult::fail(
+                name,
+                "num_free_callbacks did not move",
+                "the client did not call the core's invalidate from the free callback",
+            );
         }
         if !self.facts.peer_sysfs && q.invalidations == 0 {
-            return CaseResult::fail(name, format!("MR {} after free but the core saw no invalidation", state::name(q.state)), "the client did not call the core's invalidate from the free callback");
+            return CaseResult::fail(
+                name,
+                format!(
+                    "MR {} after free but the core saw no invalidation",
+                    state::name(q.state)
+                ),
+                "the client did not call the core's invalidate from the free callback",
+            );
         }
-        let cbs = if self.facts.peer_sysfs { format!(", num_free_callbacks +{cb}") } else { " (this core keeps no counters in sysfs)".into() };
-        CaseResult::pass(name, format!("freed under a live MR: state {}, {} invalidation(s){cbs}, dereg afterwards ok", state::name(q.state), q.invalidations))
+        let cbs = if self.facts.peer_sysfs {
+            format!(", num_free_callbacks +{cb}")
+        } else {
+            " (this core keeps no counters in sysfs)".into()
+        };
+        CaseResult::pass(
+            name,
+            format!(
+                "freed under a live MR: state {}, {} invalidation(s){cbs}, dereg afterwards ok",
+                state::name(q.state),
+                q.invalidations
+            ),
+        )
     }
 
-    fn inval_verbs(&mut self, name: &str, path: RegPath, inflight: bool) -> Result<CaseResult, CaseResult> {
+    fn inval_verbs(
+        &mut self,
+        name: &str,
+        path: RegPath,
+        inflight: bool,
+    ) -> Result<CaseResult, CaseResult> {
         let len = self.args.xfer_size;
         let fail = |d: String, c: &str| CaseResult::fail(name, d, c);
         let (mut lbuf, lmr) = self.local_buf(name, true, path, len)?;
-        let rbuf = self.peer.as_mut().ok_or_else(|| CaseResult::skip(name, "no peer"))?.alloc(len, true).map_err(|e| fail(e.to_string(), "peer alloc failed"))?;
+        let rbuf = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| CaseResult::skip(name, "no peer"))?
+            .alloc(len, true)
+            .map_err(|e| fail(e.to_string(), "peer alloc failed"))?;
         let n_inflight: u32 = if inflight { 32 } else { 0 };
         let mut ep = self.connect(n_inflight + 8).map_err(|mut r| {
             r.name = name.into();
             r
         })?;
         let before = self.counters();
-        let op = Op::Write { rkey: rbuf.rkey, raddr: rbuf.addr };
+        let op = Op::Write {
+            rkey: rbuf.rkey,
+            raddr: rbuf.addr,
+        };
         for i in 0..n_inflight {
-            ep.post(op, i as u64, lmr.lkey(), lbuf.addr(), len as u32).map_err(|e| fail(e.to_string(), "post failed"))?;
+            ep.post(op, i as u64, lmr.lkey(), lbuf.addr(), len as u32)
+                .map_err(|e| fail(e.to_string(), "post failed"))?;
         }
         // Free the GPU memory under the live MR (and, in-flight, under queued DMA).
-        lbuf.release().map_err(|e| fail(e.to_string(), "cuMemFree failed"))?;
+        lbuf.release()
+            .map_err(|e| fail(e.to_string(), "cuMemFree failed"))?;
         let mut seen = Vec::new();
         if inflight {
             seen = ep.poll(n_inflight as usize, POLL).unwrap_or_default();
@@ -676,18 +891,35 @@ impl Suite {
         let after_status = match post {
             Err(_) => None,
             Ok(()) => match ep.poll(1, Duration::from_secs(20)) {
-                Ok(cs) => cs.iter().find(|c| c.wr_id == 999).map(|c| c.status).or(Some(5)),
+                Ok(cs) => cs
+                    .iter()
+                    .find(|c| c.wr_id == 999)
+                    .map(|c| c.status)
+                    .or(Some(5)),
                 Err(_) => None,
             },
         };
         drop(lmr);
-        let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rbuf.id }));
+        let _ = self
+            .peer
+            .as_mut()
+            .map(|p| p.unit(Req::Drop { id: rbuf.id }));
         let cb = match (&before, self.counters()) {
-            (Some(b), Some(a)) => Some(a.get("num_free_callbacks").saturating_sub(b.get("num_free_callbacks"))),
+            (Some(b), Some(a)) => Some(
+                a.get("num_free_callbacks")
+                    .saturating_sub(b.get("num_free_callbacks")),
+            ),
             _ => None,
         };
         let ok_before = seen.iter().filter(|c| c.ok()).count();
-        let flight = if inflight { format!("{ok_before}/{} in-flight writes completed before the revoke, ", seen.len()) } else { String::new() };
+        let flight = if inflight {
+            format!(
+                "{ok_before}/{} in-flight writes completed before the revoke, ",
+                seen.len()
+            )
+        } else {
+            String::new()
+        };
         match after_status {
             Some(0) if path == RegPath::DmaBuf => Ok(CaseResult::pass(
                 name,
@@ -762,7 +994,11 @@ impl Suite {
                 version: env!("CARGO_PKG_VERSION"),
                 mem: self.args.common.mem.to_string(),
                 role: format!("{:?}", self.args.common.role()).to_lowercase(),
-                facts: self.info.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
+                facts: self
+                    .info
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
                 cases: &self.results,
                 summary: s,
             };
@@ -802,44 +1038,96 @@ impl Xfer<'_> {
         };
         let id = self.rbuf.id;
         if op == "read" {
-            self.peer.unit(Req::Fill { id, off: ro, len, seed }).map_err(|e| self.fail(e.to_string(), "peer could not fill its buffer"))?;
+            self.peer
+                .unit(Req::Fill {
+                    id,
+                    off: ro,
+                    len,
+                    seed,
+                })
+                .map_err(|e| self.fail(e.to_string(), "peer could not fill its buffer"))?;
         } else {
             let p = pattern::generate(seed, ro, len as usize);
-            self.lbuf.write(lo as usize, &p).map_err(|e| self.fail(e.to_string(), "could not fill the local buffer"))?;
+            self.lbuf
+                .write(lo as usize, &p)
+                .map_err(|e| self.fail(e.to_string(), "could not fill the local buffer"))?;
         }
         if matches!(op, "write-imm" | "send-recv") {
             let rlen = if op == "send-recv" { len } else { 0 };
-            self.peer.unit(Req::PostRecv { id, off: ro, len: rlen, count: 1 }).map_err(|e| self.fail(e.to_string(), "peer could not post a receive"))?;
+            self.peer
+                .unit(Req::PostRecv {
+                    id,
+                    off: ro,
+                    len: rlen,
+                    count: 1,
+                })
+                .map_err(|e| self.fail(e.to_string(), "peer could not post a receive"))?;
         }
         let t = Instant::now();
-        self.ep.post(opv, 7, self.lkey, self.lbuf.addr() + lo, len as u32).map_err(|e| self.fail(e.to_string(), "post failed"))?;
-        let cs = self.ep.poll(1, POLL).map_err(|e| self.fail(e.to_string(), "no completion: the NIC never finished the request"))?;
+        self.ep
+            .post(opv, 7, self.lkey, self.lbuf.addr() + lo, len as u32)
+            .map_err(|e| self.fail(e.to_string(), "post failed"))?;
+        let cs = self.ep.poll(1, POLL).map_err(|e| {
+            self.fail(
+                e.to_string(),
+                "no completion: the NIC never finished the request",
+            )
+        })?;
         if let Some(c) = cs.iter().find(|c| !c.ok()) {
             return Err(self.fail(
-                format!("{} completed with '{}' (vendor err {:#x})", opv.name(), verbs::wc_status_name(c.status), c.vendor_err),
+                format!(
+                    "{} completed with '{}' (vendor err {:#x})",
+                    opv.name(),
+                    verbs::wc_status_name(c.status),
+                    c.vendor_err
+                ),
                 causes::completion(c.status, false),
             ));
         }
         if matches!(op, "write-imm" | "send-recv") {
-            let rc = self.peer.wait_recv(1, POLL.as_millis() as u64).map_err(|e| self.fail(e.to_string(), "peer receive failed"))?;
-            let Some(r) = rc.first() else { return Err(self.fail("no receive completion at the peer".into(), "the peer's QP got nothing")) };
+            let rc = self
+                .peer
+                .wait_recv(1, POLL.as_millis() as u64)
+                .map_err(|e| self.fail(e.to_string(), "peer receive failed"))?;
+            let Some(r) = rc.first() else {
+                return Err(self.fail(
+                    "no receive completion at the peer".into(),
+                    "the peer's QP got nothing",
+                ));
+            };
             if !r.ok() {
-                return Err(self.fail(format!("peer receive completed with '{}'", verbs::wc_status_name(r.status)), causes::completion(r.status, false)));
+                return Err(self.fail(
+                    format!(
+                        "peer receive completed with '{}'",
+                        verbs::wc_status_name(r.status)
+                    ),
+                    causes::completion(r.status, false),
+                ));
             }
             if op == "write-imm" && r.imm != imm {
-                return Err(self.fail(format!("immediate {:#x}, expected {imm:#x}", r.imm), "immediate data corrupted"));
+                return Err(self.fail(
+                    format!("immediate {:#x}, expected {imm:#x}", r.imm),
+                    "immediate data corrupted",
+                ));
             }
             if op == "send-recv" && r.byte_len as u64 != len {
-                return Err(self.fail(format!("received {} bytes, expected {len}", r.byte_len), "message truncated"));
+                return Err(self.fail(
+                    format!("received {} bytes, expected {len}", r.byte_len),
+                    "message truncated",
+                ));
             }
         }
         let us = t.elapsed().as_secs_f64() * 1e6;
         let mismatch = if op == "read" {
             let mut v = vec![0u8; len as usize];
-            self.lbuf.read(lo as usize, &mut v).map_err(|e| self.fail(e.to_string(), "could not read back"))?;
+            self.lbuf
+                .read(lo as usize, &mut v)
+                .map_err(|e| self.fail(e.to_string(), "could not read back"))?;
             pattern::first_mismatch(seed, ro, &v).map(|i| i as u64)
         } else {
-            self.peer.verify(id, ro, len, seed).map_err(|e| self.fail(e.to_string(), "peer could not verify"))?
+            self.peer
+                .verify(id, ro, len, seed)
+                .map_err(|e| self.fail(e.to_string(), "peer could not verify"))?
         };
         if let Some(i) = mismatch {
             return Err(self.fail(
@@ -854,7 +1142,10 @@ impl Xfer<'_> {
 /// Entry point of `nvpeer validate`.
 pub fn run(args: ValidateArgs) -> u8 {
     let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
     });
     if args.common.server {
         return serve(&args);
@@ -874,7 +1165,12 @@ pub fn run(args: ValidateArgs) -> u8 {
         results: Vec::new(),
     };
     if !s.args.common.json {
-        println!("nvpeer validate: mem={} role={:?} max-size={} seed={seed}", s.args.common.mem, s.args.common.role(), s.args.max_size);
+        println!(
+            "nvpeer validate: mem={} role={:?} max-size={} seed={seed}",
+            s.args.common.mem,
+            s.args.common.role(),
+            s.args.max_size
+        );
     }
     s.run()
 }
@@ -891,11 +1187,18 @@ fn serve(args: &ValidateArgs) -> u8 {
     let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
         Ok(d) => Rc::new(d),
         Err(e) => {
-            eprintln!("nvpeer validate --server: {e}\n  probable cause: {}", causes::device(&e));
+            eprintln!(
+                "nvpeer validate --server: {e}\n  probable cause: {}",
+                causes::device(&e)
+            );
             return 2;
         }
     };
-    let path = if c.mem == MemKind::CudaDmabuf { RegPath::DmaBuf } else { RegPath::VaMr };
+    let path = if c.mem == MemKind::CudaDmabuf {
+        RegPath::DmaBuf
+    } else {
+        RegPath::VaMr
+    };
     match peer::serve(c.port, dev, be, path, c.json) {
         Ok(()) => 0,
         Err(e) => {
@@ -911,11 +1214,20 @@ mod tests {
 
     #[test]
     fn directions_cover_every_pairing_once() {
-        assert_eq!(direction_pairs(true, true), vec![(true, true), (true, false), (false, true)]);
+        assert_eq!(
+            direction_pairs(true, true),
+            vec![(true, true), (true, false), (false, true)]
+        );
         assert_eq!(direction_pairs(false, false), vec![(false, false)]);
         // Host client against a GPU server: host→GPU and host→host.
-        assert_eq!(direction_pairs(false, true), vec![(false, true), (false, false)]);
-        assert_eq!(direction_pairs(true, false), vec![(true, false), (false, false)]);
+        assert_eq!(
+            direction_pairs(false, true),
+            vec![(false, true), (false, false)]
+        );
+        assert_eq!(
+            direction_pairs(true, false),
+            vec![(true, false), (false, false)]
+        );
     }
 
     #[test]

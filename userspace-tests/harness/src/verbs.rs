@@ -9,8 +9,8 @@ use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
-    BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState, SetScatterGatherEntry,
-    WorkRequestFlags,
+    BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
+    SetScatterGatherEntry, WorkRequestFlags,
 };
 use sideway::ibverbs::AccessFlags;
 use std::sync::Arc;
@@ -26,9 +26,17 @@ pub enum VerbsError {
     #[error("RDMA device '{0}' not found (present: {1})")]
     NotFound(String, String),
     #[error("{dev} port {port} is {state} (needs ACTIVE)")]
-    PortDown { dev: String, port: u8, state: String },
+    PortDown {
+        dev: String,
+        port: u8,
+        state: String,
+    },
     #[error("{what}: {msg}")]
-    Call { what: String, msg: String, errno: Option<i32> },
+    Call {
+        what: String,
+        msg: String,
+        errno: Option<i32>,
+    },
     #[error("timed out after {0:?} waiting for completions")]
     Timeout(Duration),
 }
@@ -60,7 +68,11 @@ fn call_err(what: impl Into<String>, e: impl std::error::Error + 'static) -> Ver
         Some(n) => format!("{e}: {}", std::io::Error::from_raw_os_error(n)),
         None => e.to_string(),
     };
-    VerbsError::Call { what: what.into(), msg, errno }
+    VerbsError::Call {
+        what: what.into(),
+        msg,
+        errno,
+    }
 }
 
 /// A GID table entry as read from sysfs.
@@ -74,10 +86,16 @@ pub struct GidEntry {
 /// Picks a GID like perftest does for RoCE: a RoCE v2 entry with an IPv4-mapped address first,
 /// then any RoCE v2 entry, then any non-zero entry. (InfiniBand ports use index 0.)
 pub fn choose_gid(entries: &[GidEntry]) -> Option<u32> {
-    let nonzero: Vec<&GidEntry> =
-        entries.iter().filter(|e| !e.gid.chars().all(|c| c == '0' || c == ':') && !e.gid.is_empty()).collect();
+    let nonzero: Vec<&GidEntry> = entries
+        .iter()
+        .filter(|e| !e.gid.chars().all(|c| c == '0' || c == ':') && !e.gid.is_empty())
+        .collect();
     let v2 = |e: &&&GidEntry| e.kind.to_ascii_lowercase().contains("v2");
-    let v4mapped = |e: &&&GidEntry| e.gid.to_ascii_lowercase().starts_with("0000:0000:0000:0000:0000:ffff:");
+    let v4mapped = |e: &&&GidEntry| {
+        e.gid
+            .to_ascii_lowercase()
+            .starts_with("0000:0000:0000:0000:0000:ffff:")
+    };
     nonzero
         .iter()
         .filter(v2)
@@ -93,10 +111,17 @@ pub fn read_gid_table(dev: &str, port: u8) -> Vec<GidEntry> {
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(format!("{base}/gids")) {
         for e in rd.flatten() {
-            let Ok(index) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let gid = std::fs::read_to_string(e.path()).unwrap_or_default().trim().to_string();
-            let kind =
-                std::fs::read_to_string(format!("{base}/gid_attrs/types/{index}")).unwrap_or_default().trim().to_string();
+            let Ok(index) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let gid = std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            let kind = std::fs::read_to_string(format!("{base}/gid_attrs/types/{index}"))
+                .unwrap_or_default()
+                .trim()
+                .to_string();
             out.push(GidEntry { index, gid, kind });
         }
     }
@@ -142,24 +167,36 @@ impl Device {
                     continue;
                 }
             }
-            let ctx = dev.open().map_err(|e| call_err(format!("ibv_open_device({dn})"), e))?;
-            let pattr = ctx.query_port(port).map_err(|e| call_err(format!("ibv_query_port({dn}, {port})"), e))?;
+            let ctx = dev
+                .open()
+                .map_err(|e| call_err(format!("ibv_open_device({dn})"), e))?;
+            let pattr = ctx
+                .query_port(port)
+                .map_err(|e| call_err(format!("ibv_query_port({dn}, {port})"), e))?;
             let state = format!("{:?}", pattr.port_state());
             if state != "Active" {
-                last_err = Some(VerbsError::PortDown { dev: dn.clone(), port, state });
+                last_err = Some(VerbsError::PortDown {
+                    dev: dn.clone(),
+                    port,
+                    state,
+                });
                 if name.is_some() {
                     break;
                 }
                 continue;
             }
-            let dattr = ctx.query_device().map_err(|e| call_err(format!("ibv_query_device({dn})"), e))?;
+            let dattr = ctx
+                .query_device()
+                .map_err(|e| call_err(format!("ibv_query_device({dn})"), e))?;
             let link_layer = format!("{:?}", pattr.link_layer());
             let gid_index = match gid_index {
                 Some(i) => i,
                 None if link_layer == "InfiniBand" => 0,
                 None => choose_gid(&read_gid_table(&dn, port)).unwrap_or(0),
             };
-            let gid = ctx.query_gid(port, gid_index).map_err(|e| call_err(format!("ibv_query_gid({dn}, {gid_index})"), e))?;
+            let gid = ctx
+                .query_gid(port, gid_index)
+                .map_err(|e| call_err(format!("ibv_query_gid({dn}, {gid_index})"), e))?;
             let pd = ctx.alloc_pd().map_err(|e| call_err("ibv_alloc_pd", e))?;
             return Ok(Device {
                 pd,
@@ -276,7 +313,10 @@ pub struct Endpoint {
 }
 
 fn pseudo_psn() -> u32 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(7);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(7);
     (t ^ std::process::id().rotate_left(8)) & 0x00ff_ffff
 }
 
@@ -284,7 +324,12 @@ impl Endpoint {
     /// Creates a QP with room for `depth` outstanding sends and receives.
     pub fn new(dev: &Device, depth: u32) -> Result<Self, VerbsError> {
         let depth = depth.clamp(1, dev.max_qp_wr);
-        let cq = dev.ctx.create_cq_builder().setup_cqe(depth * 2 + 1).build().map_err(|e| call_err("ibv_create_cq", e))?;
+        let cq = dev
+            .ctx
+            .create_cq_builder()
+            .setup_cqe(depth * 2 + 1)
+            .build()
+            .map_err(|e| call_err("ibv_create_cq", e))?;
         let qp = dev
             .pd
             .create_qp_builder()
@@ -309,14 +354,24 @@ impl Endpoint {
     }
 
     pub fn info(&self) -> ConnInfo {
-        ConnInfo { qpn: self.qp.qp_number(), psn: self.psn, lid: self.lid, gid: self.gid.raw }
+        ConnInfo {
+            qpn: self.qp.qp_number(),
+            psn: self.psn,
+            lid: self.lid,
+            gid: self.gid.raw,
+        }
     }
 
     /// INIT → RTR → RTS against `remote`.
     pub fn connect(&mut self, remote: &ConnInfo) -> Result<(), VerbsError> {
         let mut a = QueuePairAttribute::new();
-        a.setup_state(QueuePairState::Init).setup_pkey_index(0).setup_port(self.port).setup_access_flags(full_access());
-        self.qp.modify(&a).map_err(|e| call_err("ibv_modify_qp(INIT)", e))?;
+        a.setup_state(QueuePairState::Init)
+            .setup_pkey_index(0)
+            .setup_port(self.port)
+            .setup_access_flags(full_access());
+        self.qp
+            .modify(&a)
+            .map_err(|e| call_err("ibv_modify_qp(INIT)", e))?;
 
         let mut a = QueuePairAttribute::new();
         a.setup_state(QueuePairState::ReadyToReceive)
@@ -333,7 +388,9 @@ impl Endpoint {
             .setup_grh_dest_gid(&Gid { raw: remote.gid })
             .setup_grh_hop_limit(64);
         a.setup_address_vector(&ah);
-        self.qp.modify(&a).map_err(|e| call_err("ibv_modify_qp(RTR)", e))?;
+        self.qp
+            .modify(&a)
+            .map_err(|e| call_err("ibv_modify_qp(RTR)", e))?;
 
         let mut a = QueuePairAttribute::new();
         a.setup_state(QueuePairState::ReadyToSend)
@@ -342,19 +399,40 @@ impl Endpoint {
             .setup_retry_cnt(7)
             .setup_rnr_retry(7)
             .setup_max_read_atomic(self.rd_atom);
-        self.qp.modify(&a).map_err(|e| call_err("ibv_modify_qp(RTS)", e))
+        self.qp
+            .modify(&a)
+            .map_err(|e| call_err("ibv_modify_qp(RTS)", e))
     }
 
     /// Posts one signalled send-queue work request.
-    pub fn post(&mut self, op: Op, wr_id: u64, lkey: u32, laddr: u64, len: u32) -> Result<(), VerbsError> {
+    pub fn post(
+        &mut self,
+        op: Op,
+        wr_id: u64,
+        lkey: u32,
+        laddr: u64,
+        len: u32,
+    ) -> Result<(), VerbsError> {
         self.post_flagged(op, wr_id, lkey, laddr, len, true)
     }
 
     /// Posts one work request, signalled or not (bandwidth loops signal every n-th, like
     /// perftest's `--cq-mod`; an unsignalled request completes silently when a later signalled
     /// one completes).
-    pub fn post_flagged(&mut self, op: Op, wr_id: u64, lkey: u32, laddr: u64, len: u32, signaled: bool) -> Result<(), VerbsError> {
-        let flags = if signaled { WorkRequestFlags::Signaled } else { WorkRequestFlags::none() };
+    pub fn post_flagged(
+        &mut self,
+        op: Op,
+        wr_id: u64,
+        lkey: u32,
+        laddr: u64,
+        len: u32,
+        signaled: bool,
+    ) -> Result<(), VerbsError> {
+        let flags = if signaled {
+            WorkRequestFlags::Signaled
+        } else {
+            WorkRequestFlags::none()
+        };
         let mut g = self.qp.start_post_send();
         let wr = g.construct_wr(wr_id, flags);
         let h = match op {
@@ -366,11 +444,18 @@ impl Endpoint {
         // SAFETY: the caller keeps the registered buffer alive until the completion is polled
         // (every caller polls before dropping its MR); the NIC checks lkey against the range.
         unsafe { h.setup_sge(lkey, laddr, len) };
-        g.post().map_err(|e| call_err(format!("ibv_post_send({})", op.name()), e))
+        g.post()
+            .map_err(|e| call_err(format!("ibv_post_send({})", op.name()), e))
     }
 
     /// Posts one receive of `len` bytes at `laddr` (zero-length allowed for WRITE_WITH_IMM).
-    pub fn post_recv(&mut self, wr_id: u64, lkey: u32, laddr: u64, len: u32) -> Result<(), VerbsError> {
+    pub fn post_recv(
+        &mut self,
+        wr_id: u64,
+        lkey: u32,
+        laddr: u64,
+        len: u32,
+    ) -> Result<(), VerbsError> {
         let mut g = self.qp.start_post_recv();
         let wr = g.construct_wr(wr_id);
         // SAFETY: as for `post`: the buffer outlives the receive's completion.
@@ -443,7 +528,11 @@ mod tests {
     use super::*;
 
     fn e(i: u32, g: &str, k: &str) -> GidEntry {
-        GidEntry { index: i, gid: g.into(), kind: k.into() }
+        GidEntry {
+            index: i,
+            gid: g.into(),
+            kind: k.into(),
+        }
     }
 
     #[test]
@@ -457,7 +546,10 @@ mod tests {
         assert_eq!(choose_gid(&t), Some(3));
         assert_eq!(choose_gid(&t[..2]), Some(1));
         assert_eq!(choose_gid(&t[..1]), Some(0));
-        assert_eq!(choose_gid(&[e(0, "0000:0000:0000:0000:0000:0000:0000:0000", "RoCE v2")]), None);
+        assert_eq!(
+            choose_gid(&[e(0, "0000:0000:0000:0000:0000:0000:0000:0000", "RoCE v2")]),
+            None
+        );
         assert_eq!(choose_gid(&[]), None);
     }
 

@@ -4,7 +4,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "nvpeer", version, about = "GPUDirect RDMA peer-memory tools for nvpeer")]
+#[command(
+    name = "nvpeer",
+    version,
+    about = "GPUDirect RDMA peer-memory tools for nvpeer"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

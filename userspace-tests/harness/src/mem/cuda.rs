@@ -15,15 +15,25 @@ use std::ffi::{c_void, CString};
 pub const GPU_PAGE: usize = 64 << 10;
 
 /// Runs a driver call, turning a cudarc panic (missing library symbol) into an error.
-fn guarded<T>(call: &'static str, f: impl FnOnce() -> Result<T, result::DriverError>) -> Result<T, MemError> {
+fn guarded<T>(
+    call: &'static str,
+    f: impl FnOnce() -> Result<T, result::DriverError>,
+) -> Result<T, MemError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(MemError::Cuda {
             call,
-            msg: e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0)),
+            msg: e
+                .error_string()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| format!("{:?}", e.0)),
             code: e.0 as u32,
         }),
-        Err(_) => Err(MemError::Cuda { call, msg: "entry point missing from libcuda (driver too old?)".into(), code: u32::MAX }),
+        Err(_) => Err(MemError::Cuda {
+            call,
+            msg: "entry point missing from libcuda (driver too old?)".into(),
+            code: u32::MAX,
+        }),
     }
 }
 
@@ -53,33 +63,53 @@ impl CudaBackend {
             GpuSelector::Index(i) => {
                 let n = guarded("cuDeviceGetCount", result::device::get_count)?;
                 if *i as i64 >= n as i64 {
-                    return Err(MemError::NoSuchGpu(sel.to_string(), format!("{n} CUDA device(s) visible")));
+                    return Err(MemError::NoSuchGpu(
+                        sel.to_string(),
+                        format!("{n} CUDA device(s) visible"),
+                    ));
                 }
                 guarded("cuDeviceGet", || result::device::get(*i as i32))?
             }
             GpuSelector::BusId(b) => {
-                let c = CString::new(b.as_str()).map_err(|_| MemError::NoSuchGpu(b.clone(), "bad bus id".into()))?;
+                let c = CString::new(b.as_str())
+                    .map_err(|_| MemError::NoSuchGpu(b.clone(), "bad bus id".into()))?;
                 let mut dev: sys::CUdevice = 0;
                 // SAFETY: `dev` is a valid out pointer, `c` a NUL-terminated string.
-                guarded("cuDeviceGetByPCIBusId", || unsafe { sys::cuDeviceGetByPCIBusId(&mut dev, c.as_ptr()).result() })
-                    .map_err(|e| MemError::NoSuchGpu(b.clone(), e.to_string()))?;
+                guarded("cuDeviceGetByPCIBusId", || unsafe {
+                    sys::cuDeviceGetByPCIBusId(&mut dev, c.as_ptr()).result()
+                })
+                .map_err(|e| MemError::NoSuchGpu(b.clone(), e.to_string()))?;
                 dev
             }
         };
         // SAFETY: `dev` came from the driver above.
-        let ctx = guarded("cuDevicePrimaryCtxRetain", || unsafe { result::primary_ctx::retain(dev) })?;
+        let ctx = guarded("cuDevicePrimaryCtxRetain", || unsafe {
+            result::primary_ctx::retain(dev)
+        })?;
         // SAFETY: `ctx` is the retained primary context of `dev`.
-        guarded("cuCtxSetCurrent", || unsafe { result::ctx::set_current(ctx) })?;
+        guarded("cuCtxSetCurrent", || unsafe {
+            result::ctx::set_current(ctx)
+        })?;
         let name = guarded("cuDeviceGetName", || result::device::get_name(dev)).unwrap_or_default();
         let mut buf = [0u8; 32];
         // SAFETY: buffer and its length passed together.
         let bus_id = guarded("cuDeviceGetPCIBusId", || unsafe {
             sys::cuDeviceGetPCIBusId(buf.as_mut_ptr().cast(), buf.len() as i32, dev).result()
         })
-        .map(|_| String::from_utf8_lossy(buf.split(|b| *b == 0).next().unwrap_or(&[])).to_lowercase())
+        .map(|_| {
+            String::from_utf8_lossy(buf.split(|b| *b == 0).next().unwrap_or(&[])).to_lowercase()
+        })
         .unwrap_or_default();
-        let be = CudaBackend { dev, ctx, dmabuf, name, bus_id };
-        if dmabuf && be.attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) == Some(0) {
+        let be = CudaBackend {
+            dev,
+            ctx,
+            dmabuf,
+            name,
+            bus_id,
+        };
+        if dmabuf
+            && be.attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) == Some(0)
+        {
             return Err(MemError::Unsupported(format!(
                 "GPU {} reports DMA_BUF_SUPPORTED=0 (proprietary kernel module flavour, old driver, or kernel without dma-buf)",
                 be.bus_id
@@ -90,12 +120,17 @@ impl CudaBackend {
 
     fn attr(&self, a: sys::CUdevice_attribute) -> Option<i32> {
         // SAFETY: `self.dev` is a device handle from the driver.
-        guarded("cuDeviceGetAttribute", || unsafe { result::device::get_attribute(self.dev, a) }).ok()
+        guarded("cuDeviceGetAttribute", || unsafe {
+            result::device::get_attribute(self.dev, a)
+        })
+        .ok()
     }
 
     fn make_current(&self) -> Result<(), MemError> {
         // SAFETY: the primary context is retained for the life of `self`.
-        guarded("cuCtxSetCurrent", || unsafe { result::ctx::set_current(self.ctx) })
+        guarded("cuCtxSetCurrent", || unsafe {
+            result::ctx::set_current(self.ctx)
+        })
     }
 
     /// PCI bus id of the GPU (lower case), for topology facts.
@@ -107,7 +142,9 @@ impl CudaBackend {
 impl Drop for CudaBackend {
     fn drop(&mut self) {
         // SAFETY: releases the reference taken in `open`.
-        let _ = guarded("cuDevicePrimaryCtxRelease", || unsafe { result::primary_ctx::release(self.dev) });
+        let _ = guarded("cuDevicePrimaryCtxRelease", || unsafe {
+            result::primary_ctx::release(self.dev)
+        });
     }
 }
 
@@ -122,20 +159,50 @@ impl Backend for CudaBackend {
 
     fn facts(&self) -> Vec<(String, String)> {
         use sys::CUdevice_attribute as A;
-        let mut v = vec![("gpu".to_string(), self.name.clone()), ("pci bus id".into(), self.bus_id.clone())];
+        let mut v = vec![
+            ("gpu".to_string(), self.name.clone()),
+            ("pci bus id".into(), self.bus_id.clone()),
+        ];
         let mut ver = 0i32;
         // SAFETY: valid out pointer.
-        if guarded("cuDriverGetVersion", || unsafe { sys::cuDriverGetVersion(&mut ver).result() }).is_ok() {
-            v.push(("cuda driver api".into(), format!("{}.{}", ver / 1000, (ver % 1000) / 10)));
+        if guarded("cuDriverGetVersion", || unsafe {
+            sys::cuDriverGetVersion(&mut ver).result()
+        })
+        .is_ok()
+        {
+            v.push((
+                "cuda driver api".into(),
+                format!("{}.{}", ver / 1000, (ver % 1000) / 10),
+            ));
         }
         for (label, a) in [
-            ("GPU_DIRECT_RDMA_SUPPORTED", A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED),
-            ("DMA_BUF_SUPPORTED", A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED),
-            ("GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED", A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED),
-            ("GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS", A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS),
-            ("GPU_DIRECT_RDMA_WRITES_ORDERING", A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING),
+            (
+                "GPU_DIRECT_RDMA_SUPPORTED",
+                A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
+            ),
+            (
+                "DMA_BUF_SUPPORTED",
+                A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+            ),
+            (
+                "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED",
+                A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+            ),
+            (
+                "GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS",
+                A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
+            ),
+            (
+                "GPU_DIRECT_RDMA_WRITES_ORDERING",
+                A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING,
+            ),
         ] {
-            v.push((label.into(), self.attr(a).map(|x| x.to_string()).unwrap_or_else(|| "?".into())));
+            v.push((
+                label.into(),
+                self.attr(a)
+                    .map(|x| x.to_string())
+                    .unwrap_or_else(|| "?".into()),
+            ));
         }
         v
     }
@@ -146,7 +213,14 @@ impl Backend for CudaBackend {
             .ok_or_else(|| MemError::Unsupported(format!("size {size} is too large")))?;
         // SAFETY: plain allocation; the pointer is owned by the returned buffer.
         let ptr = guarded("cuMemAlloc", || unsafe { result::malloc_sync(alloc_len) })?;
-        let mut buf = CudaBuffer { ctx: self.ctx, ptr, len: size, alloc_len, dmabuf: None, released: false };
+        let mut buf = CudaBuffer {
+            ctx: self.ctx,
+            ptr,
+            len: size,
+            alloc_len,
+            dmabuf: None,
+            released: false,
+        };
         let one: u32 = 1;
         // SAFETY: `one` outlives the call; `ptr` is a live allocation of this context.
         guarded("cuPointerSetAttribute(SYNC_MEMOPS)", || unsafe {
@@ -181,14 +255,17 @@ pub struct CudaBuffer {
 impl CudaBuffer {
     fn current(&self) -> Result<(), MemError> {
         // SAFETY: the context is retained by the backend that outlives its buffers' use.
-        guarded("cuCtxSetCurrent", || unsafe { result::ctx::set_current(self.ctx) })
+        guarded("cuCtxSetCurrent", || unsafe {
+            result::ctx::set_current(self.ctx)
+        })
     }
 
     /// Exports the page-aligned range covering the allocation as a dma-buf fd.
     fn export(&self) -> Result<DmaBuf, MemError> {
         let pg = page_size() as u64;
         let start = self.ptr & !(pg - 1);
-        let end = round_up((self.ptr + self.alloc_len as u64) as usize, pg as usize).unwrap_or(usize::MAX) as u64;
+        let end = round_up((self.ptr + self.alloc_len as u64) as usize, pg as usize)
+            .unwrap_or(usize::MAX) as u64;
         let mut fd: i32 = -1;
         // SAFETY: `fd` is a valid out pointer of the size the API writes (an int).
         guarded("cuMemGetHandleForAddressRange(DMA_BUF_FD)", || unsafe {
@@ -202,9 +279,14 @@ impl CudaBuffer {
             .result()
         })?;
         if fd < 0 {
-            return Err(MemError::Unsupported("cuMemGetHandleForAddressRange returned no fd".into()));
+            return Err(MemError::Unsupported(
+                "cuMemGetHandleForAddressRange returned no fd".into(),
+            ));
         }
-        Ok(DmaBuf { fd, offset: self.ptr - start })
+        Ok(DmaBuf {
+            fd,
+            offset: self.ptr - start,
+        })
     }
 }
 
@@ -222,7 +304,9 @@ impl Buffer for CudaBuffer {
         check_range(offset, data.len(), self.len)?;
         self.current()?;
         // SAFETY: destination range checked inside the live allocation.
-        guarded("cuMemcpyHtoD", || unsafe { result::memcpy_htod_sync(self.ptr + offset as u64, data) })
+        guarded("cuMemcpyHtoD", || unsafe {
+            result::memcpy_htod_sync(self.ptr + offset as u64, data)
+        })
     }
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MemError> {
         if self.released {
@@ -231,7 +315,9 @@ impl Buffer for CudaBuffer {
         check_range(offset, out.len(), self.len)?;
         self.current()?;
         // SAFETY: source range checked inside the live allocation.
-        guarded("cuMemcpyDtoH", || unsafe { result::memcpy_dtoh_sync(out, self.ptr + offset as u64) })
+        guarded("cuMemcpyDtoH", || unsafe {
+            result::memcpy_dtoh_sync(out, self.ptr + offset as u64)
+        })
     }
     fn dmabuf(&self) -> Option<DmaBuf> {
         if self.released {

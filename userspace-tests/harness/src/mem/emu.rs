@@ -19,8 +19,13 @@ pub use emu_ctl::core::{qflags, state};
 
 fn emu_err(e: EmuError) -> MemError {
     match e {
-        EmuError::Ioctl { op, errno } => MemError::Os { what: op.to_string(), err: std::io::Error::from_raw_os_error(errno as i32) },
-        e => MemError::Unsupported(format!("{e} (is the emulator loaded? modprobe nvp2p_emu peer_mem_emu)")),
+        EmuError::Ioctl { op, errno } => MemError::Os {
+            what: op.to_string(),
+            err: std::io::Error::from_raw_os_error(errno as i32),
+        },
+        e => MemError::Unsupported(format!(
+            "{e} (is the emulator loaded? modprobe nvp2p_emu peer_mem_emu)"
+        )),
     }
 }
 
@@ -50,12 +55,24 @@ impl Backend for EmuBackend {
     fn facts(&self) -> Vec<(String, String)> {
         vec![
             ("provider".into(), nvp2p::DEVICE.into()),
-            ("core".into(), if self.core.is_some() { pme::DEVICE.into() } else { "absent (peer_mem_emu not loaded)".into() }),
+            (
+                "core".into(),
+                if self.core.is_some() {
+                    pme::DEVICE.into()
+                } else {
+                    "absent (peer_mem_emu not loaded)".into()
+                },
+            ),
         ]
     }
     fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>, MemError> {
         let a = self.gpu.alloc(size.max(1) as u64, 0).map_err(emu_err)?;
-        Ok(Box::new(EmuBuffer { gpu: self.gpu.clone(), va: a.va, len: size, released: false }))
+        Ok(Box::new(EmuBuffer {
+            gpu: self.gpu.clone(),
+            va: a.va,
+            len: size,
+            released: false,
+        }))
     }
     fn cpu_access(&self) -> bool {
         false
@@ -78,10 +95,14 @@ impl Buffer for EmuBuffer {
         self.len
     }
     fn write(&mut self, _: usize, _: &[u8]) -> Result<(), MemError> {
-        Err(MemError::Unsupported("emulated GPU memory has no CPU copy path in the harness".into()))
+        Err(MemError::Unsupported(
+            "emulated GPU memory has no CPU copy path in the harness".into(),
+        ))
     }
     fn read(&self, _: usize, _: &mut [u8]) -> Result<(), MemError> {
-        Err(MemError::Unsupported("emulated GPU memory has no CPU copy path in the harness".into()))
+        Err(MemError::Unsupported(
+            "emulated GPU memory has no CPU copy path in the harness".into(),
+        ))
     }
     fn release(&mut self) -> Result<(), MemError> {
         if self.released {
@@ -118,8 +139,15 @@ impl EmuCore {
     /// Registers `[addr, addr+len)` the way mlx5 registers an MR (writable, invalidation
     /// supported, for the PCI test device).
     pub fn register(&self, addr: u64, len: u64) -> Result<EmuMr, MemError> {
-        let m = self.core.register(RegParams::mr(addr, len)).map_err(emu_err)?;
-        Ok(EmuMr { core: self.core.clone(), handle: m.handle, state: m.state })
+        let m = self
+            .core
+            .register(RegParams::mr(addr, len))
+            .map_err(emu_err)?;
+        Ok(EmuMr {
+            core: self.core.clone(),
+            handle: m.handle,
+            state: m.state,
+        })
     }
 }
 

@@ -44,9 +44,16 @@ impl HostBuffer {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(MemError::Os { what: format!("mmap of {map_len} bytes"), err: std::io::Error::last_os_error() });
+            return Err(MemError::Os {
+                what: format!("mmap of {map_len} bytes"),
+                err: std::io::Error::last_os_error(),
+            });
         }
-        Ok(HostBuffer { ptr: p.cast(), len: size, map_len })
+        Ok(HostBuffer {
+            ptr: p.cast(),
+            len: size,
+            map_len,
+        })
     }
 
     /// The bytes of the buffer (for the CPU-side checks of host memory).
@@ -95,7 +102,10 @@ impl Buffer for HostBuffer {
         let r = unsafe { libc::munmap(self.ptr.cast(), self.map_len) };
         self.ptr = std::ptr::null_mut();
         if r != 0 {
-            return Err(MemError::Os { what: "munmap".into(), err: std::io::Error::last_os_error() });
+            return Err(MemError::Os {
+                what: "munmap".into(),
+                err: std::io::Error::last_os_error(),
+            });
         }
         Ok(())
     }

@@ -14,7 +14,11 @@ pub enum MemError {
     #[error("libcuda.so is not installed on this node (no NVIDIA driver userspace); --mem cuda needs it")]
     NoLibcuda,
     #[error("CUDA: {call} failed: {msg}")]
-    Cuda { call: &'static str, msg: String, code: u32 },
+    Cuda {
+        call: &'static str,
+        msg: String,
+        code: u32,
+    },
     #[error("no GPU matches '{0}' ({1})")]
     NoSuchGpu(String, String),
     #[error("{what}: {err}")]
@@ -22,7 +26,11 @@ pub enum MemError {
     #[error("{0}")]
     Unsupported(String),
     #[error("access outside the buffer: offset {offset} + len {len} > size {size}")]
-    OutOfRange { offset: usize, len: usize, size: usize },
+    OutOfRange {
+        offset: usize,
+        len: usize,
+        size: usize,
+    },
     #[error("the buffer was already freed")]
     Released,
 }
