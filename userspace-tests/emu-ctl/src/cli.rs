@@ -278,7 +278,9 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     } else {
         num.parse().map_err(|e| format!("bad size '{s}': {e}"))?
     };
-    n.checked_mul(mul).filter(|v| *v > 0).ok_or_else(|| format!("bad size '{s}': zero or too large"))
+    n.checked_mul(mul)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("bad size '{s}': zero or too large"))
 }
 
 /// Runs `nvpeer emu`; returns the exit status.
@@ -297,7 +299,10 @@ pub fn run(args: Args) -> u8 {
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v).map_err(|e| EmuError::Invalid(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(|e| EmuError::Invalid(e.to_string()))?
+    );
     Ok(())
 }
 
@@ -340,16 +345,32 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
     match c {
         GpuCmd::Alloc { size, hold } => {
             let a = gpu.alloc(size, 0)?;
-            println!("va {:#x} size {:#x} handle {} pid {}", a.va, a.size, a.handle, std::process::id());
+            println!(
+                "va {:#x} size {:#x} handle {} pid {}",
+                a.va,
+                a.size,
+                a.handle,
+                std::process::id()
+            );
             std::thread::sleep(std::time::Duration::from_secs(hold));
         }
         GpuCmd::Free { tgid, context } => {
-            let r = if context { gpu.destroy_context(tgid)? } else { gpu.process_exit(tgid)? };
-            println!("freed {} allocation(s), {} callback(s)", r.allocs, r.callbacks);
+            let r = if context {
+                gpu.destroy_context(tgid)?
+            } else {
+                gpu.process_exit(tgid)?
+            };
+            println!(
+                "freed {} allocation(s), {} callback(s)",
+                r.allocs, r.callbacks
+            );
         }
         GpuCmd::Teardown => {
             let r = gpu.gpu_teardown()?;
-            println!("freed {} allocation(s), {} callback(s)", r.allocs, r.callbacks);
+            println!(
+                "freed {} allocation(s), {} callback(s)",
+                r.allocs, r.callbacks
+            );
         }
         GpuCmd::List { pins, json: j } => {
             if pins {
@@ -360,8 +381,18 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
                 for x in p {
                     println!(
                         "pin {} alloc {} va {:#x} len {:#x} tgid {} {} state {} mappings {}",
-                        x.id, x.alloc_handle, x.va, x.len, x.tgid,
-                        if x.persistent != 0 { "persistent" } else { "callback" }, x.state, x.mappings
+                        x.id,
+                        x.alloc_handle,
+                        x.va,
+                        x.len,
+                        x.tgid,
+                        if x.persistent != 0 {
+                            "persistent"
+                        } else {
+                            "callback"
+                        },
+                        x.state,
+                        x.mappings
                     );
                 }
             } else {
@@ -372,7 +403,12 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
                 for x in a {
                     println!(
                         "alloc {} va {:#x} size {:#x} tgid {} {} pins {}",
-                        x.handle, x.va, x.size, x.tgid, if x.state == 0 { "live" } else { "freed" }, x.pins
+                        x.handle,
+                        x.va,
+                        x.size,
+                        x.tgid,
+                        if x.state == 0 { "live" } else { "freed" },
+                        x.pins
                     );
                 }
             }
@@ -382,7 +418,12 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             let calls: serde_json::Map<String, serde_json::Value> = nvp2p::OPS
                 .iter()
                 .enumerate()
-                .map(|(i, o)| (o.to_string(), serde_json::json!({"calls": s.calls[i], "failures": s.failures[i]})))
+                .map(|(i, o)| {
+                    (
+                        o.to_string(),
+                        serde_json::json!({"calls": s.calls[i], "failures": s.failures[i]}),
+                    )
+                })
                 .collect();
             let v = serde_json::json!({
                 "calls": calls,
@@ -399,12 +440,26 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             }
             for (i, o) in nvp2p::OPS.iter().enumerate() {
                 if s.calls[i] != 0 {
-                    println!("{o:<24} calls {:>8} failures {:>6}", s.calls[i], s.failures[i]);
+                    println!(
+                        "{o:<24} calls {:>8} failures {:>6}",
+                        s.calls[i], s.failures[i]
+                    );
                 }
             }
-            for k in ["violations_total", "live_allocs", "live_pins", "live_persistent_pins", "pinned_pages",
-                      "live_mappings", "callbacks", "put_after_teardown", "bar1_used", "quarantined",
-                      "free_calls_in_callback", "api_window_hits"] {
+            for k in [
+                "violations_total",
+                "live_allocs",
+                "live_pins",
+                "live_persistent_pins",
+                "pinned_pages",
+                "live_mappings",
+                "callbacks",
+                "put_after_teardown",
+                "bar1_used",
+                "quarantined",
+                "free_calls_in_callback",
+                "api_window_hits",
+            ] {
                 println!("{k:<24} {}", v[k]);
             }
         }
@@ -412,7 +467,11 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             let s = gpu.stats()?;
             let v = nvp2p::violations(&s);
             for (name, n) in &v {
-                let what = nvp2p::VIOLATIONS.iter().find(|(k, _)| k == name).map(|(_, w)| *w).unwrap_or("");
+                let what = nvp2p::VIOLATIONS
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, w)| *w)
+                    .unwrap_or("");
                 println!("{name} x{n}: {what}");
             }
             return Ok(u8::from(!v.is_empty()));
@@ -422,7 +481,13 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             println!("{n} live pin(s)");
             return Ok(u8::from(n != 0));
         }
-        GpuCmd::Faults { op, err, every, skip, clear } => {
+        GpuCmd::Faults {
+            op,
+            err,
+            every,
+            skip,
+            clear,
+        } => {
             let ops: Vec<u32> = if op == "all" {
                 (0..nvp2p::FAULT_OPS as u32).collect()
             } else {
@@ -435,7 +500,15 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
                     (false, None) => (nvp2p::fault_mode::ONCE, 1),
                 };
                 let injected = gpu.set_fault(o, mode, if clear { 0 } else { err }, n, skip)?;
-                println!("{}: {} (injected so far {injected})", nvp2p::OPS[o as usize], if clear { "cleared".into() } else { format!("fail with {err}") });
+                println!(
+                    "{}: {} (injected so far {injected})",
+                    nvp2p::OPS[o as usize],
+                    if clear {
+                        "cleared".into()
+                    } else {
+                        format!("fail with {err}")
+                    }
+                );
             }
         }
         GpuCmd::Config {
@@ -476,14 +549,24 @@ fn gpu_cmd(c: GpuCmd) -> Result<u8> {
 fn core_cmd(c: CoreCmd) -> Result<u8> {
     let core = Core::open()?;
     match c {
-        CoreCmd::Model { name, stop_notifier_bug, strict_sg, sysfs, hang_timeout_ms } => {
+        CoreCmd::Model {
+            name,
+            stop_notifier_bug,
+            strict_sg,
+            sysfs,
+            hang_timeout_ms,
+        } => {
             let mut c = core.config()?;
             if let Some(n) = name {
                 c.model = core::model_by_name(&n)?;
             }
             let mut flag = |on: Option<bool>, bit: u32| {
                 if let Some(on) = on {
-                    if on { c.flags |= bit } else { c.flags &= !bit }
+                    if on {
+                        c.flags |= bit
+                    } else {
+                        c.flags &= !bit
+                    }
                 }
             };
             flag(stop_notifier_bug, core::cfg_flags::STOP_NOTIFIER_BUG);
@@ -496,10 +579,20 @@ fn core_cmd(c: CoreCmd) -> Result<u8> {
             let c = core.config()?;
             println!(
                 "model {} flags {:#x} hang_timeout_ms {} hold_timeout_ms {}",
-                core::model_name(c.model), c.flags, c.hang_timeout_ms, c.hold_timeout_ms
+                core::model_name(c.model),
+                c.flags,
+                c.hang_timeout_ms,
+                c.hold_timeout_ms
             );
         }
-        CoreCmd::Register { size, offset, no_inval, non_pci, mig, hold } => {
+        CoreCmd::Register {
+            size,
+            offset,
+            no_inval,
+            non_pci,
+            mig,
+            hold,
+        } => {
             let gpu = Gpu::open()?;
             let flags = if mig { nvp2p::alloc_flags::MIG } else { 0 };
             let a = gpu.alloc(size.saturating_add(offset), flags)?;
@@ -514,7 +607,12 @@ fn core_cmd(c: CoreCmd) -> Result<u8> {
             let q = core.query(mr.handle)?;
             println!(
                 "mr {} state {} core_context {:#x} client {} nmap {} page_size {:#x}",
-                mr.handle, core::state::name(q.state), q.core_context, q.client_index, q.nmap, q.page_size
+                mr.handle,
+                core::state::name(q.state),
+                q.core_context,
+                q.client_index,
+                q.nmap,
+                q.page_size
             );
             std::thread::sleep(std::time::Duration::from_secs(hold));
             core.deregister(mr.handle, false)?;
@@ -528,8 +626,14 @@ fn core_cmd(c: CoreCmd) -> Result<u8> {
             for c in cl {
                 println!(
                     "{} {} version {:?} {}{}{} usecnt {}",
-                    c.index, c.name, c.version,
-                    if c.invalidating { "invalidating" } else { "persistent" },
+                    c.index,
+                    c.name,
+                    c.version,
+                    if c.invalidating {
+                        "invalidating"
+                    } else {
+                        "persistent"
+                    },
                     if c.ex { " ex" } else { "" },
                     if c.unmaps { " unmaps" } else { "" },
                     c.usecnt
@@ -567,7 +671,12 @@ fn core_cmd(c: CoreCmd) -> Result<u8> {
             }
             return Ok(u8::from(!v.is_empty()));
         }
-        CoreCmd::Fault { point, nth, times, errno } => {
+        CoreCmd::Fault {
+            point,
+            nth,
+            times,
+            errno,
+        } => {
             let p = core::point_index(&core::FAULT_POINTS, &point, "fault point")?;
             core.set_fault(p, errno, nth, times)?;
         }
@@ -591,7 +700,8 @@ fn scenario_cmd(a: ScenarioArgs) -> Result<u8> {
     let list: Vec<&scenario::Scenario> = if name == "all" {
         scenario::SCENARIOS.iter().collect()
     } else {
-        vec![scenario::find(&name).ok_or_else(|| EmuError::Invalid(format!("unknown scenario '{name}' (see --list)")))?]
+        vec![scenario::find(&name)
+            .ok_or_else(|| EmuError::Invalid(format!("unknown scenario '{name}' (see --list)")))?]
     };
     let opts = scenario::Opts {
         iterations: a.iterations,
@@ -599,7 +709,11 @@ fn scenario_cmd(a: ScenarioArgs) -> Result<u8> {
         pages: a.pages.max(1),
         delay_ms: a.delay_ms,
         module: a.module,
-        expect: a.expect.iter().flat_map(|x| x.split('|').map(str::to_string)).collect(),
+        expect: a
+            .expect
+            .iter()
+            .flat_map(|x| x.split('|').map(str::to_string))
+            .collect(),
         hang_timeout_ms: a.hang_timeout_ms,
         window_bound: a.window_bound,
     };
@@ -631,9 +745,18 @@ enum Step {
 
 fn parse_step(s: &str) -> Result<Step> {
     let mut it = s.split(':');
-    let bad = || EmuError::Invalid(format!("bad step '{s}' (alloc:SIZE reg[:OFF[:LEN]] free dereg activate sleep:MS show)"));
+    let bad = || {
+        EmuError::Invalid(format!(
+            "bad step '{s}' (alloc:SIZE reg[:OFF[:LEN]] free dereg activate sleep:MS show)"
+        ))
+    };
     let num = |v: Option<&str>| -> Result<Option<u64>> {
-        v.map(|x| parse_size(x).or_else(|_| if x == "0" { Ok(0) } else { Err(()) }).map_err(|_| bad())).transpose()
+        v.map(|x| {
+            parse_size(x)
+                .or_else(|_| if x == "0" { Ok(0) } else { Err(()) })
+                .map_err(|_| bad())
+        })
+        .transpose()
     };
     Ok(match it.next().unwrap_or("") {
         "alloc" => Step::Alloc(num(it.next())?.unwrap_or(256 << 10)),
@@ -661,22 +784,33 @@ fn steps_cmd(steps: &[String]) -> Result<u8> {
                 allocs.push(a);
             }
             Step::Reg(off, len) => {
-                let a = *allocs.last().ok_or_else(|| EmuError::Invalid("reg before alloc".into()))?;
+                let a = *allocs
+                    .last()
+                    .ok_or_else(|| EmuError::Invalid("reg before alloc".into()))?;
                 let len = len.unwrap_or(a.size.saturating_sub(*off));
                 match core.register(RegParams::mr(a.va + off, len)) {
                     Ok(mr) => {
-                        println!("[{i}] reg mr {} state {} core_context {:#x}", mr.handle, core::state::name(mr.state), mr.core_context);
+                        println!(
+                            "[{i}] reg mr {} state {} core_context {:#x}",
+                            mr.handle,
+                            core::state::name(mr.state),
+                            mr.core_context
+                        );
                         mrs.push(mr);
                     }
                     Err(e) => println!("[{i}] reg failed: {e}"),
                 }
             }
             Step::Free => {
-                let a = allocs.pop().ok_or_else(|| EmuError::Invalid("free without alloc".into()))?;
+                let a = allocs
+                    .pop()
+                    .ok_or_else(|| EmuError::Invalid("free without alloc".into()))?;
                 println!("[{i}] free va {:#x}: {} callback(s)", a.va, gpu.free(a.va)?);
             }
             Step::Dereg => {
-                let mr = mrs.pop().ok_or_else(|| EmuError::Invalid("dereg without reg".into()))?;
+                let mr = mrs
+                    .pop()
+                    .ok_or_else(|| EmuError::Invalid("dereg without reg".into()))?;
                 core.deregister(mr.handle, false)?;
                 println!("[{i}] dereg mr {}", mr.handle);
             }
@@ -688,10 +822,19 @@ fn steps_cmd(steps: &[String]) -> Result<u8> {
             Step::Show => {
                 for mr in &mrs {
                     let q = core.query(mr.handle)?;
-                    println!("[{i}] mr {} {} invalidations {} revoked {}", mr.handle, core::state::name(q.state), q.invalidations, q.flags & core::qflags::REVOKED != 0);
+                    println!(
+                        "[{i}] mr {} {} invalidations {} revoked {}",
+                        mr.handle,
+                        core::state::name(q.state),
+                        q.invalidations,
+                        q.flags & core::qflags::REVOKED != 0
+                    );
                 }
                 let s = gpu.stats()?;
-                println!("[{i}] provider: live pins {} callbacks {} violations {}", s.live_pins, s.callbacks, s.violations_total);
+                println!(
+                    "[{i}] provider: live pins {} callbacks {} violations {}",
+                    s.live_pins, s.callbacks, s.violations_total
+                );
             }
         }
     }
@@ -723,7 +866,10 @@ mod tests {
     #[test]
     fn steps_parse() {
         assert_eq!(parse_step("alloc:1M").unwrap(), Step::Alloc(1 << 20));
-        assert_eq!(parse_step("reg:0x1000:64K").unwrap(), Step::Reg(0x1000, Some(65536)));
+        assert_eq!(
+            parse_step("reg:0x1000:64K").unwrap(),
+            Step::Reg(0x1000, Some(65536))
+        );
         assert_eq!(parse_step("reg").unwrap(), Step::Reg(0, None));
         assert_eq!(parse_step("sleep:100").unwrap(), Step::Sleep(100));
         assert!(parse_step("sleep").is_err());
@@ -732,12 +878,21 @@ mod tests {
 
     #[test]
     fn command_lines_parse() {
-        let t = Top::try_parse_from(["emu", "scenario", "basic", "--expect", "sg_entry|sg_nmap"]).unwrap();
+        let t = Top::try_parse_from(["emu", "scenario", "basic", "--expect", "sg_entry|sg_nmap"])
+            .unwrap();
         assert!(matches!(t.a.cmd, Cmd::Scenario(ref s) if s.expect == ["sg_entry|sg_nmap"]));
-        let t = Top::try_parse_from(["emu", "gpu", "faults", "--op", "get_pages", "--err", "-12"]).unwrap();
+        let t = Top::try_parse_from(["emu", "gpu", "faults", "--op", "get_pages", "--err", "-12"])
+            .unwrap();
         assert!(matches!(t.a.cmd, Cmd::Gpu(GpuCmd::Faults { err: -12, .. })));
-        let t = Top::try_parse_from(["emu", "core", "model", "5.1", "--hang-timeout-ms", "3000"]).unwrap();
-        assert!(matches!(t.a.cmd, Cmd::Core(CoreCmd::Model { hang_timeout_ms: Some(3000), .. })));
+        let t = Top::try_parse_from(["emu", "core", "model", "5.1", "--hang-timeout-ms", "3000"])
+            .unwrap();
+        assert!(matches!(
+            t.a.cmd,
+            Cmd::Core(CoreCmd::Model {
+                hang_timeout_ms: Some(3000),
+                ..
+            })
+        ));
         assert!(Top::try_parse_from(["emu", "scenario"]).is_err());
         assert!(Top::try_parse_from(["emu", "scenario", "--list"]).is_ok());
     }

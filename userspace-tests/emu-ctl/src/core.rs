@@ -14,11 +14,31 @@ pub const ABI_VERSION: u32 = 1;
 
 /// Core models, by the names the CLI accepts.
 pub const MODELS: [(&str, u32, &str); 5] = [
-    ("4.9", 1, "MLNX_OFED 4.0-4.9 LTS: tickets, dereg inside invalidate"),
-    ("5.1", 2, "OFED 5.1-5.4: no INVALIDATE_UNMAPS (lock inversion #2696789)"),
-    ("5.4hf", 3, "OFED 5.1-2.5.8 hotfix / 5.4-3: INVALIDATE_UNMAPS, page_shift"),
-    ("5.5", 4, "OFED 5.5-23.10: INVALIDATE_UNMAPS, SGL trimming, memory_peers in sysfs"),
-    ("doca3", 5, "DOCA-OFED 3.x / OFED 24.04+ on 6.x/7.x: as 5.5, no memory_peers, no name check"),
+    (
+        "4.9",
+        1,
+        "MLNX_OFED 4.0-4.9 LTS: tickets, dereg inside invalidate",
+    ),
+    (
+        "5.1",
+        2,
+        "OFED 5.1-5.4: no INVALIDATE_UNMAPS (lock inversion #2696789)",
+    ),
+    (
+        "5.4hf",
+        3,
+        "OFED 5.1-2.5.8 hotfix / 5.4-3: INVALIDATE_UNMAPS, page_shift",
+    ),
+    (
+        "5.5",
+        4,
+        "OFED 5.5-23.10: INVALIDATE_UNMAPS, SGL trimming, memory_peers in sysfs",
+    ),
+    (
+        "doca3",
+        5,
+        "DOCA-OFED 3.x / OFED 24.04+ on 6.x/7.x: as 5.5, no memory_peers, no name check",
+    ),
 ];
 
 /// Configuration flags.
@@ -128,8 +148,15 @@ pub mod client_flags {
 }
 
 /// Fault points (index = ABI value).
-pub const FAULT_POINTS: [&str; 7] =
-    ["umem_alloc", "peer_umem_alloc", "xa_alloc", "client_alloc", "sysfs", "handle_alloc", "mkey"];
+pub const FAULT_POINTS: [&str; 7] = [
+    "umem_alloc",
+    "peer_umem_alloc",
+    "xa_alloc",
+    "client_alloc",
+    "sysfs",
+    "handle_alloc",
+    "mkey",
+];
 
 /// Delay points (index = ABI value).
 pub const DELAY_POINTS: [&str; 8] = [
@@ -166,7 +193,10 @@ pub const RULES: [&str; 17] = [
 
 /// Name of a violation rule number.
 pub fn rule_name(rule: u32) -> &'static str {
-    RULES.get((rule as usize).wrapping_sub(1)).copied().unwrap_or("unknown")
+    RULES
+        .get((rule as usize).wrapping_sub(1))
+        .copied()
+        .unwrap_or("unknown")
 }
 
 /// Index of a named point in `table`.
@@ -176,7 +206,12 @@ pub fn point_index(table: &[&str], name: &str, what: &str) -> Result<u32> {
         .iter()
         .position(|p| *p == want)
         .map(|i| i as u32)
-        .ok_or_else(|| EmuError::Invalid(format!("unknown {what} '{name}' (one of {})", table.join(", "))))
+        .ok_or_else(|| {
+            EmuError::Invalid(format!(
+                "unknown {what} '{name}' (one of {})",
+                table.join(", ")
+            ))
+        })
 }
 
 /// Model value by name.
@@ -185,12 +220,20 @@ pub fn model_by_name(name: &str) -> Result<u32> {
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, v, _)| *v)
-        .ok_or_else(|| EmuError::Invalid(format!("unknown OFED model '{name}' (one of 4.9, 5.1, 5.4hf, 5.5, doca3)")))
+        .ok_or_else(|| {
+            EmuError::Invalid(format!(
+                "unknown OFED model '{name}' (one of 4.9, 5.1, 5.4hf, 5.5, doca3)"
+            ))
+        })
 }
 
 /// Model name by value.
 pub fn model_name(v: u32) -> &'static str {
-    MODELS.iter().find(|(_, m, _)| *m == v).map(|(n, _, _)| *n).unwrap_or("unknown")
+    MODELS
+        .iter()
+        .find(|(_, m, _)| *m == v)
+        .map(|(n, _, _)| *n)
+        .unwrap_or("unknown")
 }
 
 /// ABI structures.
@@ -290,7 +333,14 @@ pub mod abi {
     }
     impl Default for Violation {
         fn default() -> Self {
-            Violation { index: 0, rule: 0, pid: 0, total: 0, ts_ns: 0, text: [0; 192] }
+            Violation {
+                index: 0,
+                rule: 0,
+                pid: 0,
+                total: 0,
+                ts_ns: 0,
+                text: [0; 192],
+            }
         }
     }
     #[repr(C)]
@@ -305,7 +355,14 @@ pub mod abi {
     }
     impl Default for ClientInfo {
         fn default() -> Self {
-            ClientInfo { index: 0, flags: 0, usecnt: 0, reg_id: 0, name: [0; 64], version: [0; 16] }
+            ClientInfo {
+                index: 0,
+                flags: 0,
+                usecnt: 0,
+                reg_id: 0,
+                name: [0; 64],
+                version: [0; 16],
+            }
         }
     }
 }
@@ -430,7 +487,10 @@ impl Core {
             .read(true)
             .write(true)
             .open(DEVICE)
-            .map_err(|source| EmuError::Open { path: DEVICE.into(), source })?;
+            .map_err(|source| EmuError::Open {
+                path: DEVICE.into(),
+                source,
+            })?;
         let core = Core { file };
         let mut v = 0u32;
         call!(core, abi_version, "peer_mem ABI_VERSION", &mut v)?;
@@ -444,10 +504,10 @@ impl Core {
 
     /// A second handle on the same open file (shares its registrations).
     pub fn try_clone(&self) -> Result<Self> {
-        let file = self
-            .file
-            .try_clone()
-            .map_err(|source| EmuError::File { path: DEVICE.into(), source })?;
+        let file = self.file.try_clone().map_err(|source| EmuError::File {
+            path: DEVICE.into(),
+            source,
+        })?;
         Ok(Core { file })
     }
 
@@ -468,26 +528,40 @@ impl Core {
             ..Default::default()
         };
         call!(self, register, "peer_mem REGISTER", &mut r)?;
-        Ok(Mr { handle: r.handle, state: r.state, core_context: r.core_context, client_index: r.client_index })
+        Ok(Mr {
+            handle: r.handle,
+            state: r.state,
+            core_context: r.core_context,
+            client_index: r.client_index,
+        })
     }
 
     /// Releases held registrations (`handle` 0: all of this file); `fail` makes them fail instead.
     pub fn activate(&self, handle: u32, fail: bool) -> Result<()> {
-        let op = abi::HandleOp { handle, flags: u32::from(fail) };
+        let op = abi::HandleOp {
+            handle,
+            flags: u32::from(fail),
+        };
         call!(self, activate, "peer_mem ACTIVATE", &op)?;
         Ok(())
     }
 
     /// Deregisters an MR; `kworker` runs the teardown in a kworker (uverbs disassociate).
     pub fn deregister(&self, handle: u32, kworker: bool) -> Result<()> {
-        let op = abi::HandleOp { handle, flags: u32::from(kworker) };
+        let op = abi::HandleOp {
+            handle,
+            flags: u32::from(kworker),
+        };
         call!(self, deregister, "peer_mem DEREGISTER", &op)?;
         Ok(())
     }
 
     /// State of one MR.
     pub fn query(&self, handle: u32) -> Result<abi::Query> {
-        let mut q = abi::Query { handle, ..Default::default() };
+        let mut q = abi::Query {
+            handle,
+            ..Default::default()
+        };
         call!(self, query, "peer_mem QUERY", &mut q)?;
         Ok(q)
     }
@@ -507,7 +581,12 @@ impl Core {
 
     /// Arms a fault (`error` positive errno, 0 = ENOMEM); `nth`=0 and `times`=0 disarm.
     pub fn set_fault(&self, point: u32, error: u32, nth: u32, times: u32) -> Result<()> {
-        let f = abi::Fault { point, error, nth, times };
+        let f = abi::Fault {
+            point,
+            error,
+            nth,
+            times,
+        };
         call!(self, set_fault, "peer_mem SET_FAULT", &f)?;
         Ok(())
     }
@@ -531,10 +610,18 @@ impl Core {
         let mut out = Vec::new();
         let mut index = 0;
         loop {
-            let mut v = abi::Violation { index, ..Default::default() };
+            let mut v = abi::Violation {
+                index,
+                ..Default::default()
+            };
             match call!(self, get_violation, "peer_mem GET_VIOLATION", &mut v) {
                 Ok(_) => {}
-                Err(e) if matches!(e.errno(), Some(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL)) => {
+                Err(e)
+                    if matches!(
+                        e.errno(),
+                        Some(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL)
+                    ) =>
+                {
                     break
                 }
                 Err(e) => return Err(e),
@@ -542,7 +629,11 @@ impl Core {
             if v.total == 0 {
                 break;
             }
-            out.push(ViolationRecord { rule: rule_name(v.rule), pid: v.pid, text: cstr(&v.text) });
+            out.push(ViolationRecord {
+                rule: rule_name(v.rule),
+                pid: v.pid,
+                text: cstr(&v.text),
+            });
             index += 1;
             if index >= v.total {
                 break;
@@ -555,7 +646,10 @@ impl Core {
     pub fn clients(&self) -> Result<Vec<ClientRecord>> {
         let mut out = Vec::new();
         for index in 0.. {
-            let mut c = abi::ClientInfo { index, ..Default::default() };
+            let mut c = abi::ClientInfo {
+                index,
+                ..Default::default()
+            };
             match call!(self, get_client, "peer_mem GET_CLIENT", &mut c) {
                 Ok(_) => {}
                 Err(e) if e.errno() == Some(nix::errno::Errno::ENOENT) => break,
@@ -578,7 +672,9 @@ impl Core {
     /// Clears counters, violations, faults and delays.
     pub fn reset(&self) -> Result<()> {
         // SAFETY: _IO ioctl without argument on an open fd.
-        ioctl_res("peer_mem RESET", unsafe { ioc::reset(self.file.as_raw_fd()) })?;
+        ioctl_res("peer_mem RESET", unsafe {
+            ioc::reset(self.file.as_raw_fd())
+        })?;
         Ok(())
     }
 }
@@ -595,7 +691,13 @@ mod tests {
         assert_eq!(rule_name(1), "client_modified");
         assert_eq!(rule_name(13), "deadlock");
         assert_eq!(rule_name(0), "unknown");
-        assert_eq!(point_index(&DELAY_POINTS, "in-stop", "delay point").unwrap(), 5);
-        assert_eq!(point_index(&FAULT_POINTS, "xa_alloc", "fault point").unwrap(), 2);
+        assert_eq!(
+            point_index(&DELAY_POINTS, "in-stop", "delay point").unwrap(),
+            5
+        );
+        assert_eq!(
+            point_index(&FAULT_POINTS, "xa_alloc", "fault point").unwrap(),
+            2
+        );
     }
 }

@@ -80,7 +80,9 @@ impl CostModel {
     /// Every cost multiplied by `factor` (> 0).
     pub fn dilated(self, factor: f64) -> Result<Self> {
         if !(factor.is_finite() && factor > 0.0) {
-            return Err(EmuError::Invalid(format!("dilation factor {factor} is not > 0")));
+            return Err(EmuError::Invalid(format!(
+                "dilation factor {factor} is not > 0"
+            )));
         }
         Ok(Self {
             get_ns: self.get_ns * factor,
@@ -114,7 +116,6 @@ impl CostModel {
         let pin = self.get_ns + self.get_page_ns * p + self.put_ns + self.put_page_ns * p;
         pin * pins as f64 + self.map_ns + self.map_page_ns * p
     }
-
 }
 
 /// The calibration workload: `rounds` rounds of `iters` iterations of mapping 64 KiB of anonymous
@@ -124,7 +125,9 @@ impl CostModel {
 /// Returns the median ns per iteration over the rounds, and every round's figure.
 pub fn calibrate(rounds: u32, iters: u32) -> Result<(f64, Vec<f64>)> {
     if rounds == 0 || iters == 0 {
-        return Err(EmuError::Invalid("calibration needs rounds and iterations > 0".into()));
+        return Err(EmuError::Invalid(
+            "calibration needs rounds and iterations > 0".into(),
+        ));
     }
     let len = NonZeroUsize::new(64 << 10).expect("64 KiB is not zero");
     let mut per_round = Vec::with_capacity(rounds as usize);
@@ -195,9 +198,18 @@ mod tests {
     #[test]
     fn apply_sets_the_six_costs() {
         let m = CostModel::preset("pinmaplat-v100").unwrap();
-        let c = m.apply(abi::Config { pt_abi: 2, ..Default::default() });
-        assert_eq!((c.pt_abi, c.get_cost_ns, c.get_page_cost_ns), (2, 68_000, 200));
-        assert_eq!((c.map_cost_ns, c.put_cost_ns, c.put_page_cost_ns), (10_000, 37_300, 100));
+        let c = m.apply(abi::Config {
+            pt_abi: 2,
+            ..Default::default()
+        });
+        assert_eq!(
+            (c.pt_abi, c.get_cost_ns, c.get_page_cost_ns),
+            (2, 68_000, 200)
+        );
+        assert_eq!(
+            (c.map_cost_ns, c.put_cost_ns, c.put_page_cost_ns),
+            (10_000, 37_300, 100)
+        );
     }
 
     #[test]

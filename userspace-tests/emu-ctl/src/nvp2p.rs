@@ -324,7 +324,9 @@ macro_rules! rw {
         let arg = $arg;
         // SAFETY: `arg` is a live, exclusively borrowed #[repr(C)] struct whose layout matches the
         // ioctl's declared argument type (checked by tests/layout.rs); the fd is open.
-        ioctl_res($op, unsafe { ioc::$f($self.file.as_raw_fd(), arg as *mut _) })
+        ioctl_res($op, unsafe {
+            ioc::$f($self.file.as_raw_fd(), arg as *mut _)
+        })
     }};
 }
 
@@ -335,39 +337,62 @@ impl Gpu {
             .read(true)
             .write(true)
             .open(DEVICE)
-            .map_err(|source| EmuError::Open { path: DEVICE.into(), source })?;
+            .map_err(|source| EmuError::Open {
+                path: DEVICE.into(),
+                source,
+            })?;
         Ok(Gpu { file })
     }
 
     /// Allocates `size` bytes (rounded up to 64 KiB) of emulated GPU memory in this process.
     pub fn alloc(&self, size: u64, flags: u32) -> Result<Alloc> {
-        let mut a = abi::Alloc { size, flags, ..Default::default() };
+        let mut a = abi::Alloc {
+            size,
+            flags,
+            ..Default::default()
+        };
         rw!(self, alloc, "nvp2p ALLOC", &mut a)?;
-        Ok(Alloc { va: a.va, size: round_up(size), handle: a.handle })
+        Ok(Alloc {
+            va: a.va,
+            size: round_up(size),
+            handle: a.handle,
+        })
     }
 
     /// Frees the allocation at `va` ("cudaFree"); returns the number of free callbacks run.
     pub fn free(&self, va: u64) -> Result<u32> {
-        let mut f = abi::Free { va, ..Default::default() };
+        let mut f = abi::Free {
+            va,
+            ..Default::default()
+        };
         rw!(self, free, "nvp2p FREE", &mut f)?;
         Ok(f.callbacks)
     }
 
     /// Frees the allocation with this handle.
     pub fn free_handle(&self, handle: u64) -> Result<u32> {
-        let mut f = abi::Free { handle, ..Default::default() };
+        let mut f = abi::Free {
+            handle,
+            ..Default::default()
+        };
         rw!(self, free, "nvp2p FREE", &mut f)?;
         Ok(f.callbacks)
     }
 
     fn pid_op(&self, which: u8, tgid: i32) -> Result<Revoked> {
-        let mut p = abi::PidOp { tgid, ..Default::default() };
+        let mut p = abi::PidOp {
+            tgid,
+            ..Default::default()
+        };
         match which {
             0 => rw!(self, destroy_context, "nvp2p DESTROY_CONTEXT", &mut p)?,
             1 => rw!(self, process_exit, "nvp2p PROCESS_EXIT", &mut p)?,
             _ => rw!(self, gpu_teardown, "nvp2p GPU_TEARDOWN", &mut p)?,
         };
-        Ok(Revoked { callbacks: p.callbacks, allocs: p.allocs })
+        Ok(Revoked {
+            callbacks: p.callbacks,
+            allocs: p.allocs,
+        })
     }
 
     /// Frees every allocation of `tgid` (0 = this process), like cuCtxDestroy.
@@ -417,7 +442,14 @@ impl Gpu {
 
     /// Sets (or clears, with mode OFF) the injected fault of one entry point.
     pub fn set_fault(&self, op: u32, mode: u32, err: i32, n: u32, skip: u32) -> Result<u64> {
-        let mut f = abi::Fault { op, mode, err, n, skip, ..Default::default() };
+        let mut f = abi::Fault {
+            op,
+            mode,
+            err,
+            n,
+            skip,
+            ..Default::default()
+        };
         rw!(self, set_fault, "nvp2p SET_FAULT", &mut f)?;
         Ok(f.injected)
     }
@@ -452,7 +484,9 @@ impl Gpu {
     /// Records a leaked-pin violation per live pin; returns the number of live pins.
     pub fn check_leaks(&self) -> Result<u32> {
         // SAFETY: _IO ioctl without argument on an open fd.
-        let n = ioctl_res("nvp2p CHECK_LEAKS", unsafe { ioc::check_leaks(self.file.as_raw_fd()) })?;
+        let n = ioctl_res("nvp2p CHECK_LEAKS", unsafe {
+            ioc::check_leaks(self.file.as_raw_fd())
+        })?;
         Ok(n as u32)
     }
 
@@ -483,7 +517,12 @@ pub fn op_index(name: &str) -> Result<u32> {
     OPS.iter()
         .position(|o| *o == name || o.trim_end_matches("_pages") == name)
         .map(|i| i as u32)
-        .ok_or_else(|| EmuError::Invalid(format!("unknown provider op '{name}' (one of {})", OPS.join(", "))))
+        .ok_or_else(|| {
+            EmuError::Invalid(format!(
+                "unknown provider op '{name}' (one of {})",
+                OPS.join(", ")
+            ))
+        })
 }
 
 #[cfg(test)]

@@ -455,10 +455,16 @@ fn calls_per_reg(grown: &abi::Stats, regs: u64) -> Value {
     let mut total = 0u64;
     for (i, name) in OPS.iter().enumerate().take(6) {
         total += grown.calls[i];
-        m.insert((*name).into(), json!(grown.calls[i] as f64 / regs.max(1) as f64));
+        m.insert(
+            (*name).into(),
+            json!(grown.calls[i] as f64 / regs.max(1) as f64),
+        );
     }
     m.insert("total".into(), json!(total as f64 / regs.max(1) as f64));
-    m.insert("failures".into(), json!(grown.failures[..6].iter().sum::<u64>()));
+    m.insert(
+        "failures".into(),
+        json!(grown.failures[..6].iter().sum::<u64>()),
+    );
     Value::Object(m)
 }
 
@@ -680,7 +686,10 @@ fn samples(
         acc.dereg.extend(b);
     }
     acc.wall += wall;
-    if let Some(grown) = client_before.zip(client_after).map(|(b, a)| a.saturating_sub(b)) {
+    if let Some(grown) = client_before
+        .zip(client_after)
+        .map(|(b, a)| a.saturating_sub(b))
+    {
         *acc.client_ns.get_or_insert(0) += grown;
     }
     grow(&mut acc.grown, &before, &after);
@@ -712,7 +721,16 @@ fn cell(
     let (mut fs, mut cs) = (Samples::default(), Samples::default());
     for _ in 0..rounds {
         samples(&mut fs, f, gpu, va, size, threads, per_round, round_budget)?;
-        samples(&mut cs, path, gpu, va, size, threads, per_round, round_budget)?;
+        samples(
+            &mut cs,
+            path,
+            gpu,
+            va,
+            size,
+            threads,
+            per_round,
+            round_budget,
+        )?;
     }
     let mut fv = cell_value(size, threads, fs);
     fv["rounds"] = json!(rounds);
@@ -722,7 +740,13 @@ fn cell(
 }
 
 fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
-    let Samples { reg, dereg, wall, grown, client_ns } = s;
+    let Samples {
+        reg,
+        dereg,
+        wall,
+        grown,
+        client_ns,
+    } = s;
     let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
     let n = reg.len() as u64;
     let mut split = time_split(&cycles, grown.api_ns, client_ns);
@@ -870,7 +894,13 @@ fn client_footprint() -> Option<u64> {
 }
 
 fn parse_footprint(config: &str) -> Option<u64> {
-    config.lines().find_map(|l| l.strip_prefix("mr_footprint_bytes ")?.split_whitespace().next()?.parse().ok())
+    config.lines().find_map(|l| {
+        l.strip_prefix("mr_footprint_bytes ")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
 }
 
 /// As many live 64 KiB MRs as the guest allows (up to `target`), then all freed.
@@ -1100,8 +1130,15 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
 /// `1 + provider + core` is what a client that cost nothing would score through this core.
 /// Null for the floor and for cells without a time split.
 fn excess_split(cell: &Value, floor: &Value) -> Value {
-    let (t, ft) = (&cell["time_split_ns_per_cycle"], &floor["time_split_ns_per_cycle"]);
-    let (Some(mean), Some(provider), Some(client)) = (num(t, &["mean"]), num(t, &["provider"]), num(t, &["client_own"])) else {
+    let (t, ft) = (
+        &cell["time_split_ns_per_cycle"],
+        &floor["time_split_ns_per_cycle"],
+    );
+    let (Some(mean), Some(provider), Some(client)) = (
+        num(t, &["mean"]),
+        num(t, &["provider"]),
+        num(t, &["client_own"]),
+    ) else {
         return Value::Null;
     };
     let (Some(fm), Some(fprovider)) = (num(ft, &["mean"]), num(ft, &["provider"])) else {
@@ -1270,12 +1307,19 @@ pub fn tables(doc: &Value) -> String {
     threads.sort_unstable();
     threads.dedup();
     let mut out = String::new();
-    if let Some(cm) = paths.first().map(|p| &p["cost_model"]).filter(|c| c.is_object()) {
+    if let Some(cm) = paths
+        .first()
+        .map(|p| &p["cost_model"])
+        .filter(|c| c.is_object())
+    {
         out.push_str(&format!(
             "cost model: {} x {:.1} ({}); applied ns: {}\n",
             cm["preset"].as_str().unwrap_or("?"),
             cm["dilate"].as_f64().unwrap_or(1.0),
-            cm["dilate_source"].as_str().filter(|s| !s.is_empty()).unwrap_or("no dilation"),
+            cm["dilate_source"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("no dilation"),
             cm["applied_ns"]
         ));
     }
@@ -1321,10 +1365,12 @@ pub fn tables(doc: &Value) -> String {
         .any(|p| p["path"].as_str().is_some_and(|n| n.starts_with("classic")))
     {
         out.push_str("\n### registration + deregistration, median, ratio to the classic C client (1 thread)\n\n");
-        out.push_str("(model bound: 1 pin against 2 with every cost but the modelled provider's at zero; \
+        out.push_str(
+            "(model bound: 1 pin against 2 with every cost but the modelled provider's at zero; \
 floor bound: the floor path's median cycle against the same plus the classic pattern's modelled \
 extra pin and unpin, i.e. with the provider's real work, the IOMMU mapping above all, counted once \
-for both: about the best ratio a one-pin client can reach on this bench)\n\n");
+for both: about the best ratio a one-pin client can reach on this bench)\n\n",
+        );
         out.push_str(&format!(
             "| size | {} | model bound | floor bound |\n|---|{}\n",
             names.join(" | "),
@@ -1338,8 +1384,16 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n");
                 .map(|m| x(&json!(m.cycle_ns(pages, 1) / m.cycle_ns(pages, 2))))
                 .unwrap_or_else(|| "-".into());
             let fb = model
-                .zip(floor.and_then(|f| find_cell(f, s, 1)).and_then(|c| num(c, &["cycle", "median_ns"])))
-                .map(|(m, f)| x(&json!(f / (f + m.cycle_ns(pages, 2) - m.cycle_ns(pages, 1)))))
+                .zip(
+                    floor
+                        .and_then(|f| find_cell(f, s, 1))
+                        .and_then(|c| num(c, &["cycle", "median_ns"])),
+                )
+                .map(|(m, f)| {
+                    x(&json!(
+                        f / (f + m.cycle_ns(pages, 2) - m.cycle_ns(pages, 1))
+                    ))
+                })
                 .unwrap_or_else(|| "-".into());
             out.push_str(&format!("| {} | {row} | {bound} | {fb} |\n", size_name(s)));
         }
@@ -1362,8 +1416,15 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n");
     let core: Vec<&Value> = paths.iter().filter(|p| p["via"] == "core").collect();
     if !core.is_empty() {
         out.push_str("\n### registration + deregistration, mean, ratio to the floor taken apart (1 thread): ratio = 1 + provider beyond the floor + core beyond the floor + client's own (1 + provider + core: what a client costing nothing would score through this core)\n\n");
-        let names: Vec<&str> = core.iter().map(|p| p["path"].as_str().unwrap_or("?")).collect();
-        out.push_str(&format!("| size | {} |\n|---|{}\n", names.join(" | "), "---|".repeat(names.len())));
+        let names: Vec<&str> = core
+            .iter()
+            .map(|p| p["path"].as_str().unwrap_or("?"))
+            .collect();
+        out.push_str(&format!(
+            "| size | {} |\n|---|{}\n",
+            names.join(" | "),
+            "---|".repeat(names.len())
+        ));
         for &s in &sizes {
             let row: Vec<String> = core
                 .iter()
@@ -1407,7 +1468,10 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n");
             let pc = &c["provider_calls_per_reg"];
             let gets = num(pc, &["get_pages"]).unwrap_or(0.0)
                 + num(pc, &["get_pages_persistent"]).unwrap_or(0.0);
-            format!("{gets:.2} get; {:.2} all", num(pc, &["total"]).unwrap_or(0.0))
+            format!(
+                "{gets:.2} get; {:.2} all",
+                num(pc, &["total"]).unwrap_or(0.0)
+            )
         });
         out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
@@ -1585,7 +1649,8 @@ mod tests {
         );
         // Taken apart for core paths only (classic: its second pin is the provider's +0.5).
         assert!(doc["paths"][0]["cells"][0]["ratios"]["cycle_mean_split"].is_null());
-        assert!(tables(&doc).contains("| 64K | 2.000 = 1 +0.500 +0.000 +0.500 | 1.500 = 1 +0.250 -0.120 +0.370 |"));
+        assert!(tables(&doc)
+            .contains("| 64K | 2.000 = 1 +0.500 +0.000 +0.500 | 1.500 = 1 +0.250 -0.120 +0.370 |"));
         assert!(check(&doc, &["nvpeer-inval=1".into(), "classic=2".into()]).is_empty());
         assert_eq!(check(&doc, &["classic=1".into()]).len(), 1);
         // A cell without the time split, or a core path whose client time is below the

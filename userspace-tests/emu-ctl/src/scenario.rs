@@ -118,9 +118,10 @@ impl Env {
 
     /// Waits until delay point `point` was reached more than `before` times.
     fn wait_hit(&self, point: u32, before: u64) -> Result<bool> {
-        wait_until(Duration::from_millis(u64::from(self.opts.delay_ms) * 4 + 5000), || {
-            Ok(self.hits(point)? > before)
-        })
+        wait_until(
+            Duration::from_millis(u64::from(self.opts.delay_ms) * 4 + 5000),
+            || Ok(self.hits(point)? > before),
+        )
     }
 }
 
@@ -156,44 +157,176 @@ pub struct Scenario {
 
 macro_rules! sc {
     ($name:expr, $about:expr, $f:expr) => {
-        Scenario { name: $name, about: $about, run: $f }
+        Scenario {
+            name: $name,
+            about: $about,
+            run: $f,
+        }
     };
 }
 
 /// Every scenario, in the order suites run them.
 pub static SCENARIOS: &[Scenario] = &[
-    sc!("basic", "register, check mapping + sysfs counters, deregister, free", basic),
-    sc!("unaligned", "register an unaligned sub-range (client must align to 64 KiB)", unaligned),
-    sc!("free-then-dereg", "free under a live MR: one callback + invalidation (persistent: none)", free_then_dereg),
-    sc!("free-after-acquire", "free while the core sits between acquire and get_pages", |e| free_during_reg(e, "after_acquire")),
-    sc!("free-after-get-pages", "free between get_pages and dma_map (mapping_lock held, H4)", |e| free_during_reg(e, "after_get_pages")),
-    sc!("free-after-dma-map", "free between dma_map and HW object creation", |e| free_during_reg(e, "after_dma_map")),
-    sc!("free-before-activate", "free while activation is pending", |e| free_during_reg(e, "before_activate")),
-    sc!("hold-free-activate", "free while registration holds mapping_lock, then activate", |e| hold_free(e, false)),
-    sc!("hold-free-fail", "free while registration holds mapping_lock, then HW creation fails", |e| hold_free(e, true)),
-    sc!("hw-fail", "HW object creation fails after dma_map: stop-notifier + release", hw_fail),
-    sc!("dereg-vs-free-before-stop", "free while dereg is between HW revoke and stop-notifier", |e| dereg_vs_free(e, "dereg_before_stop")),
-    sc!("dereg-vs-free-in-stop", "free while dereg is inside stop-notifier (before dma_unmap)", |e| dereg_vs_free(e, "in_stop")),
-    sc!("dereg-vs-free-stop-to-release", "free between stop-notifier and release()", |e| dereg_vs_free(e, "stop_to_release")),
-    sc!("dereg-vs-free-in-unmap", "free while dereg's dma_unmap_pages is running (H2)", dereg_vs_free_unmap),
-    sc!("free-vs-dereg-invalidating", "dereg while invalidate holds mapping_lock", free_vs_dereg),
-    sc!("dereg-then-free", "free right after dereg returned", dereg_then_free),
-    sc!("overlap", "three MRs over overlapping ranges of one allocation, one free", overlap),
-    sc!("parallel-reg", "threads registering/deregistering at once (global acquire mutex)", parallel_reg),
-    sc!("race-stress", "register/deregister threads racing a free/alloc thread", race_stress),
-    sc!("exit-gpu-first", "child process exits closing the GPU fd before the RDMA fd", |e| exit_order(e, true)),
-    sc!("exit-core-first", "child process exits closing the RDMA fd before the GPU fd", |e| exit_order(e, false)),
-    sc!("process-exit", "emulated process exit / context destroy under live MRs", process_exit),
-    sc!("dereg-other-pid", "MR deregistered by a forked child (wrong-process put, H5)", |e| dereg_other(e, false)),
-    sc!("dereg-kworker", "MR deregistered from a kworker (uverbs disassociate, H5)", |e| dereg_other(e, true)),
-    sc!("unload-live", "rmmod of the client with a live MR must be refused", unload_live),
-    sc!("non-pci", "dma_device is not a PCI device: refused cleanly (H6)", non_pci),
-    sc!("host-memory", "host memory is left to GUP; with GUP skipped no client claims it", host_memory),
-    sc!("no-inval-supp", "CQ/QP-style registration without INVAL_SUPP", no_inval_supp),
-    sc!("bar1-exhausted", "BAR1 budget too small: registration fails with nothing leaked", bar1_exhausted),
-    sc!("fault-provider", "each provider call fails once with each errno, at each call index", fault_provider),
-    sc!("fault-core", "each core allocation/HW fault point fires", fault_core),
-    sc!("enomem-walk", "fail the n-th slab allocation of a registration, for every n", enomem_walk),
+    sc!(
+        "basic",
+        "register, check mapping + sysfs counters, deregister, free",
+        basic
+    ),
+    sc!(
+        "unaligned",
+        "register an unaligned sub-range (client must align to 64 KiB)",
+        unaligned
+    ),
+    sc!(
+        "free-then-dereg",
+        "free under a live MR: one callback + invalidation (persistent: none)",
+        free_then_dereg
+    ),
+    sc!(
+        "free-after-acquire",
+        "free while the core sits between acquire and get_pages",
+        |e| free_during_reg(e, "after_acquire")
+    ),
+    sc!(
+        "free-after-get-pages",
+        "free between get_pages and dma_map (mapping_lock held, H4)",
+        |e| free_during_reg(e, "after_get_pages")
+    ),
+    sc!(
+        "free-after-dma-map",
+        "free between dma_map and HW object creation",
+        |e| free_during_reg(e, "after_dma_map")
+    ),
+    sc!(
+        "free-before-activate",
+        "free while activation is pending",
+        |e| free_during_reg(e, "before_activate")
+    ),
+    sc!(
+        "hold-free-activate",
+        "free while registration holds mapping_lock, then activate",
+        |e| hold_free(e, false)
+    ),
+    sc!(
+        "hold-free-fail",
+        "free while registration holds mapping_lock, then HW creation fails",
+        |e| hold_free(e, true)
+    ),
+    sc!(
+        "hw-fail",
+        "HW object creation fails after dma_map: stop-notifier + release",
+        hw_fail
+    ),
+    sc!(
+        "dereg-vs-free-before-stop",
+        "free while dereg is between HW revoke and stop-notifier",
+        |e| dereg_vs_free(e, "dereg_before_stop")
+    ),
+    sc!(
+        "dereg-vs-free-in-stop",
+        "free while dereg is inside stop-notifier (before dma_unmap)",
+        |e| dereg_vs_free(e, "in_stop")
+    ),
+    sc!(
+        "dereg-vs-free-stop-to-release",
+        "free between stop-notifier and release()",
+        |e| dereg_vs_free(e, "stop_to_release")
+    ),
+    sc!(
+        "dereg-vs-free-in-unmap",
+        "free while dereg's dma_unmap_pages is running (H2)",
+        dereg_vs_free_unmap
+    ),
+    sc!(
+        "free-vs-dereg-invalidating",
+        "dereg while invalidate holds mapping_lock",
+        free_vs_dereg
+    ),
+    sc!(
+        "dereg-then-free",
+        "free right after dereg returned",
+        dereg_then_free
+    ),
+    sc!(
+        "overlap",
+        "three MRs over overlapping ranges of one allocation, one free",
+        overlap
+    ),
+    sc!(
+        "parallel-reg",
+        "threads registering/deregistering at once (global acquire mutex)",
+        parallel_reg
+    ),
+    sc!(
+        "race-stress",
+        "register/deregister threads racing a free/alloc thread",
+        race_stress
+    ),
+    sc!(
+        "exit-gpu-first",
+        "child process exits closing the GPU fd before the RDMA fd",
+        |e| exit_order(e, true)
+    ),
+    sc!(
+        "exit-core-first",
+        "child process exits closing the RDMA fd before the GPU fd",
+        |e| exit_order(e, false)
+    ),
+    sc!(
+        "process-exit",
+        "emulated process exit / context destroy under live MRs",
+        process_exit
+    ),
+    sc!(
+        "dereg-other-pid",
+        "MR deregistered by a forked child (wrong-process put, H5)",
+        |e| dereg_other(e, false)
+    ),
+    sc!(
+        "dereg-kworker",
+        "MR deregistered from a kworker (uverbs disassociate, H5)",
+        |e| dereg_other(e, true)
+    ),
+    sc!(
+        "unload-live",
+        "rmmod of the client with a live MR must be refused",
+        unload_live
+    ),
+    sc!(
+        "non-pci",
+        "dma_device is not a PCI device: refused cleanly (H6)",
+        non_pci
+    ),
+    sc!(
+        "host-memory",
+        "host memory is left to GUP; with GUP skipped no client claims it",
+        host_memory
+    ),
+    sc!(
+        "no-inval-supp",
+        "CQ/QP-style registration without INVAL_SUPP",
+        no_inval_supp
+    ),
+    sc!(
+        "bar1-exhausted",
+        "BAR1 budget too small: registration fails with nothing leaked",
+        bar1_exhausted
+    ),
+    sc!(
+        "fault-provider",
+        "each provider call fails once with each errno, at each call index",
+        fault_provider
+    ),
+    sc!(
+        "fault-core",
+        "each core allocation/HW fault point fires",
+        fault_core
+    ),
+    sc!(
+        "enomem-walk",
+        "fail the n-th slab allocation of a registration, for every n",
+        enomem_walk
+    ),
 ];
 
 /// Looks a scenario up by name.
@@ -233,12 +366,18 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
     // A pin still live after the body is a leak: have the provider record it by name.
     if env.gpu.stats()?.live_pins != 0 {
         let n = env.gpu.check_leaks()?;
-        env.note(format!("{n} pin(s) live after the scenario: leak check run"));
+        env.note(format!(
+            "{n} pin(s) live after the scenario: leak check run"
+        ));
     }
     let accounted = env.accounted.lock().map(|a| a.clone()).unwrap_or_default();
     let found: Vec<String> = recorded(&env)?
         .into_iter()
-        .filter(|f| !accounted.iter().any(|a| f.starts_with(&format!("{a}: provider:"))))
+        .filter(|f| {
+            !accounted
+                .iter()
+                .any(|a| f.starts_with(&format!("{a}: provider:")))
+        })
         .collect();
     let log = env.log.lock().map(|l| l.clone()).unwrap_or_default();
     let (pass, message) = if env.opts.expect.is_empty() {
@@ -247,14 +386,25 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
                 None => (true, format!("{}: ok", sc.name)),
                 Some(m) => (false, format!("{}: {m}", sc.name)),
             },
-            (Ok(()), false) => (false, format!("{}: violation recorded: {}", sc.name, found.join("; "))),
+            (Ok(()), false) => (
+                false,
+                format!("{}: violation recorded: {}", sc.name, found.join("; ")),
+            ),
             (Err(e), true) => (false, format!("{}: {e}", sc.name)),
-            (Err(e), false) => (false, format!("{}: {e}; violation recorded: {}", sc.name, found.join("; "))),
+            (Err(e), false) => (
+                false,
+                format!("{}: {e}; violation recorded: {}", sc.name, found.join("; ")),
+            ),
         }
     } else {
         let hit: Vec<&String> = found
             .iter()
-            .filter(|f| env.opts.expect.iter().any(|x| f.starts_with(&format!("{x}:"))))
+            .filter(|f| {
+                env.opts
+                    .expect
+                    .iter()
+                    .any(|x| f.starts_with(&format!("{x}:")))
+            })
             .collect();
         let body_note = match body {
             Ok(()) => String::new(),
@@ -271,10 +421,25 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
                 ),
             )
         } else {
-            (true, format!("{}: caught: {}{body_note}", sc.name, hit.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")))
+            (
+                true,
+                format!(
+                    "{}: caught: {}{body_note}",
+                    sc.name,
+                    hit.iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            )
         }
     };
-    Ok(Outcome { name: sc.name.into(), pass, message, log })
+    Ok(Outcome {
+        name: sc.name.into(),
+        pass,
+        message,
+        log,
+    })
 }
 
 /// Every violation either emulator recorded, as `rule: text`.
@@ -291,7 +456,10 @@ pub fn recorded(env: &Env) -> Result<Vec<String>> {
     }
     let cs = env.core.stats()?;
     if cs.deadlocks != 0 && !out.iter().any(|s| s.starts_with("deadlock:")) {
-        out.push(format!("deadlock: core: {} lock wait(s) abandoned by the hang detector", cs.deadlocks));
+        out.push(format!(
+            "deadlock: core: {} lock wait(s) abandoned by the hang detector",
+            cs.deadlocks
+        ));
     }
     Ok(out)
 }
@@ -302,10 +470,16 @@ fn leftovers(env: &Env) -> Result<Option<String>> {
     let cs = env.core.stats()?;
     let mut bad = Vec::new();
     if ps.live_pins != 0 {
-        bad.push(format!("{} provider pin(s) still live (rule: every get_pages ends in one put or one callback)", ps.live_pins));
+        bad.push(format!(
+            "{} provider pin(s) still live (rule: every get_pages ends in one put or one callback)",
+            ps.live_pins
+        ));
     }
     if ps.live_mappings != 0 {
-        bad.push(format!("{} DMA mapping(s) still live (rule: dma_map is undone)", ps.live_mappings));
+        bad.push(format!(
+            "{} DMA mapping(s) still live (rule: dma_map is undone)",
+            ps.live_mappings
+        ));
     }
     if cs.live_mrs != 0 {
         bad.push(format!("{} MR(s) still registered", cs.live_mrs));
@@ -316,7 +490,11 @@ fn leftovers(env: &Env) -> Result<Option<String>> {
             cs.acquires, cs.releases
         ));
     }
-    Ok(if bad.is_empty() { None } else { Some(bad.join("; ")) })
+    Ok(if bad.is_empty() {
+        None
+    } else {
+        Some(bad.join("; "))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,19 +518,49 @@ fn basic(e: &Env) -> Result<()> {
         let a = e.alloc()?;
         let mr = e.reg(&a)?;
         let q = e.core.query(mr.handle)?;
-        e.note(format!("registered {:#x}+{:#x}: state {} nmap {} page_size {:#x}", a.va, a.size, state::name(q.state), q.nmap, q.page_size));
-        check(q.state == state::MAPPED && q.flags & qflags::PEER != 0, || {
-            format!("MR over GPU memory is {} (peer: {}), expected mapped by a peer client", state::name(q.state), q.flags & qflags::PEER != 0)
+        e.note(format!(
+            "registered {:#x}+{:#x}: state {} nmap {} page_size {:#x}",
+            a.va,
+            a.size,
+            state::name(q.state),
+            q.nmap,
+            q.page_size
+        ));
+        check(
+            q.state == state::MAPPED && q.flags & qflags::PEER != 0,
+            || {
+                format!(
+                    "MR over GPU memory is {} (peer: {}), expected mapped by a peer client",
+                    state::name(q.state),
+                    q.flags & qflags::PEER != 0
+                )
+            },
+        )?;
+        check(q.page_size == GPU_PAGE_SIZE, || {
+            format!("get_page_size returned {:#x}, expected 64 KiB", q.page_size)
         })?;
-        check(q.page_size == GPU_PAGE_SIZE, || format!("get_page_size returned {:#x}, expected 64 KiB", q.page_size))?;
         check(u64::from(q.nmap) == a.size / GPU_PAGE_SIZE, || {
-            format!("dma_map reported {} entries for {} GPU pages", q.nmap, a.size / GPU_PAGE_SIZE)
+            format!(
+                "dma_map reported {} entries for {} GPU pages",
+                q.nmap,
+                a.size / GPU_PAGE_SIZE
+            )
         })?;
         let pins = e.gpu.list_pins()?;
-        check(pins.len() == 1, || format!("{} provider pins for one MR (probe pin in acquire must be released)", pins.len()))?;
+        check(pins.len() == 1, || {
+            format!(
+                "{} provider pins for one MR (probe pin in acquire must be released)",
+                pins.len()
+            )
+        })?;
         e.core.deregister(mr.handle, false)?;
         let ps = e.gpu.stats()?;
-        check(ps.live_pins == 0, || format!("{} pins live after dereg (rule: put_pages after dereg)", ps.live_pins))?;
+        check(ps.live_pins == 0, || {
+            format!(
+                "{} pins live after dereg (rule: put_pages after dereg)",
+                ps.live_pins
+            )
+        })?;
         e.gpu.free(a.va)?;
     }
     sysfs_counters(e)
@@ -363,8 +571,14 @@ fn sysfs_counters(e: &Env) -> Result<()> {
     let a = e.alloc()?;
     let mr = e.reg(&a)?;
     let clients = e.core.clients()?;
-    let Some(name) = clients.get(mr.client_index as usize).map(|c| c.name.clone()) else {
-        return Err(EmuError::Check(format!("MR claimed by client index {} which the core does not list", mr.client_index)));
+    let Some(name) = clients
+        .get(mr.client_index as usize)
+        .map(|c| c.name.clone())
+    else {
+        return Err(EmuError::Check(format!(
+            "MR claimed by client index {} which the core does not list",
+            mr.client_index
+        )));
     };
     let dir = format!("{}/{name}", crate::sysfs::ROOT);
     if !std::path::Path::new(&dir).exists() {
@@ -379,9 +593,24 @@ fn sysfs_counters(e: &Env) -> Result<()> {
     let d = |k: &str| -> i128 {
         after[k].parse::<i128>().unwrap_or(0) - before[k].parse::<i128>().unwrap_or(0)
     };
-    e.note(format!("sysfs {name}: dealloc +{} dereg_bytes +{}", d("num_dealloc_mrs"), d("num_dereg_bytes")));
-    check(d("num_dealloc_mrs") == 1, || format!("num_dealloc_mrs moved by {} on one dereg", d("num_dealloc_mrs")))?;
-    check(d("num_dereg_bytes") == i128::from(a.size), || format!("num_dereg_bytes moved by {} for {} bytes", d("num_dereg_bytes"), a.size))?;
+    e.note(format!(
+        "sysfs {name}: dealloc +{} dereg_bytes +{}",
+        d("num_dealloc_mrs"),
+        d("num_dereg_bytes")
+    ));
+    check(d("num_dealloc_mrs") == 1, || {
+        format!(
+            "num_dealloc_mrs moved by {} on one dereg",
+            d("num_dealloc_mrs")
+        )
+    })?;
+    check(d("num_dereg_bytes") == i128::from(a.size), || {
+        format!(
+            "num_dereg_bytes moved by {} for {} bytes",
+            d("num_dereg_bytes"),
+            a.size
+        )
+    })?;
     e.gpu.free(a.va)?;
     Ok(())
 }
@@ -396,8 +625,15 @@ fn unaligned(e: &Env) -> Result<()> {
         ))
     })?;
     let q = e.core.query(mr.handle)?;
-    e.note(format!("unaligned MR: state {} nmap {} trimmed {}", state::name(q.state), q.nmap, q.flags & qflags::TRIMMED != 0));
-    check(q.state == state::MAPPED, || format!("unaligned MR is {}", state::name(q.state)))?;
+    e.note(format!(
+        "unaligned MR: state {} nmap {} trimmed {}",
+        state::name(q.state),
+        q.nmap,
+        q.flags & qflags::TRIMMED != 0
+    ));
+    check(q.state == state::MAPPED, || {
+        format!("unaligned MR is {}", state::name(q.state))
+    })?;
     e.core.deregister(mr.handle, false)?;
     e.gpu.free(a.va)?;
     Ok(())
@@ -409,16 +645,43 @@ fn free_then_dereg(e: &Env) -> Result<()> {
     let inval = e.invalidating(&mr)?;
     let cbs = e.gpu.free(a.va)?;
     let q = e.core.query(mr.handle)?;
-    e.note(format!("free: {cbs} callback(s); MR now {} (invalidating client: {inval})", state::name(q.state)));
+    e.note(format!(
+        "free: {cbs} callback(s); MR now {} (invalidating client: {inval})",
+        state::name(q.state)
+    ));
     if inval {
-        check(cbs == 1, || format!("free ran {cbs} free callbacks for one pinned MR, expected 1"))?;
-        check(q.state != state::MAPPED, || "MR still mapped after its memory was freed (rule: the callback must invalidate)".into())?;
-        check(q.flags & qflags::REVOKED != 0 || q.state == state::TORN_DOWN, || "no HW revoke before the free returned (rule: DMA stopped before the pages go)".into())?;
+        check(cbs == 1, || {
+            format!("free ran {cbs} free callbacks for one pinned MR, expected 1")
+        })?;
+        check(q.state != state::MAPPED, || {
+            "MR still mapped after its memory was freed (rule: the callback must invalidate)".into()
+        })?;
+        check(
+            q.flags & qflags::REVOKED != 0 || q.state == state::TORN_DOWN,
+            || {
+                "no HW revoke before the free returned (rule: DMA stopped before the pages go)"
+                    .into()
+            },
+        )?;
     } else {
-        check(cbs == 0, || format!("free ran {cbs} callbacks for a persistent pin"))?;
-        check(q.state == state::MAPPED, || format!("persistent MR is {} after free, expected still mapped", state::name(q.state)))?;
-        let pinned = e.gpu.list_pins()?.iter().any(|p| p.alloc_handle == a.handle && p.persistent != 0);
-        check(pinned, || "persistent pin gone after the free (rule: persistent pins outlive the free until put)".into())?;
+        check(cbs == 0, || {
+            format!("free ran {cbs} callbacks for a persistent pin")
+        })?;
+        check(q.state == state::MAPPED, || {
+            format!(
+                "persistent MR is {} after free, expected still mapped",
+                state::name(q.state)
+            )
+        })?;
+        let pinned = e
+            .gpu
+            .list_pins()?
+            .iter()
+            .any(|p| p.alloc_handle == a.handle && p.persistent != 0);
+        check(pinned, || {
+            "persistent pin gone after the free (rule: persistent pins outlive the free until put)"
+                .into()
+        })?;
     }
     finish(e, mr.handle)?;
     Ok(())
@@ -433,14 +696,19 @@ fn free_during_reg(e: &Env, point: &str) -> Result<()> {
         let hit = e.wait_hit(p, before)?;
         e.note(format!("delay point {point} reached: {hit}"));
         let cbs = e.gpu.free(a.va)?;
-        let reg = t.join().map_err(|_| EmuError::Check("registration thread panicked".into()))?;
+        let reg = t
+            .join()
+            .map_err(|_| EmuError::Check("registration thread panicked".into()))?;
         Ok((reg, cbs))
     })?;
     e.core.set_delay(p, 0)?;
     match reg {
         Ok(mr) => {
             let q = e.core.query(mr.handle)?;
-            e.note(format!("registration succeeded, MR {} after free ({cbs} callbacks)", state::name(q.state)));
+            e.note(format!(
+                "registration succeeded, MR {} after free ({cbs} callbacks)",
+                state::name(q.state)
+            ));
             if q.flags & qflags::INVALIDATING != 0 {
                 check(q.state != state::MAPPED || cbs == 0, || {
                     "MR is still mapped although its memory was freed with a callback (rule: invalidate reaches the core)".into()
@@ -448,7 +716,9 @@ fn free_during_reg(e: &Env, point: &str) -> Result<()> {
             }
             finish(e, mr.handle)?;
         }
-        Err(err) => e.note(format!("registration failed cleanly: {err} ({cbs} callbacks)")),
+        Err(err) => e.note(format!(
+            "registration failed cleanly: {err} ({cbs} callbacks)"
+        )),
     }
     Ok(())
 }
@@ -469,19 +739,28 @@ fn hold_free(e: &Env, fail: bool) -> Result<()> {
         std::thread::sleep(Duration::from_millis(u64::from(e.opts.delay_ms)));
         e.note("activating the held registration");
         e.core.activate(0, fail)?;
-        let reg = t.join().map_err(|_| EmuError::Check("registration thread panicked".into()))?;
-        let cbs = f.join().map_err(|_| EmuError::Check("free thread panicked".into()))??;
+        let reg = t
+            .join()
+            .map_err(|_| EmuError::Check("registration thread panicked".into()))?;
+        let cbs = f
+            .join()
+            .map_err(|_| EmuError::Check("free thread panicked".into()))??;
         Ok((reg, cbs))
     })?;
     match (reg, fail) {
         (Ok(mr), false) => {
             let q = e.core.query(mr.handle)?;
-            e.note(format!("held MR activated, now {} ({cbs} callbacks)", state::name(q.state)));
+            e.note(format!(
+                "held MR activated, now {} ({cbs} callbacks)",
+                state::name(q.state)
+            ));
             finish(e, mr.handle)?;
         }
         (Ok(mr), true) => {
             e.core.deregister(mr.handle, false)?;
-            return Err(EmuError::Check("registration succeeded although activation was failed".into()));
+            return Err(EmuError::Check(
+                "registration succeeded although activation was failed".into(),
+            ));
         }
         (Err(err), _) => e.note(format!("registration ended with {err} ({cbs} callbacks)")),
     }
@@ -495,7 +774,9 @@ fn hw_fail(e: &Env) -> Result<()> {
     match e.core.register(p) {
         Ok(mr) => {
             e.core.deregister(mr.handle, false)?;
-            return Err(EmuError::Check("registration with failing HW object succeeded".into()));
+            return Err(EmuError::Check(
+                "registration with failing HW object succeeded".into(),
+            ));
         }
         Err(err) => e.note(format!("HW failure reported: {err}")),
     }
@@ -520,10 +801,13 @@ fn dereg_vs_free(e: &Env, point: &str) -> Result<()> {
         let hit = e.wait_hit(p, before)?;
         e.note(format!("delay point {point} reached: {hit}"));
         let cbs = e.gpu.free(a.va)?;
-        t.join().map_err(|_| EmuError::Check("dereg thread panicked".into()))??;
+        t.join()
+            .map_err(|_| EmuError::Check("dereg thread panicked".into()))??;
         Ok(cbs)
     })?;
-    e.note(format!("free ran {cbs} callback(s) while dereg was at {point}"));
+    e.note(format!(
+        "free ran {cbs} callback(s) while dereg was at {point}"
+    ));
     Ok(())
 }
 
@@ -542,7 +826,8 @@ fn dereg_vs_free_unmap(e: &Env) -> Result<()> {
         e.note(format!("dma_unmap_pages running: {hit}"));
         let cbs = e.gpu.free(a.va)?;
         e.note(format!("free ran {cbs} callback(s) during dma_unmap_pages"));
-        t.join().map_err(|_| EmuError::Check("dereg thread panicked".into()))?
+        t.join()
+            .map_err(|_| EmuError::Check("dereg thread panicked".into()))?
     });
     e.gpu.set_config(saved)?;
     res
@@ -561,7 +846,9 @@ fn free_vs_dereg(e: &Env) -> Result<()> {
             e.note(format!("invalidate holds mapping_lock: {hit}"));
         }
         finish(e, mr.handle)?;
-        let cbs = f.join().map_err(|_| EmuError::Check("free thread panicked".into()))??;
+        let cbs = f
+            .join()
+            .map_err(|_| EmuError::Check("free thread panicked".into()))??;
         e.note(format!("free ran {cbs} callback(s)"));
         Ok(())
     })
@@ -572,7 +859,9 @@ fn dereg_then_free(e: &Env) -> Result<()> {
     let mr = e.reg(&a)?;
     e.core.deregister(mr.handle, false)?;
     let cbs = e.gpu.free(a.va)?;
-    check(cbs == 0, || format!("free after dereg ran {cbs} callbacks (rule: after put_pages no callback may fire)"))
+    check(cbs == 0, || {
+        format!("free after dereg ran {cbs} callbacks (rule: after put_pages no callback may fire)")
+    })
 }
 
 fn overlap(e: &Env) -> Result<()> {
@@ -585,14 +874,20 @@ fn overlap(e: &Env) -> Result<()> {
     ];
     let inval = e.invalidating(&mrs[0])?;
     let cbs = e.gpu.free(a.va)?;
-    e.note(format!("free of one allocation under 3 MRs: {cbs} callbacks"));
+    e.note(format!(
+        "free of one allocation under 3 MRs: {cbs} callbacks"
+    ));
     if inval {
-        check(cbs == 3, || format!("{cbs} callbacks for 3 pinned MRs over the freed allocation, expected 3"))?;
+        check(cbs == 3, || {
+            format!("{cbs} callbacks for 3 pinned MRs over the freed allocation, expected 3")
+        })?;
     }
     for mr in mrs {
         let q = e.core.query(mr.handle)?;
         if inval {
-            check(q.state != state::MAPPED, || format!("MR {} still mapped after free", mr.handle))?;
+            check(q.state != state::MAPPED, || {
+                format!("MR {} still mapped after free", mr.handle)
+            })?;
         }
         finish(e, mr.handle)?;
     }
@@ -618,14 +913,17 @@ fn parallel_reg(e: &Env) -> Result<()> {
             }));
         }
         for t in ts {
-            t.join().map_err(|_| EmuError::Check("worker panicked".into()))??;
+            t.join()
+                .map_err(|_| EmuError::Check("worker panicked".into()))??;
         }
         Ok(())
     })?;
     e.gpu.free(shared.va)?;
     let cs = e.core.stats()?;
     let want = u64::from(e.opts.threads) * u64::from(n);
-    check(cs.regs_ok == want, || format!("{} registrations succeeded, expected {want}", cs.regs_ok))
+    check(cs.regs_ok == want, || {
+        format!("{} registrations succeeded, expected {want}", cs.regs_ok)
+    })
 }
 
 /// Registrations race frees of the memory they register (the churn thread frees and replaces one
@@ -637,7 +935,8 @@ fn race_stress(e: &Env) -> Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
     let won = AtomicBool::new(false);
-    let slots: Vec<std::sync::Mutex<Option<Alloc>>> = (0..2).map(|_| std::sync::Mutex::new(None)).collect();
+    let slots: Vec<std::sync::Mutex<Option<Alloc>>> =
+        (0..2).map(|_| std::sync::Mutex::new(None)).collect();
     for s in &slots {
         *s.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.alloc()?);
     }
@@ -667,7 +966,9 @@ fn race_stress(e: &Env) -> Result<()> {
             ws.push(s.spawn(move || -> (u32, u32) {
                 let (mut ok, mut failed) = (0, 0);
                 for i in 0..n {
-                    let a = *slots[(t as usize + i as usize) % slots.len()].lock().unwrap_or_else(|p| p.into_inner());
+                    let a = *slots[(t as usize + i as usize) % slots.len()]
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
                     let Some(a) = a else { continue };
                     match e.reg(&a) {
                         Ok(mr) => {
@@ -683,15 +984,21 @@ fn race_stress(e: &Env) -> Result<()> {
         }
         let mut tot = (0, 0);
         for w in ws {
-            let (o, f) = w.join().map_err(|_| EmuError::Check("worker panicked".into()))?;
+            let (o, f) = w
+                .join()
+                .map_err(|_| EmuError::Check("worker panicked".into()))?;
             tot.0 += o;
             tot.1 += f;
         }
         stop.store(true, Ordering::Relaxed);
-        churn.join().map_err(|_| EmuError::Check("churn thread panicked".into()))??;
+        churn
+            .join()
+            .map_err(|_| EmuError::Check("churn thread panicked".into()))??;
         Ok(tot)
     })?;
-    e.note(format!("{ok} registrations succeeded, {failed} lost the race to a free"));
+    e.note(format!(
+        "{ok} registrations succeeded, {failed} lost the race to a free"
+    ));
     // No free can come now: the client must still register and deregister.
     let after = match *slots[0].lock().unwrap_or_else(|p| p.into_inner()) {
         Some(a) => e.reg(&a).and_then(|mr| {
@@ -708,7 +1015,8 @@ fn race_stress(e: &Env) -> Result<()> {
         }
     }
     check(ok > 0, || "no registration succeeded".into())?;
-    let invalidating = after.map_err(|err| EmuError::Check(format!("registration after the churn failed: {err}")))?;
+    let invalidating = after
+        .map_err(|err| EmuError::Check(format!("registration after the churn failed: {err}")))?;
     window_figure(e, u64::from(ok) + u64::from(failed), invalidating)
 }
 
@@ -722,7 +1030,11 @@ fn race_stress(e: &Env) -> Result<()> {
 /// `invalidating`: whether the client claimed the last MR as an invalidating client.
 fn window_figure(e: &Env, registrations: u64, invalidating: bool) -> Result<()> {
     let hits = e.gpu.stats()?.violations[nvp2p::V_DMA_MAP_UAF];
-    let per100k = if registrations == 0 { 0.0 } else { hits as f64 * 100_000.0 / registrations as f64 };
+    let per100k = if registrations == 0 {
+        0.0
+    } else {
+        hits as f64 * 100_000.0 / registrations as f64
+    };
     let bound = e.opts.window_bound;
     e.note(format!(
         "window hits per 100k registrations: {per100k:.0} ({hits} of {registrations}; bound {bound:.0} for an invalidating client, 0 for a persistent one)"
@@ -731,12 +1043,20 @@ fn window_figure(e: &Env, registrations: u64, invalidating: bool) -> Result<()> 
     // registration failed and ib_peer_umem_release cleared ib_peer_client (a NULL dereference in
     // every xarray core; docs/emulators.md). Counted by the core emulator as core_bug_hits.
     let core_hits = e.core.stats()?.core_bug_hits;
-    let core_per100k = if registrations == 0 { 0.0 } else { core_hits as f64 * 100_000.0 / registrations as f64 };
+    let core_per100k = if registrations == 0 {
+        0.0
+    } else {
+        core_hits as f64 * 100_000.0 / registrations as f64
+    };
     e.note(format!(
         "core defect hits per 100k registrations (invalidate after ib_peer_umem_release): {core_per100k:.0} ({core_hits} of {registrations})"
     ));
     if !invalidating {
-        check(core_hits == 0, || format!("{core_hits} invalidations reached the core after release with a persistent client"))?;
+        check(core_hits == 0, || {
+            format!(
+                "{core_hits} invalidations reached the core after release with a persistent client"
+            )
+        })?;
         return check(hits == 0, || {
             format!("{hits} dma_map_pages calls met the NVIDIA API window with a persistent client (it has no free callback: there is no window to meet)")
         });
@@ -771,8 +1091,13 @@ fn in_child(f: impl FnOnce() -> Result<()>) -> Result<i32> {
         }
         ForkResult::Parent { child } => match waitpid(child, None) {
             Ok(WaitStatus::Exited(_, c)) => Ok(c),
-            Ok(other) => Err(EmuError::Check(format!("child ended abnormally: {other:?}"))),
-            Err(errno) => Err(EmuError::Ioctl { op: "waitpid", errno }),
+            Ok(other) => Err(EmuError::Check(format!(
+                "child ended abnormally: {other:?}"
+            ))),
+            Err(errno) => Err(EmuError::Ioctl {
+                op: "waitpid",
+                errno,
+            }),
         },
     }
 }
@@ -814,10 +1139,17 @@ fn process_exit(e: &Env) -> Result<()> {
     let m2 = e.reg(&b)?;
     let inval = e.invalidating(&m1)?;
     let r = e.gpu.destroy_context(0)?;
-    e.note(format!("context destroy: {} callbacks, {} allocations", r.callbacks, r.allocs));
-    check(r.allocs == 2, || format!("context destroy freed {} allocations, expected 2", r.allocs))?;
+    e.note(format!(
+        "context destroy: {} callbacks, {} allocations",
+        r.callbacks, r.allocs
+    ));
+    check(r.allocs == 2, || {
+        format!("context destroy freed {} allocations, expected 2", r.allocs)
+    })?;
     if inval {
-        check(r.callbacks == 2, || format!("context destroy ran {} callbacks for 2 MRs", r.callbacks))?;
+        check(r.callbacks == 2, || {
+            format!("context destroy ran {} callbacks for 2 MRs", r.callbacks)
+        })?;
     }
     for m in [m1, m2] {
         finish(e, m.handle)?;
@@ -836,22 +1168,30 @@ fn dereg_other(e: &Env, kworker: bool) -> Result<()> {
     if kworker {
         e.core.deregister(mr.handle, true)?;
         // The kworker teardown is asynchronous: wait for it.
-        wait_until(Duration::from_secs(30), || Ok(e.core.stats()?.live_mrs == 0))?;
+        wait_until(
+            Duration::from_secs(30),
+            || Ok(e.core.stats()?.live_mrs == 0),
+        )?;
     } else {
         let h = mr.handle;
         let core = &e.core;
         let code = in_child(|| core.deregister(h, false))?;
-        check(code == 0, || format!("dereg in the child failed (exit {code})"))?;
+        check(code == 0, || {
+            format!("dereg in the child failed (exit {code})")
+        })?;
     }
     let cbs = e.gpu.free(a.va)?;
-    e.note(format!("owner freed the memory after a foreign dereg: {cbs} callback(s)"));
+    e.note(format!(
+        "owner freed the memory after a foreign dereg: {cbs} callback(s)"
+    ));
     Ok(())
 }
 
 fn unload_live(e: &Env) -> Result<()> {
     let a = e.alloc()?;
     let mr = e.reg(&a)?;
-    let name = std::ffi::CString::new(e.opts.module.clone()).map_err(|_| EmuError::Invalid("bad module name".into()))?;
+    let name = std::ffi::CString::new(e.opts.module.clone())
+        .map_err(|_| EmuError::Invalid("bad module name".into()))?;
     let r = nix::kmod::delete_module(&name, nix::kmod::DeleteModuleFlags::O_NONBLOCK);
     e.note(format!("rmmod {} with a live MR: {r:?}", e.opts.module));
     let refused = matches!(r, Err(nix::errno::Errno::EBUSY | nix::errno::Errno::EAGAIN));
@@ -861,7 +1201,9 @@ fn unload_live(e: &Env) -> Result<()> {
             e.opts.module
         )));
     }
-    check(refused, || format!("rmmod {} failed oddly: {r:?}", e.opts.module))?;
+    check(refused, || {
+        format!("rmmod {} failed oddly: {r:?}", e.opts.module)
+    })?;
     e.core.deregister(mr.handle, false)?;
     e.gpu.free(a.va)?;
     Ok(())
@@ -875,7 +1217,10 @@ fn non_pci(e: &Env) -> Result<()> {
         Ok(mr) => {
             e.core.deregister(mr.handle, false)?;
             e.gpu.free(a.va)?;
-            Err(EmuError::Check("MR mapped for a non-PCI dma_device (rule: check dev_is_pci before to_pci_dev)".into()))
+            Err(EmuError::Check(
+                "MR mapped for a non-PCI dma_device (rule: check dev_is_pci before to_pci_dev)"
+                    .into(),
+            ))
         }
         Err(err) => {
             e.note(format!("non-PCI dma_device refused: {err}"));
@@ -892,7 +1237,12 @@ fn host_memory(e: &Env) -> Result<()> {
     let mr = e.core.register(RegParams::mr(addr, len as u64))?;
     let q = e.core.query(mr.handle)?;
     e.note(format!("host memory MR: {}", state::name(q.state)));
-    check(q.state == state::HOST, || format!("host memory registered as {} (a client claimed host memory)", state::name(q.state)))?;
+    check(q.state == state::HOST, || {
+        format!(
+            "host memory registered as {} (a client claimed host memory)",
+            state::name(q.state)
+        )
+    })?;
     e.core.deregister(mr.handle, false)?;
     let mut p = RegParams::mr(addr, len as u64);
     p.flags = core::reg_flags::NO_GUP;
@@ -917,13 +1267,19 @@ fn no_inval_supp(e: &Env) -> Result<()> {
     let any_persistent = clients.iter().any(|c| !c.invalidating);
     match e.core.register(p) {
         Ok(mr) => {
-            check(any_persistent, || "an invalidating client served a registration without INVAL_SUPP".into())?;
+            check(any_persistent, || {
+                "an invalidating client served a registration without INVAL_SUPP".into()
+            })?;
             let q = e.core.query(mr.handle)?;
-            check(q.flags & qflags::INVALIDATING == 0, || "CQ-style buffer served by an invalidating client".into())?;
+            check(q.flags & qflags::INVALIDATING == 0, || {
+                "CQ-style buffer served by an invalidating client".into()
+            })?;
             e.core.deregister(mr.handle, false)?;
         }
         Err(err) => {
-            check(!any_persistent, || format!("CQ-style registration failed with a persistent client loaded: {err}"))?;
+            check(!any_persistent, || {
+                format!("CQ-style registration failed with a persistent client loaded: {err}")
+            })?;
             e.note(format!("no persistent client: refused ({err})"));
         }
     }
@@ -940,10 +1296,16 @@ fn bar1_exhausted(e: &Env) -> Result<()> {
         let a = e.gpu.alloc(4 * GPU_PAGE_SIZE, 0)?;
         let r = e.core.register(RegParams::mr(a.va, a.size));
         let small = e.core.register(RegParams::mr(a.va, GPU_PAGE_SIZE));
-        e.note(format!("4 pages over a 2-page BAR1: {:?}; 1 page: {:?}", r.as_ref().err().map(|x| x.to_string()), small.as_ref().map(|m| m.handle)));
+        e.note(format!(
+            "4 pages over a 2-page BAR1: {:?}; 1 page: {:?}",
+            r.as_ref().err().map(|x| x.to_string()),
+            small.as_ref().map(|m| m.handle)
+        ));
         if let Ok(m) = r {
             e.core.deregister(m.handle, false)?;
-            return Err(EmuError::Check("registration larger than the BAR1 budget succeeded".into()));
+            return Err(EmuError::Check(
+                "registration larger than the BAR1 budget succeeded".into(),
+            ));
         }
         let m = small?;
         e.core.deregister(m.handle, false)?;
@@ -979,7 +1341,11 @@ fn fault_provider(e: &Env) -> Result<()> {
                 }
                 e.gpu.free(a.va)?;
                 e.gpu.set_fault(op, nvp2p::fault_mode::OFF, 0, 0, 0)?;
-                let key = format!("{}:{}", nvp2p::OPS[op as usize], if r.is_ok() { "ok" } else { "failed" });
+                let key = format!(
+                    "{}:{}",
+                    nvp2p::OPS[op as usize],
+                    if r.is_ok() { "ok" } else { "failed" }
+                );
                 *outcomes.entry(key).or_default() += 1;
                 if let Some(m) = leftovers(e)? {
                     return Err(EmuError::Check(format!(
@@ -1011,7 +1377,9 @@ fn fault_core(e: &Env) -> Result<()> {
             e.gpu.free(a.va)?;
             e.note(format!("{name} nth {nth}: {} / {}", r.is_ok(), r2.is_ok()));
             if let Some(m) = leftovers(e)? {
-                return Err(EmuError::Check(format!("after core fault {name} (nth {nth}): {m}")));
+                return Err(EmuError::Check(format!(
+                    "after core fault {name} (nth {nth}): {m}"
+                )));
             }
         }
     }
@@ -1021,7 +1389,10 @@ fn fault_core(e: &Env) -> Result<()> {
 fn enomem_walk(e: &Env) -> Result<()> {
     use std::os::unix::fs::FileExt;
     let knob = "/sys/kernel/debug/failslab/ignore-gfp-wait";
-    std::fs::write(knob, "N").map_err(|source| EmuError::File { path: knob.into(), source })?;
+    std::fs::write(knob, "N").map_err(|source| EmuError::File {
+        path: knob.into(),
+        source,
+    })?;
     let _ = std::fs::write("/sys/kernel/debug/failslab/verbose", "0");
     let path = "/proc/thread-self/fail-nth";
     // One open file for the whole walk: opening it again would itself allocate (and be failed).
@@ -1029,26 +1400,40 @@ fn enomem_walk(e: &Env) -> Result<()> {
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|source| EmuError::File { path: path.into(), source })?;
+        .map_err(|source| EmuError::File {
+            path: path.into(),
+            source,
+        })?;
     let a = e.alloc()?;
     let mut failed = 0;
     let mut n = 1u32;
     let res = loop {
         if n > 400 {
-            break Err(EmuError::Check("registration still allocating after 400 failures injected".into()));
+            break Err(EmuError::Check(
+                "registration still allocating after 400 failures injected".into(),
+            ));
         }
-        nth.write_at(n.to_string().as_bytes(), 0).map_err(|source| EmuError::File { path: path.into(), source })?;
+        nth.write_at(n.to_string().as_bytes(), 0)
+            .map_err(|source| EmuError::File {
+                path: path.into(),
+                source,
+            })?;
         let r = e.reg(&a);
         let mut buf = [0u8; 16];
         let got = nth.read_at(&mut buf, 0).unwrap_or(0);
         let _ = nth.write_at(b"0", 0);
-        let left: u32 = std::str::from_utf8(&buf[..got]).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+        let left: u32 = std::str::from_utf8(&buf[..got])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
         match &r {
             Ok(m) => e.core.deregister(m.handle, false)?,
             Err(_) => failed += 1,
         }
         if let Some(m) = leftovers(e)? {
-            break Err(EmuError::Check(format!("after failing slab allocation #{n} of a registration: {m}")));
+            break Err(EmuError::Check(format!(
+                "after failing slab allocation #{n} of a registration: {m}"
+            )));
         }
         if left > 0 && r.is_ok() {
             e.note(format!(

@@ -23,7 +23,8 @@ pub fn read(client: &str) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for name in COUNTERS {
         let path = format!("{ROOT}/{client}/{name}");
-        let text = std::fs::read_to_string(&path).map_err(|source| EmuError::File { path, source })?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| EmuError::File { path, source })?;
         out.insert(name.to_string(), text.trim_end().to_string());
     }
     Ok(out)
@@ -32,7 +33,10 @@ pub fn read(client: &str) -> Result<BTreeMap<String, String>> {
 /// One numeric counter of `client`.
 pub fn counter(client: &str, name: &str) -> Result<u64> {
     let path = format!("{ROOT}/{client}/{name}");
-    let text = std::fs::read_to_string(&path).map_err(|source| EmuError::File { path: path.clone(), source })?;
+    let text = std::fs::read_to_string(&path).map_err(|source| EmuError::File {
+        path: path.clone(),
+        source,
+    })?;
     text.trim()
         .parse()
         .map_err(|_| EmuError::Invalid(format!("{path}: not a number: {:?}", text.trim())))

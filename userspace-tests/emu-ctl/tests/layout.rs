@@ -60,7 +60,11 @@ int main(void) {
         .arg(&bin)
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}' (set CC): {e}"));
-    assert!(st.success(), "layout probe did not compile against {}", root.display());
+    assert!(
+        st.success(),
+        "layout probe did not compile against {}",
+        root.display()
+    );
     String::from_utf8(Command::new(&bin).output().unwrap().stdout).unwrap()
 }
 
@@ -100,16 +104,31 @@ fn structs_match_headers() {
         assert_eq!(get(&out, name), *rust, "size of struct {name}");
     }
     let offsets: &[(&str, usize)] = &[
-        ("nvp2p_emu_stats.violations_total", offset_of!(p::Stats, violations_total)),
-        ("nvp2p_emu_stats.free_calls_in_callback", offset_of!(p::Stats, free_calls_in_callback)),
+        (
+            "nvp2p_emu_stats.violations_total",
+            offset_of!(p::Stats, violations_total),
+        ),
+        (
+            "nvp2p_emu_stats.free_calls_in_callback",
+            offset_of!(p::Stats, free_calls_in_callback),
+        ),
         ("nvp2p_emu_client.state", offset_of!(p::Client, state)),
-        ("nvp2p_emu_config.unmap_delay_ns", offset_of!(p::Config, unmap_delay_ns)),
+        (
+            "nvp2p_emu_config.unmap_delay_ns",
+            offset_of!(p::Config, unmap_delay_ns),
+        ),
         ("nvp2p_emu_alloc.handle", offset_of!(p::Alloc, handle)),
         ("pme_reg.core_context", offset_of!(c::Reg, core_context)),
-        ("pme_query.invalidations", offset_of!(c::Query, invalidations)),
+        (
+            "pme_query.invalidations",
+            offset_of!(c::Query, invalidations),
+        ),
         ("pme_stats.fault_fired", offset_of!(c::Stats, fault_fired)),
         ("pme_violation.text", offset_of!(c::Violation, text)),
-        ("pme_client_info.version", offset_of!(c::ClientInfo, version)),
+        (
+            "pme_client_info.version",
+            offset_of!(c::ClientInfo, version),
+        ),
     ];
     for (name, rust) in offsets {
         assert_eq!(get(&out, name), *rust, "offset of {name}");
@@ -119,7 +138,10 @@ fn structs_match_headers() {
 #[test]
 fn tables_match_headers() {
     let out = probe();
-    assert_eq!(get(&out, "NVP2P_EMU_V_COUNT"), emu_ctl::nvp2p::VIOLATIONS.len());
+    assert_eq!(
+        get(&out, "NVP2P_EMU_V_COUNT"),
+        emu_ctl::nvp2p::VIOLATIONS.len()
+    );
     assert_eq!(get(&out, "NVP2P_EMU_OP_COUNT"), emu_ctl::nvp2p::OPS.len());
     assert_eq!(get(&out, "PME_R_COUNT") - 1, emu_ctl::core::RULES.len());
     assert_eq!(get(&out, "PME_FP_COUNT"), emu_ctl::core::FAULT_POINTS.len());
@@ -135,13 +157,34 @@ fn ioctl_numbers_match_headers() {
     let crw = |nr: u8, sz: usize| nix::request_code_readwrite!(0xE8, nr, sz) as usize;
     let w = |nr: u8, sz: usize| nix::request_code_write!(0xE8, nr, sz) as usize;
     let r = |nr: u8, sz: usize| nix::request_code_read!(0xE8, nr, sz) as usize;
-    assert_eq!(get(&out, "NVP2P_EMU_IOC_ALLOC"), rw(0, size_of::<p::Alloc>()));
-    assert_eq!(get(&out, "NVP2P_EMU_IOC_STATS"), rw(9, size_of::<p::Stats>()));
-    assert_eq!(get(&out, "NVP2P_EMU_IOC_CLIENT"), rw(0x0b, size_of::<p::Client>()));
-    assert_eq!(get(&out, "NVP2P_EMU_IOC_CHECK_LEAKS"), nix::request_code_none!(0xE7, 0x0c) as usize);
+    assert_eq!(
+        get(&out, "NVP2P_EMU_IOC_ALLOC"),
+        rw(0, size_of::<p::Alloc>())
+    );
+    assert_eq!(
+        get(&out, "NVP2P_EMU_IOC_STATS"),
+        rw(9, size_of::<p::Stats>())
+    );
+    assert_eq!(
+        get(&out, "NVP2P_EMU_IOC_CLIENT"),
+        rw(0x0b, size_of::<p::Client>())
+    );
+    assert_eq!(
+        get(&out, "NVP2P_EMU_IOC_CHECK_LEAKS"),
+        nix::request_code_none!(0xE7, 0x0c) as usize
+    );
     assert_eq!(get(&out, "PME_IOC_REGISTER"), crw(1, size_of::<c::Reg>()));
-    assert_eq!(get(&out, "PME_IOC_ACTIVATE"), w(2, size_of::<c::HandleOp>()));
+    assert_eq!(
+        get(&out, "PME_IOC_ACTIVATE"),
+        w(2, size_of::<c::HandleOp>())
+    );
     assert_eq!(get(&out, "PME_IOC_GET_STATS"), r(9, size_of::<c::Stats>()));
-    assert_eq!(get(&out, "PME_IOC_GET_CLIENT"), crw(0x0b, size_of::<c::ClientInfo>()));
-    assert_eq!(get(&out, "PME_IOC_RESET"), nix::request_code_none!(0xE8, 0x0c) as usize);
+    assert_eq!(
+        get(&out, "PME_IOC_GET_CLIENT"),
+        crw(0x0b, size_of::<c::ClientInfo>())
+    );
+    assert_eq!(
+        get(&out, "PME_IOC_RESET"),
+        nix::request_code_none!(0xE8, 0x0c) as usize
+    );
 }
