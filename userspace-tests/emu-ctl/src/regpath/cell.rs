@@ -1,0 +1,225 @@
+//! One cell of the benchmark: a path at one registration size and thread count, timed cycle by
+//! cycle, with where the time went.
+
+use super::cli::MeasureArgs;
+use super::path::Path;
+use super::stats::{ns, summary};
+use crate::error::{EmuError, Result};
+use crate::nvp2p::{abi, Gpu, OPS};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
+
+/// Provider calls per registration, from the counters' growth over `regs` registrations.
+fn calls_per_reg(grown: &abi::Stats, regs: u64) -> Value {
+    let mut m = Map::new();
+    let mut total = 0u64;
+    for (i, name) in OPS.iter().enumerate().take(6) {
+        total += grown.calls[i];
+        m.insert(
+            (*name).into(),
+            json!(grown.calls[i] as f64 / regs.max(1) as f64),
+        );
+    }
+    m.insert("total".into(), json!(total as f64 / regs.max(1) as f64));
+    m.insert(
+        "failures".into(),
+        json!(grown.failures[..6].iter().sum::<u64>()),
+    );
+    Value::Object(m)
+}
+
+/// Cycles for one cell: `ops` at 64 KiB, scaled down with the square root of the size ratio.
+pub(super) fn cell_ops(m: &MeasureArgs, size: u64) -> u32 {
+    let ratio = (size as f64 / 65536.0).max(1.0).sqrt();
+    ((m.ops as f64 / ratio).round() as u32).max(m.min_ops)
+}
+
+/// What some cycles of one path measured: latencies, and the counters' growth over them.
+#[derive(Default)]
+struct Samples {
+    reg: Vec<u64>,
+    dereg: Vec<u64>,
+    wall: Duration,
+    /// Provider counters' growth (calls, failures, api/model/delay ns), as a `Stats` whose every
+    /// field is a difference.
+    grown: abi::Stats,
+    /// Growth of the core's time inside client callbacks (core paths).
+    client_ns: Option<u64>,
+}
+
+/// Adds the growth of the provider counters from `before` to `after` to `acc`.
+fn grow(acc: &mut abi::Stats, before: &abi::Stats, after: &abi::Stats) {
+    for i in 0..acc.calls.len() {
+        acc.calls[i] += after.calls[i].saturating_sub(before.calls[i]);
+        acc.failures[i] += after.failures[i].saturating_sub(before.failures[i]);
+    }
+    acc.api_ns += after.api_ns.saturating_sub(before.api_ns);
+    acc.model_ns += after.model_ns.saturating_sub(before.model_ns);
+    acc.delay_ns += after.delay_ns.saturating_sub(before.delay_ns);
+}
+
+/// Runs `ops` cycles of `path` (at most `budget`), spread over `threads` threads, and adds what
+/// they measured to `acc`.
+#[allow(clippy::too_many_arguments)]
+fn samples(
+    acc: &mut Samples,
+    path: &Path,
+    gpu: &Gpu,
+    va: u64,
+    size: u64,
+    threads: u32,
+    ops: u32,
+    budget: Duration,
+) -> Result<()> {
+    let per_thread = ops.max(threads).div_ceil(threads);
+    let before = gpu.stats()?;
+    let client_before = path.client_ns()?;
+    let start = Instant::now();
+    let results: Vec<Result<(Vec<u64>, Vec<u64>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(move || -> Result<(Vec<u64>, Vec<u64>)> {
+                    let (mut reg, mut dereg) = (Vec::new(), Vec::new());
+                    for i in 0..per_thread {
+                        if i > 0 && start.elapsed() > budget {
+                            break;
+                        }
+                        let t0 = Instant::now();
+                        let h = path.reg(va, size)?;
+                        let t1 = Instant::now();
+                        path.dereg(h)?;
+                        reg.push(ns(t1 - t0));
+                        dereg.push(ns(t1.elapsed()));
+                    }
+                    Ok((reg, dereg))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(EmuError::Invalid("thread panicked".into())))
+            })
+            .collect()
+    });
+    let wall = start.elapsed();
+    let after = gpu.stats()?;
+    let client_after = path.client_ns()?;
+    for r in results {
+        let (a, b) = r?;
+        acc.reg.extend(a);
+        acc.dereg.extend(b);
+    }
+    acc.wall += wall;
+    if let Some(grown) = client_before
+        .zip(client_after)
+        .map(|(b, a)| a.saturating_sub(b))
+    {
+        *acc.client_ns.get_or_insert(0) += grown;
+    }
+    grow(&mut acc.grown, &before, &after);
+    Ok(())
+}
+
+/// One cell: `path` at `size` and `threads`. With `floor` (a core path's adjacent floor), the
+/// cell's cycles are split into `rounds` rounds that alternate floor, client, floor, client...,
+/// so that drift (the shared host's load, the IOMMU's IOVA caches, the slab state) lands on both
+/// alike; returns the client's cell and the floor's.
+pub(super) fn cell(
+    m: &MeasureArgs,
+    path: &Path,
+    floor: Option<&Path>,
+    gpu: &Gpu,
+    va: u64,
+    size: u64,
+    threads: u32,
+) -> Result<(Value, Option<Value>)> {
+    let ops = cell_ops(m, size).max(threads);
+    let budget = Duration::from_secs(m.cell_budget_s);
+    let Some(f) = floor else {
+        let mut s = Samples::default();
+        samples(&mut s, path, gpu, va, size, threads, ops, budget)?;
+        return Ok((cell_value(size, threads, s), None));
+    };
+    let rounds = m.rounds.clamp(1, ops.div_ceil(threads));
+    let (per_round, round_budget) = (ops.div_ceil(rounds), budget / rounds);
+    let (mut fs, mut cs) = (Samples::default(), Samples::default());
+    for _ in 0..rounds {
+        samples(&mut fs, f, gpu, va, size, threads, per_round, round_budget)?;
+        samples(
+            &mut cs,
+            path,
+            gpu,
+            va,
+            size,
+            threads,
+            per_round,
+            round_budget,
+        )?;
+    }
+    let mut fv = cell_value(size, threads, fs);
+    fv["rounds"] = json!(rounds);
+    let mut cv = cell_value(size, threads, cs);
+    cv["rounds"] = json!(rounds);
+    Ok((cv, Some(fv)))
+}
+
+fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
+    let Samples {
+        reg,
+        dereg,
+        wall,
+        grown,
+        client_ns,
+    } = s;
+    let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
+    let n = reg.len() as u64;
+    let mut split = time_split(&cycles, grown.api_ns, client_ns);
+    // Of the provider's time, what the cost model asked for and how far its waits overshot it.
+    let per = n.max(1) as f64;
+    split["provider_model"] = json!(grown.model_ns as f64 / per);
+    split["model_overshoot"] = json!((grown.delay_ns as f64 - grown.model_ns as f64) / per);
+    json!({
+        "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
+        "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
+        "reg": summary(reg), "dereg": summary(dereg), "cycle": summary(cycles),
+        "provider_calls_per_reg": calls_per_reg(&grown, n),
+        "time_split_ns_per_cycle": split,
+    })
+}
+
+/// Where a cell's mean registration + deregistration time went, per cycle: inside the provider's
+/// entry points (`provider`: modelled RM cost, real IOMMU work, waits for the RM lock); inside
+/// the client's callbacks but not the provider (`client_own`, core paths); and the rest
+/// (`rest`: the core's own work and the syscalls for core paths, the syscalls and rawfloor's
+/// bookkeeping for the floor). With several threads, lock waits count where they happen.
+/// The cell adds `provider_model` and `model_overshoot`: the part of `provider` that the cost
+/// model asked for, and how much longer than that its waits took.
+pub(super) fn time_split(cycles: &[u64], provider_ns: u64, client_ns: Option<u64>) -> Value {
+    let n = cycles.len().max(1) as f64;
+    let mean = cycles.iter().sum::<u64>() as f64 / n;
+    let provider = provider_ns as f64 / n;
+    match client_ns {
+        Some(c) => {
+            let client = c as f64 / n;
+            json!({"mean": mean, "provider": provider, "client_own": client - provider,
+                   "rest": mean - client})
+        }
+        None => json!({"mean": mean, "provider": provider, "rest": mean - provider}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_split_parts_add_up() {
+        let t = time_split(&[100, 300], 200, Some(300));
+        assert_eq!(t["mean"], json!(200.0));
+        assert_eq!(t["provider"], json!(100.0));
+        assert_eq!(t["client_own"], json!(50.0));
+        assert_eq!(t["rest"], json!(50.0));
+        assert!(time_split(&[100], 50, None).get("client_own").is_none());
+    }
+}

@@ -1,0 +1,120 @@
+//! The memory pass (slab memory per live MR) and the live-MR scale test.
+
+use super::cli::MeasureArgs;
+use super::path::Path;
+use super::slab::{meminfo_kb, settle, SlabSnap};
+use crate::error::Result;
+use crate::nvp2p::Gpu;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// Slab growth over `n` live 64 KiB registrations of one range.
+pub(super) fn memory(path: &Path, gpu: &Gpu, n: u32, settle_s: u64) -> Result<Value> {
+    settle(settle_s);
+    let a = gpu.alloc(65536, 0)?;
+    // One warm-up cycle so that first-use allocations (caches, xarray nodes) are not counted.
+    let h = path.reg(a.va, 65536)?;
+    path.dereg(h)?;
+    let before = SlabSnap::take();
+    let mut hs = Vec::with_capacity(n as usize);
+    let mut err = None;
+    for _ in 0..n {
+        match path.reg(a.va, 65536) {
+            Ok(h) => hs.push(h),
+            Err(e) => {
+                err = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let after = SlabSnap::take();
+    let held = hs.len() as u64;
+    for h in hs {
+        path.dereg(h)?;
+    }
+    gpu.free(a.va)?;
+    let mut v = before.per_mr(&after, held);
+    v["mrs"] = json!(held);
+    v["error"] = json!(err);
+    if let Some(b) = client_footprint() {
+        v["client_own_bytes_per_mr"] = json!(b);
+    }
+    Ok(v)
+}
+
+/// nvpeer's own account of the memory it keeps per live MR (debugfs `config`,
+/// `mr_footprint_bytes`, uapi/debugfs.md), when nvpeer is the loaded client.
+fn client_footprint() -> Option<u64> {
+    parse_footprint(&std::fs::read_to_string("/sys/kernel/debug/nvpeer/config").ok()?)
+}
+
+fn parse_footprint(config: &str) -> Option<u64> {
+    config.lines().find_map(|l| {
+        l.strip_prefix("mr_footprint_bytes ")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// As many live 64 KiB MRs as the guest allows (up to `target`), then all freed.
+pub(super) fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
+    settle(m.settle_s);
+    let a = gpu.alloc(65536, 0)?;
+    let before = SlabSnap::take();
+    let avail0 = meminfo_kb("MemAvailable");
+    let mut hs = Vec::with_capacity(m.scale as usize);
+    let mut stopped = String::from("target reached");
+    let t = Instant::now();
+    for i in 0..m.scale {
+        if m.scale_budget_s > 0 && t.elapsed().as_secs() >= m.scale_budget_s {
+            stopped = format!("time budget of {} s", m.scale_budget_s);
+            break;
+        }
+        if i % 1024 == 0 && meminfo_kb("MemAvailable") < m.scale_min_avail_mb * 1024 {
+            stopped = format!("MemAvailable below {} MiB", m.scale_min_avail_mb);
+            break;
+        }
+        match path.reg(a.va, 65536) {
+            Ok(h) => hs.push(h),
+            Err(e) => {
+                stopped = format!("registration {} failed: {e}", i + 1);
+                break;
+            }
+        }
+    }
+    let reg_s = t.elapsed().as_secs_f64();
+    let after = SlabSnap::take();
+    let avail1 = meminfo_kb("MemAvailable");
+    let reached = hs.len() as u64;
+    let t = Instant::now();
+    for h in hs {
+        path.dereg(h)?;
+    }
+    let dereg_s = t.elapsed().as_secs_f64();
+    gpu.free(a.va)?;
+    let end = SlabSnap::take();
+    let mut v = before.per_mr(&after, reached);
+    v["target"] = json!(m.scale);
+    v["reached"] = json!(reached);
+    v["stopped_by"] = json!(stopped);
+    v["reg_us_per_mr"] = json!(reg_s * 1e6 / reached.max(1) as f64);
+    v["dereg_us_per_mr"] = json!(dereg_s * 1e6 / reached.max(1) as f64);
+    v["memavailable_drop_bytes_per_mr"] =
+        json!((avail0 as f64 - avail1 as f64) * 1024.0 / reached.max(1) as f64);
+    v["slab_kb_left_after_free"] = json!(end.slab_kb as i64 - before.slab_kb as i64);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprint_line() {
+        let c = "version 0.1.0\npersistent_api_support 1\nclient nv_mem persistent\nmr_footprint_bytes 576 record 424/512 node 40/64\n";
+        assert_eq!(parse_footprint(c), Some(576));
+        assert_eq!(parse_footprint("version 0.1.0\n"), None);
+    }
+}
