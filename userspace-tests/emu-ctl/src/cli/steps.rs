@@ -1,0 +1,134 @@
+//! `nvpeer emu steps ...`: registration steps in one process, from the command line.
+
+use super::parse_size;
+use crate::core::{self, Core, RegParams};
+use crate::error::{EmuError, Result};
+use crate::nvp2p::Gpu;
+
+/// One parsed step of `nvpeer emu steps`.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    Alloc(u64),
+    Reg(u64, Option<u64>),
+    Free,
+    Dereg,
+    Activate,
+    Sleep(u64),
+    Show,
+}
+
+fn parse_step(s: &str) -> Result<Step> {
+    let mut it = s.split(':');
+    let bad = || {
+        EmuError::Invalid(format!(
+            "bad step '{s}' (alloc:SIZE reg[:OFF[:LEN]] free dereg activate sleep:MS show)"
+        ))
+    };
+    let num = |v: Option<&str>| -> Result<Option<u64>> {
+        v.map(|x| {
+            parse_size(x)
+                .or_else(|_| if x == "0" { Ok(0) } else { Err(()) })
+                .map_err(|_| bad())
+        })
+        .transpose()
+    };
+    Ok(match it.next().unwrap_or("") {
+        "alloc" => Step::Alloc(num(it.next())?.unwrap_or(256 << 10)),
+        "reg" => Step::Reg(num(it.next())?.unwrap_or(0), num(it.next())?),
+        "free" => Step::Free,
+        "dereg" => Step::Dereg,
+        "activate" => Step::Activate,
+        "sleep" => Step::Sleep(num(it.next())?.ok_or_else(bad)?),
+        "show" => Step::Show,
+        _ => return Err(bad()),
+    })
+}
+
+pub(super) fn steps_cmd(steps: &[String]) -> Result<u8> {
+    let steps: Vec<Step> = steps.iter().map(|s| parse_step(s)).collect::<Result<_>>()?;
+    let gpu = Gpu::open()?;
+    let core = Core::open()?;
+    let mut allocs = Vec::new();
+    let mut mrs = Vec::new();
+    for (i, st) in steps.iter().enumerate() {
+        match st {
+            Step::Alloc(size) => {
+                let a = gpu.alloc(*size, 0)?;
+                println!("[{i}] alloc va {:#x} size {:#x}", a.va, a.size);
+                allocs.push(a);
+            }
+            Step::Reg(off, len) => {
+                let a = *allocs
+                    .last()
+                    .ok_or_else(|| EmuError::Invalid("reg before alloc".into()))?;
+                let len = len.unwrap_or(a.size.saturating_sub(*off));
+                match core.register(RegParams::mr(a.va + off, len)) {
+                    Ok(mr) => {
+                        println!(
+                            "[{i}] reg mr {} state {} core_context {:#x}",
+                            mr.handle,
+                            core::state::name(mr.state),
+                            mr.core_context
+                        );
+                        mrs.push(mr);
+                    }
+                    Err(e) => println!("[{i}] reg failed: {e}"),
+                }
+            }
+            Step::Free => {
+                let a = allocs
+                    .pop()
+                    .ok_or_else(|| EmuError::Invalid("free without alloc".into()))?;
+                println!("[{i}] free va {:#x}: {} callback(s)", a.va, gpu.free(a.va)?);
+            }
+            Step::Dereg => {
+                let mr = mrs
+                    .pop()
+                    .ok_or_else(|| EmuError::Invalid("dereg without reg".into()))?;
+                core.deregister(mr.handle, false)?;
+                println!("[{i}] dereg mr {}", mr.handle);
+            }
+            Step::Activate => {
+                core.activate(0, false)?;
+                println!("[{i}] activate");
+            }
+            Step::Sleep(ms) => std::thread::sleep(std::time::Duration::from_millis(*ms)),
+            Step::Show => {
+                for mr in &mrs {
+                    let q = core.query(mr.handle)?;
+                    println!(
+                        "[{i}] mr {} {} invalidations {} revoked {}",
+                        mr.handle,
+                        core::state::name(q.state),
+                        q.invalidations,
+                        q.flags & core::qflags::REVOKED != 0
+                    );
+                }
+                let s = gpu.stats()?;
+                println!(
+                    "[{i}] provider: live pins {} callbacks {} violations {}",
+                    s.live_pins, s.callbacks, s.violations_total
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_parse() {
+        assert_eq!(parse_step("alloc:1M").unwrap(), Step::Alloc(1 << 20));
+        assert_eq!(
+            parse_step("reg:0x1000:64K").unwrap(),
+            Step::Reg(0x1000, Some(65536))
+        );
+        assert_eq!(parse_step("reg").unwrap(), Step::Reg(0, None));
+        assert_eq!(parse_step("sleep:100").unwrap(), Step::Sleep(100));
+        assert!(parse_step("sleep").is_err());
+        assert!(parse_step("bogus").is_err());
+    }
+}
