@@ -3,6 +3,10 @@
 #   make                build nvpeer.ko against KDIR (default: the running kernel)
 #   make demo           boot the test bench and show a registration + invalidation, step by step
 #   make check          host unit tests + every bench suite (installs what it needs)
+#   make fmt-check      rustfmt: src/ with the kernel's .rustfmt.toml, userspace-tests/ (cargo fmt)
+#   make fmt            apply what fmt-check asks for
+#   make lint           nvpeer.ko built with CLIPPY=1 (no warning), cargo clippy -D warnings on the
+#                       userspace workspace and src/logic (testbench/lint; docs/testbench.md)
 #   make check-full     the same with every model/ABI combination and soak iteration counts (hours)
 #   make vm-shell       interactive shell in the bench VM
 #   make bench          registration-path benchmark (bench-results/regpath.json)
@@ -15,7 +19,7 @@
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
 
-.PHONY: all default check check-full demo vm-shell bench bench-memory bench-stock bench-memory-stock bench-stock-pt
+.PHONY: all default check check-full fmt-check fmt lint demo vm-shell bench bench-memory bench-stock bench-memory-stock bench-stock-pt
 default: all
 
 # Module build rules (modules, clean, preflight, ffi-check).
@@ -28,6 +32,15 @@ check:
 
 check-full:
 	@NVPEER_DEPTH=full testbench/check
+
+fmt-check:
+	@testbench/lint fmt-check
+
+fmt:
+	@testbench/lint fmt
+
+lint:
+	@testbench/lint lint
 
 demo:
 	@testbench/demo
