@@ -26,19 +26,28 @@ impl Kallsyms {
         let mut nonzero = false;
         for line in text.lines() {
             let mut it = line.split_whitespace();
-            let (Some(addr), Some(_ty), Some(name)) = (it.next(), it.next(), it.next()) else { continue };
+            let (Some(addr), Some(_ty), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
             if addr.chars().any(|c| c != '0') {
                 nonzero = true;
             }
-            let module = it.next().map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
+            let module = it
+                .next()
+                .map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
             syms.entry(name.to_string()).or_insert(module);
         }
-        Self { addresses_hidden: !nonzero && !syms.is_empty(), syms }
+        Self {
+            addresses_hidden: !nonzero && !syms.is_empty(),
+            syms,
+        }
     }
 
     /// `Some(owner)` when the symbol is present; the owner is `"vmlinux"` for built-in code.
     pub fn owner(&self, name: &str) -> Option<String> {
-        self.syms.get(name).map(|m| m.clone().unwrap_or_else(|| "vmlinux".to_string()))
+        self.syms
+            .get(name)
+            .map(|m| m.clone().unwrap_or_else(|| "vmlinux".to_string()))
     }
 
     /// Whether the symbol is present.
@@ -97,7 +106,10 @@ impl KernelConfig {
 
     /// `y` or `m`.
     pub fn enabled(&self, key: &str) -> bool {
-        matches!(self.values.get(key).map(String::as_str), Some("y") | Some("m"))
+        matches!(
+            self.values.get(key).map(String::as_str),
+            Some("y") | Some("m")
+        )
     }
 
     /// Raw value.

@@ -1,16 +1,23 @@
-//! `nvpeer doctor`: says whether this node is ready for GPUDirect RDMA through nvpeer, and why not.
+//! `nvpeer doctor`: says whether GPUDirect RDMA works on this node, through which path (peer
+//! memory through nvpeer, through NVIDIA's nvidia-peermem, dma-buf), which library takes which
+//! path, and what to fix first.
 //!
 //! Every check of ecosystem.md §5 that can be read without root from sysfs, procfs, the kernel's
-//! build tree, the CUDA driver (cudarc, dlopened) and libibverbs (sideway, dlopened). All file reads
-//! go through [`root::SysRoot`], so `--root DIR` points the whole doctor at a fixture tree.
-//! docs/doctor.md lists every check, its source and its fix.
+//! build tree and log, the CUDA driver (cudarc), NVML (nvml-wrapper) and libibverbs (sideway), all
+//! three dlopened. All file reads go through [`root::SysRoot`], so `--root DIR` points the whole
+//! doctor at a fixture tree. docs/doctor.md lists every check, its source and its fix.
 
 pub mod checks;
 pub mod kernel;
+pub mod kmsg;
+pub mod limits;
+pub mod nvml;
+pub mod paths;
 pub mod pci;
 pub mod probes;
 pub mod report;
 pub mod root;
+pub mod settings;
 
 #[cfg(test)]
 mod tests;
@@ -29,26 +36,44 @@ pub struct Args {
     /// Show details for passing checks too.
     #[arg(long, short)]
     pub verbose: bool,
-    /// Skip the live CUDA and verbs probes (they only run when --root is `/`).
+    /// Skip the live CUDA, NVML and verbs probes (they only run when --root is `/`).
     #[arg(long)]
     pub no_probes: bool,
+    /// The path the verdict (and exit status) is about: `any` (ready when one path is),
+    /// `nvpeer` (the strict answer: peer memory through nvpeer), `nvidia-peermem`, `dmabuf`.
+    #[arg(long, value_enum, default_value = "any")]
+    pub require: report::Require,
 }
 
 /// Builds the report for `args` without printing it.
 pub fn diagnose(args: &Args, probes: probes::Probes) -> report::Report {
     let root = root::SysRoot::new(&args.root);
     let ctx = checks::Ctx::load(&root, probes);
-    report::Report::new(args.root.display().to_string(), checks::run_all(&ctx))
+    let mut report = report::Report::new(
+        args.root.display().to_string(),
+        checks::run_all(&ctx),
+        args.require,
+    );
+    report.libraries = paths::library_uses(&ctx, &report.paths);
+    report
 }
 
-/// Runs the doctor; returns the process exit status (0 ready, 1 not ready, 2 could not check).
+/// Runs the doctor; returns the process exit status (0 ready, 1 not ready, 2 could not check),
+/// about the path `--require` names (by default: any path).
 pub fn run(args: Args) -> u8 {
     if !args.root.is_dir() {
-        eprintln!("nvpeer doctor: --root {}: not a directory", args.root.display());
+        eprintln!(
+            "nvpeer doctor: --root {}: not a directory",
+            args.root.display()
+        );
         return 2;
     }
     let live = root::SysRoot::new(&args.root).is_live() && !args.no_probes;
-    let probes = if live { probes::Probes::run() } else { probes::Probes::none() };
+    let probes = if live {
+        probes::Probes::run()
+    } else {
+        probes::Probes::none()
+    };
     let report = diagnose(&args, probes);
     if args.json {
         match serde_json::to_string_pretty(&report) {

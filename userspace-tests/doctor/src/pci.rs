@@ -28,7 +28,11 @@ pub struct PciDev {
 /// Whether `s` looks like `DDDD:BB:DD.F`.
 pub fn is_bdf(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && s.chars().filter(|c| c.is_ascii_hexdigit()).count() == 9
+    b.len() == 12
+        && b[4] == b':'
+        && b[7] == b':'
+        && b[10] == b'.'
+        && s.chars().filter(|c| c.is_ascii_hexdigit()).count() == 9
 }
 
 impl PciDev {
@@ -38,13 +42,25 @@ impl PciDev {
         let path = root.resolve(&link)?;
         let vendor = root.read_num(&format!("{link}/vendor")).unwrap_or(0) as u32;
         let class = root.read_num(&format!("{link}/class")).unwrap_or(0) as u32;
-        let numa = root.read_trim(&format!("{link}/numa_node")).and_then(|s| s.parse::<i64>().ok()).filter(|n| *n >= 0);
-        Some(Self { bdf: bdf.to_string(), path, vendor, class, numa })
+        let numa = root
+            .read_trim(&format!("{link}/numa_node"))
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|n| *n >= 0);
+        Some(Self {
+            bdf: bdf.to_string(),
+            path,
+            vendor,
+            class,
+            numa,
+        })
     }
 
     /// Every PCI function of the system.
     pub fn all(root: &SysRoot) -> Vec<Self> {
-        root.list("/sys/bus/pci/devices").iter().filter_map(|b| Self::load(root, b)).collect()
+        root.list("/sys/bus/pci/devices")
+            .iter()
+            .filter_map(|b| Self::load(root, b))
+            .collect()
     }
 
     /// `/sys/bus/pci/devices/<bdf>` (the link, which is what per-device files hang off).
@@ -80,7 +96,8 @@ impl PciDev {
 
     /// Reads up to 4096 bytes of config space. Unprivileged readers get only the first 64.
     pub fn config(&self, root: &SysRoot) -> Option<ConfigSpace> {
-        root.read_bytes(&format!("{}/config", self.sysfs()), 4096).map(ConfigSpace)
+        root.read_bytes(&format!("{}/config", self.sysfs()), 4096)
+            .map(ConfigSpace)
     }
 
     /// Link speed/width as sysfs reports them: (current speed, max speed, current width, max width).
@@ -90,8 +107,12 @@ impl PciDev {
         Some(Link {
             cur_speed,
             max_speed: rd("max_link_speed").unwrap_or_default(),
-            cur_width: rd("current_link_width").and_then(|s| s.parse().ok()).unwrap_or(0),
-            max_width: rd("max_link_width").and_then(|s| s.parse().ok()).unwrap_or(0),
+            cur_width: rd("current_link_width")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+            max_width: rd("max_link_width")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
         })
     }
 }
@@ -112,7 +133,10 @@ pub struct Link {
 impl Link {
     /// GT/s as a number (0 when unknown).
     pub fn gts(s: &str) -> f64 {
-        s.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        s.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
     }
 }
 
@@ -127,11 +151,19 @@ pub struct Unreadable;
 
 impl ConfigSpace {
     fn u16_at(&self, off: usize) -> Option<u16> {
-        Some(u16::from_le_bytes([*self.0.get(off)?, *self.0.get(off + 1)?]))
+        Some(u16::from_le_bytes([
+            *self.0.get(off)?,
+            *self.0.get(off + 1)?,
+        ]))
     }
 
     fn u32_at(&self, off: usize) -> Option<u32> {
-        Some(u32::from_le_bytes([*self.0.get(off)?, *self.0.get(off + 1)?, *self.0.get(off + 2)?, *self.0.get(off + 3)?]))
+        Some(u32::from_le_bytes([
+            *self.0.get(off)?,
+            *self.0.get(off + 1)?,
+            *self.0.get(off + 2)?,
+            *self.0.get(off + 3)?,
+        ]))
     }
 
     /// Whether the extended space (offset 0x100 on) was readable.
@@ -199,8 +231,21 @@ impl ConfigSpace {
 
 /// ACS control bits that matter for peer-to-peer (PCIe spec names).
 pub fn acs_flags(ctl: u16) -> Vec<&'static str> {
-    const NAMES: [&str; 7] = ["SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans"];
-    NAMES.iter().enumerate().filter(|(i, _)| ctl & (1 << i) != 0).map(|(_, n)| *n).collect()
+    const NAMES: [&str; 7] = [
+        "SrcValid",
+        "TransBlk",
+        "ReqRedir",
+        "CmpltRedir",
+        "UpstreamFwd",
+        "EgressCtrl",
+        "DirectTrans",
+    ];
+    NAMES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| ctl & (1 << i) != 0)
+        .map(|(_, n)| *n)
+        .collect()
 }
 
 /// Whether ACS redirects peer-to-peer requests or completions upstream (ReqRedir/CmpltRedir/EgressCtrl).
@@ -249,7 +294,11 @@ pub fn classify(a: &PciDev, b: &PciDev) -> PathClass {
     let sb = switch_nodes(&cb);
     for (ia, na) in sa.iter().enumerate() {
         if let Some(ib) = sb.iter().position(|nb| nb == na) {
-            return if ia == 0 && ib == 0 { PathClass::PIX } else { PathClass::PXB };
+            return if ia == 0 && ib == 0 {
+                PathClass::PIX
+            } else {
+                PathClass::PXB
+            };
         }
     }
     PathClass::PHB
@@ -263,7 +312,11 @@ pub fn bridges_between(a: &PciDev, b: &PciDev) -> Vec<String> {
     let (hb, cb) = b.chain();
     let pa = &ca[..ca.len().saturating_sub(1)];
     let pb = &cb[..cb.len().saturating_sub(1)];
-    let common = if ha == hb { pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).count() } else { 0 };
+    let common = if ha == hb {
+        pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).count()
+    } else {
+        0
+    };
     let mut out: Vec<String> = Vec::new();
     if common == 0 {
         return out;

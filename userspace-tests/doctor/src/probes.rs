@@ -1,5 +1,6 @@
-//! Live probes through the CUDA driver (cudarc, dlopened) and libibverbs (sideway, dlopened).
-//! Both libraries are optional: their absence is a finding, never a crash.
+//! Live probes through the CUDA driver (cudarc, dlopened), NVML (nvml-wrapper, dlopened) and
+//! libibverbs (sideway, dlopened). Every library is optional: its absence, or a symbol it lacks, is
+//! a finding, never a crash.
 
 use cudarc::driver::{result as cu, sys as cusys};
 use serde::Serialize;
@@ -41,8 +42,8 @@ pub enum CudaProbe {
     },
     /// Probed.
     Ok {
-        /// `cuDriverGetVersion` (e.g. 13000).
-        driver_api: i32,
+        /// `cuDriverGetVersion` (e.g. 13000); `None` when the library lacks it.
+        driver_api: Option<i32>,
         /// One entry per device.
         gpus: Vec<GpuAttrs>,
     },
@@ -90,25 +91,75 @@ pub struct Probes {
     pub rustc: Option<String>,
     /// `modinfo -F license nvidia`, for when the module is installed but not loaded.
     pub nvidia_license: Option<String>,
+    /// NVML side (BAR1 used/free, MIG).
+    pub nvml: crate::nvml::NvmlProbe,
+    /// The doctor's own environment (`NCCL_*`, `UCX_*` and `HOME` matter), as the libraries would
+    /// see it when started from the same shell.
+    pub env: Vec<(String, String)>,
 }
 
 impl Probes {
     /// No live probing.
     pub fn none() -> Self {
-        Self { cuda: CudaProbe::NotRun, verbs: VerbsProbe::NotRun, rustc: None, nvidia_license: None }
+        Self {
+            cuda: CudaProbe::NotRun,
+            verbs: VerbsProbe::NotRun,
+            rustc: None,
+            nvidia_license: None,
+            nvml: crate::nvml::NvmlProbe::NotRun,
+            env: Vec::new(),
+        }
     }
 
     /// Runs every live probe.
     pub fn run() -> Self {
-        Self { cuda: probe_cuda(), verbs: probe_verbs(), rustc: command_line("rustc", &["--version"]), nvidia_license: command_line("modinfo", &["-F", "license", "nvidia"]) }
+        Self {
+            cuda: probe_cuda(),
+            verbs: probe_verbs(),
+            rustc: command_line("rustc", &["--version"]),
+            nvidia_license: command_line("modinfo", &["-F", "license", "nvidia"]),
+            nvml: crate::nvml::probe(),
+            env: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("UCX_") || k == "HOME")
+                .collect(),
+        }
     }
 }
 
 /// First line of a helper command's output, when it runs and succeeds.
 fn command_line(cmd: &str, args: &[&str]) -> Option<String> {
     let out = std::process::Command::new(cmd).args(args).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
+    let text = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
     (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// The libcuda entry points the probe calls; cudarc panics on a missing one, so each is looked up
+/// first. `cuDriverGetVersion` is optional (the probe reports the API version as unknown).
+pub const CUDA_REQUIRED: [&str; 8] = [
+    "cuInit",
+    "cuGetErrorString",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetName",
+    "cuDeviceGetPCIBusId",
+    "cuDeviceTotalMem_v2",
+];
+
+/// The names in `names` that `lib` does not export.
+pub fn missing_symbols<'n>(lib: &libloading::Library, names: &[&'n str]) -> Vec<&'n str> {
+    names
+        .iter()
+        .copied()
+        // SAFETY: only the symbol's address is looked up, as an opaque pointer; nothing is called.
+        .filter(|n| unsafe { lib.get::<*const std::ffi::c_void>(n.as_bytes()) }.is_err())
+        .collect()
 }
 
 /// Reads the CUDA attributes of every GPU.
@@ -117,29 +168,59 @@ pub fn probe_cuda() -> CudaProbe {
     if !unsafe { cusys::is_culib_present() } {
         return CudaProbe::LibraryMissing;
     }
-    if let Err(e) = cu::init() {
-        return CudaProbe::Failed { error: format!("cuInit: {e:?}") };
+    // SAFETY: the library is present (checked above), so culib() loads it instead of panicking.
+    let lib = unsafe { cusys::culib() };
+    let missing = missing_symbols(lib, &CUDA_REQUIRED);
+    if !missing.is_empty() {
+        return CudaProbe::Failed {
+            error: format!(
+                "libcuda.so lacks {} (a partial or stub library)",
+                missing.join(", ")
+            ),
+        };
     }
-    let mut driver_api = 0;
-    // SAFETY: the library is present and initialised; the out-pointer is a valid local.
-    unsafe { cusys::cuDriverGetVersion(&mut driver_api) };
+    if let Err(e) = cu::init() {
+        return CudaProbe::Failed {
+            error: format!("cuInit: {e:?}"),
+        };
+    }
+    let driver_api = missing_symbols(lib, &["cuDriverGetVersion"])
+        .is_empty()
+        .then(|| {
+            let mut v = 0;
+            // SAFETY: the symbol exists (checked) and the library is initialised; the out-pointer is a
+            // valid local.
+            unsafe { cusys::cuDriverGetVersion(&mut v) };
+            v
+        });
     let count = match cu::device::get_count() {
         Ok(c) => c,
-        Err(e) => return CudaProbe::Failed { error: format!("cuDeviceGetCount: {e:?}") },
+        Err(e) => {
+            return CudaProbe::Failed {
+                error: format!("cuDeviceGetCount: {e:?}"),
+            }
+        }
     };
     let mut gpus = Vec::new();
     for ordinal in 0..count {
-        let Ok(dev) = cu::device::get(ordinal) else { continue };
+        let Ok(dev) = cu::device::get(ordinal) else {
+            continue;
+        };
         let attr = |a: cusys::CUdevice_attribute| {
             // SAFETY: `dev` came from cuDeviceGet for a valid ordinal.
             unsafe { cu::device::get_attribute(dev, a) }.ok()
         };
         let mut bus = [0i8; 32];
         // SAFETY: the buffer is 32 bytes and its length is passed; `dev` is valid.
-        let bdf = if unsafe { cusys::cuDeviceGetPCIBusId(bus.as_mut_ptr() as *mut _, bus.len() as i32, dev) }
-            == cusys::CUresult::CUDA_SUCCESS
+        let bdf = if unsafe {
+            cusys::cuDeviceGetPCIBusId(bus.as_mut_ptr() as *mut _, bus.len() as i32, dev)
+        } == cusys::CUresult::CUDA_SUCCESS
         {
-            let bytes: Vec<u8> = bus.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+            let bytes: Vec<u8> = bus
+                .iter()
+                .take_while(|c| **c != 0)
+                .map(|c| *c as u8)
+                .collect();
             String::from_utf8_lossy(&bytes).to_lowercase()
         } else {
             String::new()
@@ -158,8 +239,8 @@ pub fn probe_cuda() -> CudaProbe {
     CudaProbe::Ok { driver_api, gpus }
 }
 
-/// CUDA prints `00000000:3B:00.0`; sysfs uses `0000:3b:00.0`.
-fn normalise_bdf(s: &str) -> String {
+/// CUDA and NVML print `00000000:3B:00.0`; sysfs uses `0000:3b:00.0`.
+pub fn normalise_bdf(s: &str) -> String {
     match s.split_once(':') {
         Some((dom, rest)) if dom.len() > 4 => format!("{}:{}", &dom[dom.len() - 4..], rest),
         _ => s.to_string(),
@@ -173,7 +254,11 @@ pub fn probe_verbs() -> VerbsProbe {
         Err(e) => {
             let io = match e.0 {
                 sideway::ibverbs::device::GetDeviceListErrorKind::Ibverbs(io) => io,
-                _ => return VerbsProbe::Unavailable { error: "ibv_get_device_list failed".into() },
+                _ => {
+                    return VerbsProbe::Unavailable {
+                        error: "ibv_get_device_list failed".into(),
+                    }
+                }
             };
             let why = match io.raw_os_error() {
                 Some(95) => "libibverbs.so.1 could not be loaded".to_string(),
@@ -190,11 +275,19 @@ pub fn probe_verbs() -> VerbsProbe {
     for dev in list.iter() {
         let name = dev.name();
         let Ok(ctx) = dev.open() else {
-            results.push(DmabufProbe { device: name, errno: None, verdict: "inconclusive" });
+            results.push(DmabufProbe {
+                device: name,
+                errno: None,
+                verdict: "inconclusive",
+            });
             continue;
         };
         let Ok(pd) = ctx.alloc_pd() else {
-            results.push(DmabufProbe { device: name, errno: None, verdict: "inconclusive" });
+            results.push(DmabufProbe {
+                device: name,
+                errno: None,
+                verdict: "inconclusive",
+            });
             continue;
         };
         // SAFETY: fd -1 is never a valid dma-buf, so nothing is mapped; this is the probe NCCL uses.
@@ -206,7 +299,11 @@ pub fn probe_verbs() -> VerbsProbe {
                 _ => None,
             },
         };
-        results.push(DmabufProbe { device: name, errno, verdict: dmabuf_verdict(errno) });
+        results.push(DmabufProbe {
+            device: name,
+            errno,
+            verdict: dmabuf_verdict(errno),
+        });
     }
     VerbsProbe::Probed { results }
 }

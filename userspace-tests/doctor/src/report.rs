@@ -1,5 +1,6 @@
 //! Check results, the overall verdict, and the two output formats (table and JSON).
 
+use crate::paths::{LibraryUse, Path, PathVerdict, State};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -11,7 +12,7 @@ pub enum Status {
     Pass,
     /// Works, but slower or fragile; does not make the node "not ready".
     Warn,
-    /// GPUDirect RDMA through nvpeer cannot work until this is fixed.
+    /// A GPUDirect RDMA path (`paths`) cannot work until this is fixed.
     Fail,
     /// The doctor could not read what it needs (permissions, missing library).
     Unknown,
@@ -49,8 +50,13 @@ pub struct Check {
     /// One actionable sentence when the status is not `pass`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-    /// Whether a `fail`/`unknown` here decides the exit status.
+    /// Whether a `fail`/`unknown` here blocks a GPUDirect RDMA path (`paths` says which).
     pub gate: bool,
+    /// The paths a `fail`/`unknown` here blocks.
+    pub paths: Vec<crate::paths::Path>,
+    /// An earlier check whose failure this one follows from (its fix comes first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub because_of: Option<&'static str>,
     /// Machine-readable facts behind the finding.
     #[serde(skip_serializing_if = "Value::is_null")]
     pub data: Value,
@@ -58,8 +64,25 @@ pub struct Check {
 
 impl Check {
     /// A check result; `gate` says whether it decides readiness.
-    pub fn new(id: &'static str, title: &'static str, gate: bool, status: Status, summary: impl Into<String>) -> Self {
-        Self { id, title, status, summary: summary.into(), details: Vec::new(), fix: None, gate, data: Value::Null }
+    pub fn new(
+        id: &'static str,
+        title: &'static str,
+        gate: bool,
+        status: Status,
+        summary: impl Into<String>,
+    ) -> Self {
+        Self {
+            id,
+            title,
+            status,
+            summary: summary.into(),
+            details: Vec::new(),
+            fix: None,
+            gate,
+            paths: Vec::new(),
+            because_of: None,
+            data: Value::Null,
+        }
     }
 
     /// Adds the actionable sentence.
@@ -87,9 +110,9 @@ impl Check {
 pub enum Verdict {
     /// Exit 0.
     Ready,
-    /// Exit 1: at least one gating check failed.
+    /// Exit 1: the required path (or, by default, every path) is blocked by a failed check.
     NotReady,
-    /// Exit 2: nothing failed, but a gating check could not be evaluated.
+    /// Exit 2: no path is ready, and a check one of them needs could not be evaluated.
     CouldNotCheck,
 }
 
@@ -104,25 +127,66 @@ impl Verdict {
     }
 }
 
+/// What the verdict asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Require {
+    /// Any GPUDirect RDMA path (the default).
+    Any,
+    /// Peer memory through nvpeer (the strict answer of earlier releases).
+    Nvpeer,
+    /// Peer memory through NVIDIA's nvidia-peermem.
+    NvidiaPeermem,
+    /// dma-buf.
+    Dmabuf,
+}
+
+impl Require {
+    fn path(self) -> Option<Path> {
+        match self {
+            Require::Any => None,
+            Require::Nvpeer => Some(Path::Nvpeer),
+            Require::NvidiaPeermem => Some(Path::NvidiaPeermem),
+            Require::Dmabuf => Some(Path::Dmabuf),
+        }
+    }
+}
+
 /// All results plus the verdict.
 #[derive(Debug, Serialize)]
 pub struct Report {
     /// Root the files were read from.
     pub root: String,
+    /// What the verdict was asked for (`--require`).
+    pub require: Require,
     /// Overall verdict.
     pub verdict: Verdict,
     /// Same as the process exit status.
     pub exit_code: u8,
+    /// One verdict per GPUDirect RDMA path.
+    pub paths: Vec<PathVerdict>,
+    /// Which path each library takes here.
+    pub libraries: Vec<LibraryUse>,
     /// Every check, in display order.
     pub checks: Vec<Check>,
 }
 
 impl Report {
-    /// Builds the report and decides the verdict: any gating `fail` ⇒ not ready; otherwise any
-    /// gating `unknown` ⇒ could not check; otherwise ready.
-    pub fn new(root: String, checks: Vec<Check>) -> Self {
-        let verdict = verdict_of(&checks);
-        Self { root, verdict, exit_code: verdict.exit_code(), checks }
+    /// Builds the report: judges every path (see [`crate::paths`]), then the verdict: with
+    /// `require` a path, that path's state; with `any`, ready when some path is ready, otherwise
+    /// could not check when some path could not be checked, otherwise not ready.
+    pub fn new(root: String, mut checks: Vec<Check>, require: Require) -> Self {
+        let paths = crate::paths::assess(&mut checks);
+        let verdict = verdict_of(&paths, require);
+        Self {
+            root,
+            require,
+            verdict,
+            exit_code: verdict.exit_code(),
+            paths,
+            libraries: Vec::new(),
+            checks,
+        }
     }
 
     /// Finds a check by id.
@@ -130,20 +194,52 @@ impl Report {
         self.checks.iter().find(|c| c.id == id)
     }
 
+    /// A path's verdict.
+    pub fn path(&self, p: Path) -> &PathVerdict {
+        // `assess` judges every path of `paths::ALL`.
+        self.paths
+            .iter()
+            .find(|v| v.path == p)
+            .unwrap_or(&self.paths[0])
+    }
+
+    fn title_of<'a>(&'a self, id: &'a str) -> &'a str {
+        self.get(id).map(|c| c.title).unwrap_or(id)
+    }
+
     /// The human-readable table.
     pub fn render_table(&self, verbose: bool) -> String {
-        let w = self.checks.iter().map(|c| c.title.chars().count()).max().unwrap_or(10);
+        let w = self
+            .checks
+            .iter()
+            .map(|c| c.title.chars().count())
+            .max()
+            .unwrap_or(10);
         let mut out = String::new();
         out.push_str(&format!("nvpeer doctor (root {})\n\n", self.root));
         for c in &self.checks {
-            out.push_str(&format!(" {}  {:<w$}  {}\n", c.status.symbol(), c.title, c.summary, w = w));
-            let show_details = verbose || matches!(c.status, Status::Fail | Status::Warn | Status::Unknown);
+            out.push_str(&format!(
+                " {}  {:<w$}  {}\n",
+                c.status.symbol(),
+                c.title,
+                c.summary,
+                w = w
+            ));
+            let show_details =
+                verbose || matches!(c.status, Status::Fail | Status::Warn | Status::Unknown);
             if show_details {
                 for d in &c.details {
                     out.push_str(&format!("    {:<w$}  {}\n", "", d, w = w));
                 }
             }
-            if c.status != Status::Pass {
+            if let Some(dep) = c.because_of {
+                out.push_str(&format!(
+                    "    {:<w$}  ↳ follows from \"{}\" above: fix that first\n",
+                    "",
+                    self.title_of(dep),
+                    w = w
+                ));
+            } else if c.status != Status::Pass {
                 if let Some(f) = &c.fix {
                     out.push_str(&format!("    {:<w$}  → {}\n", "", f, w = w));
                 }
@@ -158,21 +254,100 @@ impl Report {
             count(Status::Unknown),
             count(Status::Skip)
         ));
-        out.push_str(match self.verdict {
-            Verdict::Ready => "verdict: READY for GPUDirect RDMA through nvpeer (exit 0)\n",
-            Verdict::NotReady => "verdict: NOT READY — fix the ✘ lines above (exit 1)\n",
-            Verdict::CouldNotCheck => "verdict: COULD NOT CHECK everything — see the ? lines (exit 2)\n",
+        out.push_str("\nGPUDirect RDMA paths:\n");
+        let pw = crate::paths::ALL
+            .iter()
+            .map(|p| p.title().chars().count())
+            .max()
+            .unwrap_or(10);
+        let mut named: Vec<&str> = Vec::new();
+        for v in &self.paths {
+            let (sym, state) = match v.state {
+                State::Ready => ("✔", "ready"),
+                State::NotReady => ("✘", "not ready"),
+                State::CouldNotCheck => ("?", "could not check"),
+                State::NotInUse => ("-", "not in use"),
+            };
+            let why = match v.root_cause {
+                None => String::new(),
+                Some(id) if v.state == State::NotInUse => format!(
+                    ": {}",
+                    self.get(id).map(|c| c.summary.as_str()).unwrap_or(id)
+                ),
+                Some(id) if named.contains(&id) => format!(": same root cause as above ({id})"),
+                Some(id) => {
+                    named.push(id);
+                    let c = self.get(id);
+                    format!(
+                        ": root cause {id} ({}): {}",
+                        self.title_of(id),
+                        c.map(|c| c.summary.as_str()).unwrap_or("")
+                    )
+                }
+            };
+            out.push_str(&format!(
+                " {sym}  {:<pw$}  {state}{why}\n",
+                v.path.title(),
+                pw = pw
+            ));
+        }
+        if !self.libraries.is_empty() {
+            out.push_str("\nWhich path each library takes here:\n");
+            let lw = self
+                .libraries
+                .iter()
+                .map(|l| l.library.chars().count())
+                .max()
+                .unwrap_or(10);
+            for l in &self.libraries {
+                let path = l.path.map(Path::title).unwrap_or("none");
+                out.push_str(&format!(
+                    "    {:<lw$}  {path}: {}\n",
+                    l.library,
+                    l.why,
+                    lw = lw
+                ));
+            }
+        }
+        let through = match self.require.path() {
+            Some(p) => p.title().to_string(),
+            None => {
+                let ready: Vec<&str> = self
+                    .paths
+                    .iter()
+                    .filter(|v| v.state == State::Ready)
+                    .map(|v| v.path.title())
+                    .collect();
+                if ready.is_empty() {
+                    "any path".to_string()
+                } else {
+                    ready.join(" and ")
+                }
+            }
+        };
+        out.push_str(&match self.verdict {
+            Verdict::Ready => format!("verdict: READY for GPUDirect RDMA through {through} (exit 0)\n"),
+            Verdict::NotReady => format!("verdict: NOT READY for GPUDirect RDMA through {through} — fix the root causes above (exit 1)\n"),
+            Verdict::CouldNotCheck => format!("verdict: COULD NOT CHECK GPUDirect RDMA through {through} — see the ? lines (exit 2)\n"),
         });
         out
     }
 }
 
-fn verdict_of(checks: &[Check]) -> Verdict {
-    if checks.iter().any(|c| c.gate && c.status == Status::Fail) {
-        Verdict::NotReady
-    } else if checks.iter().any(|c| c.gate && c.status == Status::Unknown) {
-        Verdict::CouldNotCheck
-    } else {
-        Verdict::Ready
+fn verdict_of(paths: &[PathVerdict], require: Require) -> Verdict {
+    let of = |s: State| match s {
+        State::Ready => Verdict::Ready,
+        State::CouldNotCheck => Verdict::CouldNotCheck,
+        State::NotReady | State::NotInUse => Verdict::NotReady,
+    };
+    match require.path() {
+        Some(p) => paths
+            .iter()
+            .find(|v| v.path == p)
+            .map(|v| of(v.state))
+            .unwrap_or(Verdict::CouldNotCheck),
+        None if paths.iter().any(|v| v.state == State::Ready) => Verdict::Ready,
+        None if paths.iter().any(|v| v.state == State::CouldNotCheck) => Verdict::CouldNotCheck,
+        None => Verdict::NotReady,
     }
 }

@@ -37,7 +37,9 @@ impl SysRoot {
 
     /// Reads a whole text file; `None` when it does not exist or cannot be read.
     pub fn read(&self, abs: &str) -> Option<String> {
-        fs::read(self.path(abs)).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+        fs::read(self.path(abs))
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
     /// Reads a text file and trims surrounding whitespace.
@@ -61,7 +63,10 @@ impl SysRoot {
     /// Sorted names of the entries of a directory; empty when it is missing.
     pub fn list(&self, abs: &str) -> Vec<String> {
         let mut v: Vec<String> = match fs::read_dir(self.path(abs)) {
-            Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
             Err(_) => Vec::new(),
         };
         v.sort();

@@ -1,11 +1,14 @@
 //! Fixture-tree tests: every check and every verdict, on sysfs/procfs trees built in a tempdir.
 
 use crate::probes::{CudaProbe, DmabufProbe, GpuAttrs, Probes, VerbsProbe};
-use crate::report::{Report, Status, Verdict};
+use crate::report::{Report, Require, Status, Verdict};
 use crate::{diagnose, Args};
 use std::fs;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
+
+mod paths;
+mod props;
 
 const REL: &str = "7.2.12";
 
@@ -39,7 +42,9 @@ fn config(devctl: u16, acs: Option<u16>, len: usize) -> Vec<u8> {
 
 impl Fx {
     fn new() -> Self {
-        Self { dir: tempfile::tempdir().expect("tempdir") }
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
     }
 
     fn p(&self, abs: &str) -> PathBuf {
@@ -74,7 +79,15 @@ impl Fx {
     }
 
     /// A PCI function below host bridge `host` at `chain` (root port first, device last).
-    fn pci(&self, host: &str, chain: &[&str], vendor: u32, class: u32, numa: i32, cfg: Vec<u8>) -> String {
+    fn pci(
+        &self,
+        host: &str,
+        chain: &[&str],
+        vendor: u32,
+        class: u32,
+        numa: i32,
+        cfg: Vec<u8>,
+    ) -> String {
         let dir = format!("/sys/devices/{host}/{}", chain.join("/"));
         let bdf = chain.last().unwrap();
         self.file(&format!("{dir}/vendor"), format!("{vendor:#06x}\n"));
@@ -106,16 +119,34 @@ impl Fx {
     }
 
     fn nic(&self, host: &str, chain: &[&str], numa: i32, name: &str) -> String {
-        let dir = self.pci(host, chain, 0x15b3, 0x020700, numa, config(0x2810 | 0x10, None, 4096));
+        let dir = self.pci(
+            host,
+            chain,
+            0x15b3,
+            0x020700,
+            numa,
+            config(0x2810 | 0x10, None, 4096),
+        );
         self.symlink(&format!("/sys/class/infiniband/{name}/device"), &dir);
-        self.file(&format!("/sys/class/infiniband/{name}/ports/1/state"), "4: ACTIVE\n");
-        self.file(&format!("/sys/class/infiniband/{name}/ports/1/link_layer"), "InfiniBand\n");
-        self.file(&format!("/sys/class/infiniband/{name}/ports/1/rate"), "400 Gb/sec (4X NDR)\n");
+        self.file(
+            &format!("/sys/class/infiniband/{name}/ports/1/state"),
+            "4: ACTIVE\n",
+        );
+        self.file(
+            &format!("/sys/class/infiniband/{name}/ports/1/link_layer"),
+            "InfiniBand\n",
+        );
+        self.file(
+            &format!("/sys/class/infiniband/{name}/ports/1/rate"),
+            "400 Gb/sec (4X NDR)\n",
+        );
         dir
     }
 
     fn kallsyms(&self, extra: &[(&str, &str)]) -> &Self {
-        let mut s = String::from("0000000000000000 T _stext\n0000000000000000 T ib_register_device\t[ib_core]\n");
+        let mut s = String::from(
+            "0000000000000000 T _stext\n0000000000000000 T ib_register_device\t[ib_core]\n",
+        );
         for f in crate::checks::nvidia_symbols() {
             s.push_str(&format!("0000000000000000 T {f}\t[nvidia]\n"));
         }
@@ -134,25 +165,41 @@ impl Fx {
 
     /// nvpeer loaded under `name` (`nvidia_peermem`, the drop-in, or `nvpeer`), nothing else.
     fn nvpeer_as(&self, name: &str) -> &Self {
-        self.rm("/sys/module/nvidia_peermem").rm("/sys/module/nvpeer");
+        self.rm("/sys/module/nvidia_peermem")
+            .rm("/sys/module/nvpeer");
         self.module(name)
             .file(&format!("/sys/module/{name}/version"), "0.1.0\n")
             .file(&format!("/sys/module/{name}/taint"), "O\n")
-            .file(&format!("/sys/module/{name}/parameters/persistent_api_support"), "1\n")
-            .file(&format!("/sys/module/{name}/parameters/peerdirect_support"), "0\n")
+            .file(
+                &format!("/sys/module/{name}/parameters/persistent_api_support"),
+                "1\n",
+            )
+            .file(
+                &format!("/sys/module/{name}/parameters/peerdirect_support"),
+                "0\n",
+            )
     }
 
     /// NVIDIA's own nvidia_peermem: the driver's version.
     fn nvidia_dropin(&self) -> &Self {
         self.rm("/sys/module/nvidia_peermem");
-        self.module("nvidia_peermem").file("/sys/module/nvidia_peermem/version", "580.95.05\n")
+        self.module("nvidia_peermem")
+            .file("/sys/module/nvidia_peermem/version", "580.95.05\n")
     }
 
     /// A core that keeps the client list in sysfs (MLNX_OFED before 24.04, or a kernel exporting
     /// mm_kobj), with `nv_mem` registered.
     fn old_ofed(&self) -> &Self {
-        for (k, v) in [("version", "0.1.0"), ("num_alloc_mrs", "3"), ("num_dealloc_mrs", "1"), ("num_free_callbacks", "0")] {
-            self.file(&format!("/sys/kernel/mm/memory_peers/nv_mem/{k}"), format!("{v}\n"));
+        for (k, v) in [
+            ("version", "0.1.0"),
+            ("num_alloc_mrs", "3"),
+            ("num_dealloc_mrs", "1"),
+            ("num_free_callbacks", "0"),
+        ] {
+            self.file(
+                &format!("/sys/kernel/mm/memory_peers/nv_mem/{k}"),
+                format!("{v}\n"),
+            );
         }
         self
     }
@@ -168,7 +215,9 @@ impl Fx {
             "/proc/driver/nvidia/version",
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U22)\nGCC version:  gcc 12\n",
         );
-        f.module("nvidia").file("/sys/module/nvidia/version", "580.95.05\n").file("/sys/module/nvidia/taint", "OE\n");
+        f.module("nvidia")
+            .file("/sys/module/nvidia/version", "580.95.05\n")
+            .file("/sys/module/nvidia/taint", "OE\n");
         f.module("ib_core");
         f.nvpeer_as("nvidia_peermem");
         f.file("/etc/modprobe.d/nvpeer.conf", "blacklist nv_peer_mem\ninstall nv_peer_mem /bin/false\nsoftdep nvidia_peermem pre: nvidia ib_core\n");
@@ -183,14 +232,48 @@ impl Fx {
         f.file("/proc/sys/kernel/modules_disabled", "0\n");
         f.file("/proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu vme sse2\n");
         f.file("/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro\n");
+        f.file("/proc/self/limits", "Limit                     Soft Limit           Hard Limit           Units     \nMax locked memory         unlimited            unlimited            bytes     \n");
+        f.file("/dev/infiniband/uverbs0", "");
+        f.file(
+            "/dev/kmsg",
+            "6,100,5000,-;mlx5_core 0000:04:00.0: firmware version: 28.39.1002\n",
+        );
         // Root port → switch (USP → 2 DSPs) → GPU and NIC.
         let h = "pci0000:00";
         f.bridge(h, &["0000:00:01.0"], Some(0x001d));
         f.bridge(h, &["0000:00:01.0", "0000:01:00.0"], None);
-        f.bridge(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:00.0"], Some(0x0001));
-        f.bridge(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:01.0"], Some(0x0001));
-        f.gpu(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"], 0, 256 << 30);
-        f.nic(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:01.0", "0000:04:00.0"], 0, "mlx5_0");
+        f.bridge(
+            h,
+            &["0000:00:01.0", "0000:01:00.0", "0000:02:00.0"],
+            Some(0x0001),
+        );
+        f.bridge(
+            h,
+            &["0000:00:01.0", "0000:01:00.0", "0000:02:01.0"],
+            Some(0x0001),
+        );
+        f.gpu(
+            h,
+            &[
+                "0000:00:01.0",
+                "0000:01:00.0",
+                "0000:02:00.0",
+                "0000:03:00.0",
+            ],
+            0,
+            256 << 30,
+        );
+        f.nic(
+            h,
+            &[
+                "0000:00:01.0",
+                "0000:01:00.0",
+                "0000:02:01.0",
+                "0000:04:00.0",
+            ],
+            0,
+            "mlx5_0",
+        );
         f
     }
 
@@ -199,14 +282,23 @@ impl Fx {
     }
 
     fn report_with(&self, probes: Probes) -> Report {
-        let args = Args { root: self.dir.path().to_path_buf(), json: false, verbose: false, no_probes: true };
+        let args = Args {
+            root: self.dir.path().to_path_buf(),
+            json: false,
+            verbose: false,
+            no_probes: true,
+            require: Require::Nvpeer,
+        };
         diagnose(&args, probes)
     }
 }
 
 /// kallsyms lines for every nvidia_p2p_* function, owned by `module`.
 fn nv_syms(module: &str) -> String {
-    crate::checks::nvidia_symbols().iter().map(|s| format!("0000000000000000 T {s}\t[{module}]\n")).collect()
+    crate::checks::nvidia_symbols()
+        .iter()
+        .map(|s| format!("0000000000000000 T {s}\t[{module}]\n"))
+        .collect()
 }
 
 fn status(r: &Report, id: &str) -> Status {
@@ -254,7 +346,10 @@ fn any_gating_failure_means_not_ready() {
     assert_eq!(r.verdict, Verdict::NotReady);
     assert_eq!(r.exit_code, 1);
     let table = r.render_table(false);
-    assert!(table.contains("✘") && table.contains("→ Install nvpeer"), "{table}");
+    assert!(
+        table.contains("✘") && table.contains("→ Install nvpeer"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -284,15 +379,34 @@ fn json_report_has_every_check() {
     let v: serde_json::Value = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
     assert_eq!(v["verdict"], "ready");
     assert_eq!(v["exit_code"], 0);
-    let ids: Vec<&str> = v["checks"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
-    for id in ["nvidia.driver", "nvidia.flavour", "rdma.peer_api", "peer.clients", "pci.acs", "kernel.rust", "kernel.signing"] {
+    let ids: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "nvidia.driver",
+        "nvidia.flavour",
+        "rdma.peer_api",
+        "peer.clients",
+        "pci.acs",
+        "kernel.rust",
+        "kernel.signing",
+    ] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
 }
 
 #[test]
 fn missing_root_is_could_not_check() {
-    let args = Args { root: "/nonexistent/doctor-root".into(), json: true, verbose: false, no_probes: true };
+    let args = Args {
+        root: "/nonexistent/doctor-root".into(),
+        json: true,
+        verbose: false,
+        no_probes: true,
+        require: Require::Any,
+    };
     assert_eq!(crate::run(args), 2);
 }
 
@@ -309,7 +423,13 @@ fn empty_root_fails_cleanly() {
 #[test]
 fn live_system_does_not_panic() {
     // Whatever this machine is, every check must produce a result (probes included).
-    let args = Args { root: "/".into(), json: false, verbose: true, no_probes: false };
+    let args = Args {
+        root: "/".into(),
+        json: false,
+        verbose: true,
+        no_probes: false,
+        require: Require::Any,
+    };
     let r = diagnose(&args, Probes::run());
     assert_eq!(r.checks.len(), crate::checks::run_all_count());
     assert!(!r.render_table(true).is_empty());
@@ -321,11 +441,16 @@ fn live_system_does_not_panic() {
 fn nvidia_driver_missing() {
     let f = Fx::healthy();
     f.rm("/sys/module/nvidia").rm("/proc/driver/nvidia");
-    f.file("/proc/kallsyms", "0000000000000000 T ib_register_peer_memory_client\t[ib_core]\n");
+    f.file(
+        "/proc/kallsyms",
+        "0000000000000000 T ib_register_peer_memory_client\t[ib_core]\n",
+    );
     let r = f.report();
     assert_eq!(status(&r, "nvidia.driver"), Status::Fail);
     assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Fail);
-    assert!(check(&r, "nvidia.p2p_symbols").summary.contains("nvidia_p2p_get_pages"));
+    assert!(check(&r, "nvidia.p2p_symbols")
+        .summary
+        .contains("nvidia_p2p_get_pages"));
 }
 
 #[test]
@@ -340,7 +465,10 @@ fn p2p_api_from_an_emulator_is_a_warning() {
     let f = Fx::healthy();
     f.rm("/sys/module/nvidia").rm("/proc/driver/nvidia");
     let syms = nv_syms("nvp2p_emu");
-    f.file("/proc/kallsyms", syms + "0000000000000000 T ib_register_peer_memory_client\t[peer_mem_emu]\n");
+    f.file(
+        "/proc/kallsyms",
+        syms + "0000000000000000 T ib_register_peer_memory_client\t[peer_mem_emu]\n",
+    );
     let r = f.report();
     assert_eq!(status(&r, "nvidia.driver"), Status::Warn);
     assert_eq!(check(&r, "nvidia.driver").data["p2p_provider"], "nvp2p_emu");
@@ -352,11 +480,18 @@ fn p2p_api_from_an_emulator_is_a_warning() {
 #[test]
 fn proprietary_flavour_fails() {
     let f = Fx::healthy();
-    f.file("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Release Build\n");
+    f.file(
+        "/proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Release Build\n",
+    );
     f.file("/sys/module/nvidia/taint", "POE\n");
     let r = f.report();
     assert_eq!(status(&r, "nvidia.flavour"), Status::Fail);
-    assert!(check(&r, "nvidia.flavour").fix.as_ref().unwrap().contains("open"));
+    assert!(check(&r, "nvidia.flavour")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("open"));
     assert_eq!(r.exit_code, 1);
 }
 
@@ -366,7 +501,10 @@ fn flavour_from_modinfo_license_when_not_loaded() {
     f.rm("/proc/driver/nvidia").rm("/sys/module/nvidia/taint");
     let mut p = Probes::none();
     p.nvidia_license = Some("Dual MIT/GPL".into());
-    assert_eq!(status(&f.report_with(p.clone()), "nvidia.flavour"), Status::Pass);
+    assert_eq!(
+        status(&f.report_with(p.clone()), "nvidia.flavour"),
+        Status::Pass
+    );
     p.nvidia_license = Some("NVIDIA".into());
     assert_eq!(status(&f.report_with(p), "nvidia.flavour"), Status::Fail);
 }
@@ -385,27 +523,44 @@ fn nouveau_loaded_fails() {
     let f = Fx::healthy();
     f.module("nouveau");
     assert_eq!(status(&f.report(), "nvidia.nouveau"), Status::Fail);
-    assert_eq!(status(&Fx::healthy().report(), "nvidia.nouveau"), Status::Pass);
+    assert_eq!(
+        status(&Fx::healthy().report(), "nvidia.nouveau"),
+        Status::Pass
+    );
 }
 
 #[test]
 fn old_driver_without_persistent_api_warns() {
     let f = Fx::healthy();
-    let syms: String =
-        crate::checks::nvidia_symbols().iter().filter(|s| !s.ends_with("_persistent")).map(|s| format!("0000000000000000 T {s}\t[nvidia]\n")).collect();
-    f.file("/proc/kallsyms", syms + "0000000000000000 T ib_register_peer_memory_client\t[ib_core]\n");
+    let syms: String = crate::checks::nvidia_symbols()
+        .iter()
+        .filter(|s| !s.ends_with("_persistent"))
+        .map(|s| format!("0000000000000000 T {s}\t[nvidia]\n"))
+        .collect();
+    f.file(
+        "/proc/kallsyms",
+        syms + "0000000000000000 T ib_register_peer_memory_client\t[ib_core]\n",
+    );
     let r = f.report();
     assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Warn);
-    assert!(check(&r, "nvidia.p2p_symbols").fix.as_ref().unwrap().contains("persistent_api_support=0"));
+    assert!(check(&r, "nvidia.p2p_symbols")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("persistent_api_support=0"));
 }
 
 #[test]
 fn kallsyms_hidden_addresses_still_give_names() {
-    let k = crate::kernel::Kallsyms::parse("0000000000000000 T nvidia_p2p_get_pages\t[nvidia]\n0000000000000000 t foo\n");
+    let k = crate::kernel::Kallsyms::parse(
+        "0000000000000000 T nvidia_p2p_get_pages\t[nvidia]\n0000000000000000 t foo\n",
+    );
     assert!(k.addresses_hidden);
     assert_eq!(k.owner("nvidia_p2p_get_pages").as_deref(), Some("nvidia"));
     assert_eq!(k.owner("foo").as_deref(), Some("vmlinux"));
-    let k = crate::kernel::Kallsyms::parse("ffffffffc0a01234 T nvidia_p2p_get_pages\t[nvidia]\ngarbage\n");
+    let k = crate::kernel::Kallsyms::parse(
+        "ffffffffc0a01234 T nvidia_p2p_get_pages\t[nvidia]\ngarbage\n",
+    );
     assert!(!k.addresses_hidden);
 }
 
@@ -417,18 +572,32 @@ fn cuda_probe_results() {
     p.cuda = CudaProbe::LibraryMissing;
     let r = f.report_with(p.clone());
     assert_eq!(status(&r, "gpu.cuda"), Status::Unknown);
-    assert!(check(&r, "gpu.cuda").summary.contains("libcuda.so not found"));
-    assert_eq!(r.verdict, Verdict::Ready, "a missing libcuda alone must not block");
-    p.cuda = CudaProbe::Ok { driver_api: 13000, gpus: vec![gpu_ok("0000:03:00.0")] };
+    assert!(check(&r, "gpu.cuda")
+        .summary
+        .contains("libcuda.so not found"));
+    assert_eq!(
+        r.verdict,
+        Verdict::Ready,
+        "a missing libcuda alone must not block"
+    );
+    p.cuda = CudaProbe::Ok {
+        driver_api: Some(13000),
+        gpus: vec![gpu_ok("0000:03:00.0")],
+    };
     let r = f.report_with(p.clone());
     assert_eq!(status(&r, "gpu.cuda"), Status::Pass);
     assert!(check(&r, "gpu.cuda").summary.contains("13.0"));
     assert!(check(&r, "gpu.bar1").summary.contains("framebuffer"));
     let mut geforce = gpu_ok("0000:03:00.0");
     geforce.gdr_supported = Some(0);
-    p.cuda = CudaProbe::Ok { driver_api: 13000, gpus: vec![geforce] };
+    p.cuda = CudaProbe::Ok {
+        driver_api: Some(13000),
+        gpus: vec![geforce],
+    };
     assert_eq!(status(&f.report_with(p.clone()), "gpu.cuda"), Status::Fail);
-    p.cuda = CudaProbe::Failed { error: "cuInit: CUDA_ERROR_NO_DEVICE".into() };
+    p.cuda = CudaProbe::Failed {
+        error: "cuInit: CUDA_ERROR_NO_DEVICE".into(),
+    };
     assert_eq!(status(&f.report_with(p), "gpu.cuda"), Status::Unknown);
 }
 
@@ -439,16 +608,32 @@ fn real_cuda_probe_never_panics() {
         CudaProbe::LibraryMissing | CudaProbe::Failed { .. } | CudaProbe::Ok { .. } => {}
         CudaProbe::NotRun => panic!("probe_cuda must run"),
     }
-    assert!(!matches!(crate::probes::probe_verbs(), VerbsProbe::NotRun), "probe_verbs must run");
+    assert!(
+        !matches!(crate::probes::probe_verbs(), VerbsProbe::NotRun),
+        "probe_verbs must run"
+    );
 }
 
 #[test]
 fn bar1_sizes() {
     let r = Fx::healthy().report();
     assert_eq!(status(&r, "gpu.bar1"), Status::Pass);
-    assert_eq!(check(&r, "gpu.bar1").data["gpus"][0]["bar1_bytes"], 256u64 << 30);
+    assert_eq!(
+        check(&r, "gpu.bar1").data["gpus"][0]["bar1_bytes"],
+        256u64 << 30
+    );
     let f = Fx::healthy();
-    f.gpu("pci0000:00", &["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"], 0, 256 << 20);
+    f.gpu(
+        "pci0000:00",
+        &[
+            "0000:00:01.0",
+            "0000:01:00.0",
+            "0000:02:00.0",
+            "0000:03:00.0",
+        ],
+        0,
+        256 << 20,
+    );
     let r = f.report();
     assert_eq!(status(&r, "gpu.bar1"), Status::Warn);
     assert!(check(&r, "gpu.bar1").summary.contains("below 1 GiB"));
@@ -458,7 +643,10 @@ fn bar1_sizes() {
         &format!("{gpu}/resource"),
         "0x00000000f0000000 0x00000000f0ffffff 0x0000000000140204\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n0x0000200000000000 0x0000203fffffffff 0x000000000014220c\n0x0000000000001000 0x000000000000107f 0x0000000000040101\n",
     );
-    assert_eq!(check(&f.report(), "gpu.bar1").data["gpus"][0]["bar1_bytes"], 256u64 << 30);
+    assert_eq!(
+        check(&f.report(), "gpu.bar1").data["gpus"][0]["bar1_bytes"],
+        256u64 << 30
+    );
     // Only BAR0 and an I/O BAR: no BAR1.
     f.file(&format!("{gpu}/resource"), "0x00000000f0000000 0x00000000f0ffffff 0x0000000000040200\n0x0000000000001000 0x000000000000107f 0x0000000000040101\n");
     assert_eq!(status(&f.report(), "gpu.bar1"), Status::Unknown);
@@ -471,11 +659,18 @@ fn inbox_rdma_without_peer_api_fails() {
     let f = Fx::healthy();
     f.kallsyms(&[]);
     let syms = nv_syms("nvidia");
-    f.file("/proc/kallsyms", syms + "0 T ib_register_device\t[ib_core]\n");
+    f.file(
+        "/proc/kallsyms",
+        syms + "0 T ib_register_device\t[ib_core]\n",
+    );
     let r = f.report();
     assert_eq!(status(&r, "rdma.peer_api"), Status::Fail);
     assert!(check(&r, "rdma.peer_api").summary.contains("inbox"));
-    assert!(check(&r, "rdma.peer_api").fix.as_ref().unwrap().contains("DOCA-OFED"));
+    assert!(check(&r, "rdma.peer_api")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("DOCA-OFED"));
 }
 
 #[test]
@@ -486,8 +681,14 @@ fn peer_api_in_ofed_symvers_but_not_loaded() {
     f.file("/usr/src/ofa_kernel/default/Module.symvers", "0x12345678\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n");
     let r = f.report();
     assert_eq!(status(&r, "rdma.peer_api"), Status::Fail);
-    assert!(check(&r, "rdma.peer_api").summary.contains("/usr/src/ofa_kernel/default/Module.symvers"));
-    assert!(check(&r, "rdma.peer_api").fix.as_ref().unwrap().contains("openibd"));
+    assert!(check(&r, "rdma.peer_api")
+        .summary
+        .contains("/usr/src/ofa_kernel/default/Module.symvers"));
+    assert!(check(&r, "rdma.peer_api")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("openibd"));
 }
 
 #[test]
@@ -500,8 +701,15 @@ fn rdma_devices_none_or_down() {
     let r = f.report();
     assert_eq!(status(&r, "rdma.devices"), Status::Fail);
     // The ConnectX function is still found on the PCI bus, unbound.
-    assert_eq!(check(&r, "rdma.devices").data["unbound_nics"][0], "0000:04:00.0");
-    assert!(check(&r, "rdma.devices").fix.as_ref().unwrap().contains("mlx5_ib"));
+    assert_eq!(
+        check(&r, "rdma.devices").data["unbound_nics"][0],
+        "0000:04:00.0"
+    );
+    assert!(check(&r, "rdma.devices")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("mlx5_ib"));
 }
 
 #[test]
@@ -513,8 +721,15 @@ fn nvpeer_parameters_listed() {
     assert_eq!(c.data["owner"], "nvpeer");
     assert_eq!(c.data["parameters"]["persistent_api_support"], "1");
     assert_eq!(c.data["version"], "0.1.0");
-    assert_eq!(c.data["parameters_source"], "/sys/module/nvidia_peermem/parameters");
-    assert!(c.summary.contains("as nvidia_peermem (drop-in)"), "{}", c.summary);
+    assert_eq!(
+        c.data["parameters_source"],
+        "/sys/module/nvidia_peermem/parameters"
+    );
+    assert!(
+        c.summary.contains("as nvidia_peermem (drop-in)"),
+        "{}",
+        c.summary
+    );
     // Linux 7.2 Rust modules: no sysfs parameters, values from debugfs `config`.
     let f = Fx::healthy();
     f.rm("/sys/module/nvidia_peermem/parameters");
@@ -525,9 +740,16 @@ fn nvpeer_parameters_listed() {
     let r = f.report();
     let c = check(&r, "nvpeer.module");
     assert_eq!(c.data["parameters"]["persistent_api_support"], "0");
-    assert_eq!(c.data["parameters_source"], "/sys/kernel/debug/nvpeer/config");
+    assert_eq!(
+        c.data["parameters_source"],
+        "/sys/kernel/debug/nvpeer/config"
+    );
     assert_eq!(c.data["clients"][1], "nv_mem_nc persistent");
-    assert!(c.summary.contains("persistent_api_support=0"), "{}", c.summary);
+    assert!(
+        c.summary.contains("persistent_api_support=0"),
+        "{}",
+        c.summary
+    );
     // Neither readable (not root): loaded, parameters unknown.
     f.rm("/sys/kernel/debug/nvpeer");
     let r = f.report();
@@ -554,28 +776,63 @@ fn nvpeer_installed_but_not_loaded() {
     f.rm("/sys/module/nvidia_peermem");
     let dep = format!("/lib/modules/{REL}/modules.dep");
     // The drop-in built by DKMS for this kernel.
-    f.file(&dep, "updates/dkms/nvidia-peermem.ko.zst: kernel/drivers/infiniband/core/ib_core.ko\n");
-    f.file(&format!("/var/lib/dkms/nvpeer/0.1.0/{REL}/x86_64/module/nvidia-peermem.ko.zst"), "x");
+    f.file(
+        &dep,
+        "updates/dkms/nvidia-peermem.ko.zst: kernel/drivers/infiniband/core/ib_core.ko\n",
+    );
+    f.file(
+        &format!("/var/lib/dkms/nvpeer/0.1.0/{REL}/x86_64/module/nvidia-peermem.ko.zst"),
+        "x",
+    );
     let r = f.report();
     let c = check(&r, "nvpeer.module");
-    assert_eq!(c.summary, "installed (DKMS, as nvidia-peermem) but not loaded");
-    assert!(c.fix.as_ref().unwrap().starts_with("Run `modprobe nvidia-peermem`"), "{:?}", c.fix);
-    assert_eq!(c.data["install"]["dropin"], "updates/dkms/nvidia-peermem.ko.zst");
+    assert_eq!(
+        c.summary,
+        "installed (DKMS, as nvidia-peermem) but not loaded"
+    );
+    assert!(
+        c.fix
+            .as_ref()
+            .unwrap()
+            .starts_with("Run `modprobe nvidia-peermem`"),
+        "{:?}",
+        c.fix
+    );
+    assert_eq!(
+        c.data["install"]["dropin"],
+        "updates/dkms/nvidia-peermem.ko.zst"
+    );
     // An nvidia-peermem.ko that DKMS did not build for nvpeer: could be NVIDIA's.
     f.rm("/var/lib/dkms");
     let r = f.report();
-    assert!(check(&r, "nvpeer.module").summary.contains("modinfo nvidia-peermem"));
+    assert!(check(&r, "nvpeer.module")
+        .summary
+        .contains("modinfo nvidia-peermem"));
     // Only the side-by-side name installed.
-    f.file(&dep, "extra/nvpeer.ko: kernel/drivers/infiniband/core/ib_core.ko\n");
+    f.file(
+        &dep,
+        "extra/nvpeer.ko: kernel/drivers/infiniband/core/ib_core.ko\n",
+    );
     let r = f.report();
     let c = check(&r, "nvpeer.module");
-    assert!(c.summary.starts_with("installed as nvpeer only"), "{}", c.summary);
+    assert!(
+        c.summary.starts_with("installed as nvpeer only"),
+        "{}",
+        c.summary
+    );
     assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
     // Nothing installed.
     f.rm(&dep);
     let r = f.report();
-    assert_eq!(check(&r, "nvpeer.module").summary, "not installed for this kernel");
-    assert!(check(&r, "nvpeer.module").fix.as_ref().unwrap().contains("make dkms-install"));
+    assert_eq!(
+        check(&r, "nvpeer.module").summary,
+        "not installed for this kernel"
+    );
+    assert!(check(&r, "nvpeer.module")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("make dkms-install"));
 }
 
 #[test]
@@ -588,12 +845,20 @@ fn nvidia_own_nvidia_peermem() {
     assert_eq!(c.data["module_name"], "nvidia_peermem");
     assert_eq!(c.data["owner"], "nvidia");
     assert_eq!(c.data["nvidia_peermem"]["version"], "580.95.05");
-    assert!(c.summary.contains("NVIDIA's nvidia_peermem"), "{}", c.summary);
+    assert!(
+        c.summary.contains("NVIDIA's nvidia_peermem"),
+        "{}",
+        c.summary
+    );
     assert!(c.fix.as_ref().unwrap().contains("docs/install.md"));
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Fail);
     assert_eq!(c.data["loaded"], serde_json::json!(["nvidia_peermem"]));
-    assert!(c.fix.as_ref().unwrap().contains("modprobe -r nvidia_peermem"));
+    assert!(c
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("modprobe -r nvidia_peermem"));
     assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
     // The libraries do see peer memory, through NVIDIA's module.
     let c = check(&r, "peer.consumers");
@@ -606,7 +871,8 @@ fn nvidia_own_nvidia_peermem() {
     assert_eq!(check(&r, "nvpeer.module").data["owner"], "nvpeer");
     assert_eq!(status(&r, "peer.conflicts"), Status::Pass);
     // No version file at all: not identified, and treated as a rival.
-    f.rm("/sys/kernel/debug/nvpeer").rm("/sys/module/nvidia_peermem/version");
+    f.rm("/sys/kernel/debug/nvpeer")
+        .rm("/sys/module/nvidia_peermem/version");
     let r = f.report();
     assert_eq!(check(&r, "nvpeer.module").data["owner"], "unknown");
     assert_eq!(status(&r, "peer.conflicts"), Status::Fail);
@@ -631,12 +897,22 @@ fn peer_clients_on_a_core_without_memory_peers() {
     let r = f.report();
     let c = check(&r, "peer.clients");
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
-    assert!(c.summary.contains("keeps no client list") && c.summary.contains("nvidia_peermem (nvpeer)"), "{}", c.summary);
+    assert!(
+        c.summary.contains("keeps no client list") && c.summary.contains("nvidia_peermem (nvpeer)"),
+        "{}",
+        c.summary
+    );
     assert_eq!(c.data["sysfs"], false);
     assert_eq!(c.data["served_by"][0]["module"], "nvidia_peermem");
     assert_eq!(c.data["served_by"][0]["owner"], "nvpeer");
-    f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\nclient nv_mem persistent\n");
-    assert!(check(&f.report(), "peer.clients").details.iter().any(|d| d.contains("nv_mem persistent")));
+    f.file(
+        "/sys/kernel/debug/nvpeer/config",
+        "version 0.1.0\nclient nv_mem persistent\n",
+    );
+    assert!(check(&f.report(), "peer.clients")
+        .details
+        .iter()
+        .any(|d| d.contains("nv_mem persistent")));
     // Nothing serves peer memory: still a failure.
     f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
@@ -656,7 +932,11 @@ fn peer_clients_missing_from_a_listing_core() {
     assert!(c.summary.contains("no nv_mem client"), "{}", c.summary);
     f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
-    assert!(check(&r, "peer.clients").fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
+    assert!(check(&r, "peer.clients")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("modprobe nvidia-peermem"));
 }
 
 #[test]
@@ -678,10 +958,20 @@ fn own_name_beside_another_provider_conflicts() {
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Fail);
     assert!(c.summary.contains("beside nvpeer"), "{}", c.summary);
-    assert!(c.fix.as_ref().unwrap().contains("modprobe -r nvidia_peermem nvpeer"), "{:?}", c.fix);
+    assert!(
+        c.fix
+            .as_ref()
+            .unwrap()
+            .contains("modprobe -r nvidia_peermem nvpeer"),
+        "{:?}",
+        c.fix
+    );
     // nvpeer's debugfs belongs to the module named nvpeer here: the version decides.
     f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\n");
-    assert_eq!(check(&f.report(), "peer.conflicts").data["nvidia_peermem"]["owner"], "nvidia");
+    assert_eq!(
+        check(&f.report(), "peer.conflicts").data["nvidia_peermem"]["owner"],
+        "nvidia"
+    );
     // Mellanox's nv_peer_mem is a rival under any name.
     let f = Fx::healthy();
     f.module("nv_peer_mem");
@@ -704,10 +994,16 @@ fn modprobe_rules() {
     assert!(!c.fix.as_ref().unwrap().contains("nvidia_peermem"));
     assert_eq!(r.exit_code, 0);
     // The dash spelling of the module name also counts.
-    f.file("/etc/modprobe.d/x.conf", "install nv-peer-mem /usr/bin/false\n");
+    f.file(
+        "/etc/modprobe.d/x.conf",
+        "install nv-peer-mem /usr/bin/false\n",
+    );
     assert_eq!(status(&f.report(), "peer.conflicts"), Status::Pass);
     // An old nvpeer.conf that blocks the drop-in name.
-    f.file("/etc/modprobe.d/x.conf", "install nvidia-peermem /bin/false\ninstall nv_peer_mem /bin/false\n");
+    f.file(
+        "/etc/modprobe.d/x.conf",
+        "install nvidia-peermem /bin/false\ninstall nv_peer_mem /bin/false\n",
+    );
     let r = f.report();
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Warn);
@@ -721,12 +1017,28 @@ fn detected(c: &crate::report::Check, library: &str) -> bool {
 }
 
 fn lib<'a>(c: &'a crate::report::Check, library: &str) -> &'a serde_json::Value {
-    c.data["libraries"].as_array().unwrap().iter().find(|l| l["library"] == library).unwrap_or_else(|| panic!("no row {library}"))
+    c.data["libraries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["library"] == library)
+        .unwrap_or_else(|| panic!("no row {library}"))
 }
 
 /// The libraries whose probe includes a /sys/module file, and those that read only memory_peers.
-const MODULE_PROBING: [&str; 5] = ["NCCL", "NCCL GIN/GDAKI", "UCX ≥ 1.18", "UCC TL/MLX5 (mcast, alltoall)", "NVSHMEM"];
-const MEMORY_PEERS_ONLY: [&str; 4] = ["NCCL ≤ 2.22.3", "UCX < 1.18", "UCC mcast before #1102", "Open MPI btl_openib"];
+const MODULE_PROBING: [&str; 5] = [
+    "NCCL",
+    "NCCL GIN/GDAKI",
+    "UCX ≥ 1.18",
+    "UCC TL/MLX5 (mcast, alltoall)",
+    "NVSHMEM",
+];
+const MEMORY_PEERS_ONLY: [&str; 4] = [
+    "NCCL ≤ 2.22.3",
+    "UCX < 1.18",
+    "UCC mcast before #1102",
+    "Open MPI btl_openib",
+];
 
 #[test]
 fn consumers_on_doca_with_the_dropin() {
@@ -735,12 +1047,22 @@ fn consumers_on_doca_with_the_dropin() {
     assert_eq!(c.status, Status::Warn, "{}", c.summary);
     for l in MODULE_PROBING {
         assert!(detected(c, l), "{l}");
-        assert_eq!(lib(c, l)["via"], "/sys/module/nvidia_peermem/version", "{l}");
+        assert_eq!(
+            lib(c, l)["via"],
+            "/sys/module/nvidia_peermem/version",
+            "{l}"
+        );
     }
     for l in MEMORY_PEERS_ONLY {
         assert!(!detected(c, l), "{l}");
         assert_eq!(lib(c, l)["structural"], true, "{l}");
-        assert!(lib(c, l)["why"].as_str().unwrap().contains("no module name can fix that"), "{l}");
+        assert!(
+            lib(c, l)["why"]
+                .as_str()
+                .unwrap()
+                .contains("no module name can fix that"),
+            "{l}"
+        );
     }
     assert_eq!(c.data["structural"], true);
     assert_eq!(c.data["memory_peers"], false);
@@ -748,7 +1070,10 @@ fn consumers_on_doca_with_the_dropin() {
     assert!(c.summary.contains("structurally blind"), "{}", c.summary);
     assert!(c.fix.as_ref().unwrap().contains("UCX ≥ 1.18"));
     // Each row names the function it follows.
-    assert!(lib(c, "NCCL GIN/GDAKI")["source"].as_str().unwrap().contains("ncclIbPeerMemSupport"));
+    assert!(lib(c, "NCCL GIN/GDAKI")["source"]
+        .as_str()
+        .unwrap()
+        .contains("ncclIbPeerMemSupport"));
     assert_eq!(r.verdict, Verdict::Ready);
 }
 
@@ -765,7 +1090,10 @@ fn consumers_fail_when_nvpeer_keeps_its_own_name() {
     }
     assert!(c.summary.contains("loaded as `nvpeer`"), "{}", c.summary);
     let fix = c.fix.as_ref().unwrap();
-    assert!(fix.contains("install nvpeer as nvidia-peermem (DKMS does: docs/install.md)"), "{fix}");
+    assert!(
+        fix.contains("install nvpeer as nvidia-peermem (DKMS does: docs/install.md)"),
+        "{fix}"
+    );
     assert!(fix.contains("modprobe nvidia-peermem"), "{fix}");
     assert_eq!(r.verdict, Verdict::NotReady);
 }
@@ -778,7 +1106,10 @@ fn consumers_on_an_old_ofed_with_memory_peers() {
     let c = check(&r, "peer.consumers");
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
     assert_eq!(c.data["structural"], false);
-    assert_eq!(lib(c, "NCCL")["via"], "/sys/kernel/mm/memory_peers/nv_mem/version");
+    assert_eq!(
+        lib(c, "NCCL")["via"],
+        "/sys/kernel/mm/memory_peers/nv_mem/version"
+    );
     assert!(detected(c, "Open MPI btl_openib") && detected(c, "UCC mcast before #1102"));
     // There nvpeer under its own name is found through nv_mem, except by GDAKI.
     f.nvpeer_as("nvpeer");
@@ -787,7 +1118,10 @@ fn consumers_on_an_old_ofed_with_memory_peers() {
     assert!(detected(c, "NCCL") && detected(c, "UCX ≥ 1.18") && detected(c, "NVSHMEM"));
     assert!(!detected(c, "NCCL GIN/GDAKI"));
     assert_eq!(c.status, Status::Fail);
-    assert_eq!(c.data["fixable_blind"], serde_json::json!(["NCCL GIN/GDAKI"]));
+    assert_eq!(
+        c.data["fixable_blind"],
+        serde_json::json!(["NCCL GIN/GDAKI"])
+    );
 }
 
 #[test]
@@ -799,28 +1133,65 @@ fn consumers_with_nothing_loaded() {
     assert_eq!(c.status, Status::Fail);
     assert!(c.summary.starts_with("no library"), "{}", c.summary);
     assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
-    assert!(lib(c, "NCCL")["why"].as_str().unwrap().contains("no peer-memory module is loaded"));
+    assert!(lib(c, "NCCL")["why"]
+        .as_str()
+        .unwrap()
+        .contains("no peer-memory module is loaded"));
 }
 
 #[test]
 fn dmabuf_verdicts() {
     let f = Fx::healthy();
     let mut p = Probes::none();
-    p.cuda = CudaProbe::Ok { driver_api: 12080, gpus: vec![gpu_ok("0000:03:00.0")] };
-    p.verbs = VerbsProbe::Probed { results: vec![DmabufProbe { device: "mlx5_0".into(), errno: Some(9), verdict: "supported" }] };
+    p.cuda = CudaProbe::Ok {
+        driver_api: Some(12080),
+        gpus: vec![gpu_ok("0000:03:00.0")],
+    };
+    p.verbs = VerbsProbe::Probed {
+        results: vec![DmabufProbe {
+            device: "mlx5_0".into(),
+            errno: Some(9),
+            verdict: "supported",
+        }],
+    };
     let r = f.report_with(p.clone());
     assert_eq!(status(&r, "rdma.dmabuf"), Status::Pass);
-    assert!(check(&r, "rdma.dmabuf").summary.contains("prefer"));
-    assert!(check(&r, "rdma.dmabuf").fix.as_ref().unwrap().contains("NCCL_DMABUF_ENABLE=0"));
-    p.verbs = VerbsProbe::Probed { results: vec![DmabufProbe { device: "mlx5_0".into(), errno: Some(95), verdict: "unsupported" }] };
-    assert!(check(&f.report_with(p.clone()), "rdma.dmabuf").summary.starts_with("not available"));
+    assert!(check(&r, "rdma.dmabuf")
+        .summary
+        .contains("ahead of peer memory"));
+    assert!(check(&r, "rdma.dmabuf")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("NCCL_DMABUF_ENABLE=0"));
+    p.verbs = VerbsProbe::Probed {
+        results: vec![DmabufProbe {
+            device: "mlx5_0".into(),
+            errno: Some(95),
+            verdict: "unsupported",
+        }],
+    };
+    let r = f.report_with(p.clone());
+    assert!(check(&r, "rdma.dmabuf")
+        .summary
+        .starts_with("not available"));
+    assert_eq!(
+        status(&r, "rdma.dmabuf"),
+        Status::Fail,
+        "no ✔ for a path that does not exist"
+    );
     p.verbs = VerbsProbe::NoDevices;
     let r = f.report_with(p);
     assert_eq!(status(&r, "rdma.dmabuf"), Status::Skip);
-    assert!(check(&r, "rdma.dmabuf").summary.contains("no RDMA provider"));
+    assert!(check(&r, "rdma.dmabuf")
+        .summary
+        .contains("no RDMA provider"));
     // Kernel without dma-buf import.
     let syms = nv_syms("nvidia");
-    f.file("/proc/kallsyms", syms + "0 T ib_register_peer_memory_client\t[ib_core]\n");
+    f.file(
+        "/proc/kallsyms",
+        syms + "0 T ib_register_peer_memory_client\t[ib_core]\n",
+    );
     let r = f.report();
     assert_eq!(check(&r, "rdma.dmabuf").data["kernel"], false);
     assert_eq!(crate::probes::dmabuf_verdict(Some(93)), "unsupported");
@@ -834,11 +1205,45 @@ fn two_level_switch_is_pxb() {
     let f = Fx::healthy();
     let h = "pci0000:00";
     f.bridge(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:02.0"], None);
-    f.bridge(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:02.0", "0000:05:00.0"], None);
-    f.bridge(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:02.0", "0000:05:00.0", "0000:06:00.0"], None);
-    f.nic(h, &["0000:00:01.0", "0000:01:00.0", "0000:02:02.0", "0000:05:00.0", "0000:06:00.0", "0000:07:00.0"], 0, "mlx5_1");
+    f.bridge(
+        h,
+        &[
+            "0000:00:01.0",
+            "0000:01:00.0",
+            "0000:02:02.0",
+            "0000:05:00.0",
+        ],
+        None,
+    );
+    f.bridge(
+        h,
+        &[
+            "0000:00:01.0",
+            "0000:01:00.0",
+            "0000:02:02.0",
+            "0000:05:00.0",
+            "0000:06:00.0",
+        ],
+        None,
+    );
+    f.nic(
+        h,
+        &[
+            "0000:00:01.0",
+            "0000:01:00.0",
+            "0000:02:02.0",
+            "0000:05:00.0",
+            "0000:06:00.0",
+            "0000:07:00.0",
+        ],
+        0,
+        "mlx5_1",
+    );
     let r = f.report();
-    let pairs = check(&r, "pci.topology").data["pairs"].as_array().unwrap().clone();
+    let pairs = check(&r, "pci.topology").data["pairs"]
+        .as_array()
+        .unwrap()
+        .clone();
     let class = |nic: &str| pairs.iter().find(|p| p["nic"] == nic).unwrap()["class"].clone();
     assert_eq!(class("mlx5_0"), "PIX");
     assert_eq!(class("mlx5_1"), "PXB");
@@ -847,7 +1252,8 @@ fn two_level_switch_is_pxb() {
 #[test]
 fn different_root_ports_is_phb() {
     let f = Fx::healthy();
-    f.rm("/sys/class/infiniband/mlx5_0").rm("/sys/bus/pci/devices/0000:04:00.0");
+    f.rm("/sys/class/infiniband/mlx5_0")
+        .rm("/sys/bus/pci/devices/0000:04:00.0");
     f.bridge("pci0000:00", &["0000:00:02.0"], Some(0x001d));
     f.nic("pci0000:00", &["0000:00:02.0", "0000:08:00.0"], 0, "mlx5_2");
     let r = f.report();
@@ -860,7 +1266,8 @@ fn different_root_ports_is_phb() {
 #[test]
 fn dual_socket_is_sys() {
     let f = Fx::healthy();
-    f.rm("/sys/class/infiniband/mlx5_0").rm("/sys/bus/pci/devices/0000:04:00.0");
+    f.rm("/sys/class/infiniband/mlx5_0")
+        .rm("/sys/bus/pci/devices/0000:04:00.0");
     // NIC on the second socket's host bridge, NUMA node 1.
     f.bridge("pci0000:80", &["0000:80:01.0"], Some(0));
     f.nic("pci0000:80", &["0000:80:01.0", "0000:81:00.0"], 1, "mlx5_3");
@@ -871,11 +1278,23 @@ fn dual_socket_is_sys() {
     assert!(c.fix.as_ref().unwrap().contains("NCCL_NET_GDR_LEVEL"));
     assert_eq!(r.verdict, Verdict::Ready, "SYS is slow, not broken");
     // Same topology but both host bridges on one NUMA node → NODE.
-    f.file("/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0/numa_node", "0\n");
-    assert_eq!(check(&f.report(), "pci.topology").data["pairs"][0]["class"], "NODE");
+    f.file(
+        "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0/numa_node",
+        "0\n",
+    );
+    assert_eq!(
+        check(&f.report(), "pci.topology").data["pairs"][0]["class"],
+        "NODE"
+    );
     // No common switch: ACS cannot redirect anything the host bridge would not see anyway.
     let r = f.report();
-    assert_eq!(check(&r, "pci.acs").data["bridges"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        check(&r, "pci.acs").data["bridges"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
     assert!(check(&r, "pci.acs").summary.contains("host bridge"));
 }
 
@@ -883,28 +1302,49 @@ fn dual_socket_is_sys() {
 fn acs_enabled_switch_fails() {
     let f = Fx::healthy();
     // ReqRedir + CmpltRedir + SrcValid on the GPU's downstream port.
-    f.file("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/config", config(0, Some(0x000d), 4096));
+    f.file(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/config",
+        config(0, Some(0x000d), 4096),
+    );
     let r = f.report();
     let c = check(&r, "pci.acs");
     assert_eq!(c.status, Status::Fail);
     assert!(c.summary.contains("0000:02:00.0"));
-    assert!(c.details.iter().any(|d| d.contains("ReqRedir") && d.contains("CmpltRedir")));
+    assert!(c
+        .details
+        .iter()
+        .any(|d| d.contains("ReqRedir") && d.contains("CmpltRedir")));
     assert!(c.fix.as_ref().unwrap().contains("setpci"));
     assert_eq!(r.verdict, Verdict::NotReady);
     // The root port above the switch is not between the pair and is not reported.
-    assert!(!c.data["bridges"].as_array().unwrap().iter().any(|b| b["bridge"] == "0000:00:01.0"));
+    assert!(!c.data["bridges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["bridge"] == "0000:00:01.0"));
 }
 
 #[test]
 fn acs_unreadable_without_root() {
     let f = Fx::healthy();
-    for b in ["0000:00:01.0/0000:01:00.0", "0000:00:01.0/0000:01:00.0/0000:02:00.0", "0000:00:01.0/0000:01:00.0/0000:02:01.0"] {
-        f.file(&format!("/sys/devices/pci0000:00/{b}/config"), config(0, Some(0x1d), 64));
+    for b in [
+        "0000:00:01.0/0000:01:00.0",
+        "0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        "0000:00:01.0/0000:01:00.0/0000:02:01.0",
+    ] {
+        f.file(
+            &format!("/sys/devices/pci0000:00/{b}/config"),
+            config(0, Some(0x1d), 64),
+        );
     }
     let r = f.report();
     assert_eq!(status(&r, "pci.acs"), Status::Unknown);
     assert!(check(&r, "pci.acs").fix.as_ref().unwrap().contains("sudo"));
-    assert_eq!(r.verdict, Verdict::Ready, "non-root runs must still give a verdict");
+    assert_eq!(
+        r.verdict,
+        Verdict::Ready,
+        "non-root runs must still give a verdict"
+    );
 }
 
 #[test]
@@ -918,17 +1358,26 @@ fn config_space_walk_survives_loops() {
     let cs = crate::pci::ConfigSpace(c);
     assert_eq!(cs.acs_control(), Ok(None));
     assert_eq!(cs.devctl(), Ok(None));
-    assert_eq!(crate::pci::ConfigSpace(vec![0; 4]).devctl(), Err(crate::pci::Unreadable));
+    assert_eq!(
+        crate::pci::ConfigSpace(vec![0; 4]).devctl(),
+        Err(crate::pci::Unreadable)
+    );
     assert_eq!(crate::pci::ConfigSpace(vec![0; 64]).devctl(), Ok(None));
 }
 
 #[test]
 fn iommu_modes() {
     let f = Fx::healthy();
-    assert_eq!(check(&f.report(), "platform.iommu").summary, "no IOMMU active");
+    assert_eq!(
+        check(&f.report(), "platform.iommu").summary,
+        "no IOMMU active"
+    );
     f.file("/sys/class/iommu/dmar0/x", "");
     f.file("/sys/kernel/iommu_groups/7/type", "DMA-FQ\n");
-    f.symlink("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/iommu_group", "/sys/kernel/iommu_groups/7");
+    f.symlink(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/iommu_group",
+        "/sys/kernel/iommu_groups/7",
+    );
     f.file("/proc/cmdline", "ro intel_iommu=on\n");
     let r = f.report();
     let c = check(&r, "platform.iommu");
@@ -945,8 +1394,15 @@ fn link_degradation() {
     let gpu = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0";
     f.file(&format!("{gpu}/current_link_speed"), "2.5 GT/s PCIe\n");
     let r = f.report();
-    assert_eq!(status(&r, "pci.link"), Status::Pass, "an idle GPU's low speed is not an error");
-    assert!(check(&r, "pci.link").details.iter().any(|d| d.contains("idle")));
+    assert_eq!(
+        status(&r, "pci.link"),
+        Status::Pass,
+        "an idle GPU's low speed is not an error"
+    );
+    assert!(check(&r, "pci.link")
+        .details
+        .iter()
+        .any(|d| d.contains("idle")));
     f.file(&format!("{gpu}/current_link_width"), "8\n");
     let r = f.report();
     assert_eq!(status(&r, "pci.link"), Status::Warn);
@@ -970,7 +1426,10 @@ fn relaxed_ordering() {
 #[test]
 fn kernel_without_rust_fails() {
     let f = Fx::healthy();
-    f.file(&format!("/boot/config-{REL}"), "CONFIG_INFINIBAND=y\nCONFIG_INFINIBAND_USER_MEM=y\n# CONFIG_RUST is not set\n");
+    f.file(
+        &format!("/boot/config-{REL}"),
+        "CONFIG_INFINIBAND=y\nCONFIG_INFINIBAND_USER_MEM=y\n# CONFIG_RUST is not set\n",
+    );
     let r = f.report();
     assert_eq!(status(&r, "kernel.rust"), Status::Fail);
     assert_eq!(r.exit_code, 1);
@@ -1005,7 +1464,11 @@ fn config_from_proc_config_gz_and_rustc_match() {
     p.rustc = Some("rustc 1.95.0 (59807616e 2026-04-14)".into());
     let r = f.report_with(p);
     assert_eq!(status(&r, "kernel.rust"), Status::Warn);
-    assert!(check(&r, "kernel.rust").fix.as_ref().unwrap().contains("E0514"));
+    assert!(check(&r, "kernel.rust")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("E0514"));
 }
 
 #[test]
@@ -1020,18 +1483,31 @@ fn no_kernel_config_is_unknown() {
 #[test]
 fn kernel_without_user_mem_fails() {
     let f = Fx::healthy();
-    f.file(&format!("/boot/config-{REL}"), "CONFIG_RUST=y\nCONFIG_INFINIBAND=y\n");
+    f.file(
+        &format!("/boot/config-{REL}"),
+        "CONFIG_RUST=y\nCONFIG_INFINIBAND=y\n",
+    );
     assert_eq!(status(&f.report(), "kernel.config"), Status::Fail);
     f.module("mlx_compat");
-    assert_eq!(status(&f.report(), "kernel.config"), Status::Pass, "OFED brings its own RDMA core");
+    assert_eq!(
+        status(&f.report(), "kernel.config"),
+        Status::Pass,
+        "OFED brings its own RDMA core"
+    );
 }
 
 #[test]
 fn secure_boot_and_signing() {
     let f = Fx::healthy();
     assert_eq!(status(&f.report(), "kernel.signing"), Status::Pass);
-    f.file("/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c", [6u8, 0, 0, 0, 1]);
-    f.file("/sys/kernel/security/lockdown", "none [integrity] confidentiality\n");
+    f.file(
+        "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c",
+        [6u8, 0, 0, 0, 1],
+    );
+    f.file(
+        "/sys/kernel/security/lockdown",
+        "none [integrity] confidentiality\n",
+    );
     f.file("/sys/module/nvidia_peermem/taint", "OE\n");
     let r = f.report();
     let c = check(&r, "kernel.signing");
@@ -1041,7 +1517,11 @@ fn secure_boot_and_signing() {
     assert_eq!(c.data["nvpeer_taint"], "OE");
     f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
-    assert!(check(&r, "kernel.signing").fix.as_ref().unwrap().contains("make sign"));
+    assert!(check(&r, "kernel.signing")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("make sign"));
     f.file("/proc/sys/kernel/modules_disabled", "1\n");
     assert_eq!(status(&f.report(), "kernel.signing"), Status::Fail);
 }
@@ -1051,5 +1531,8 @@ fn bdf_shapes() {
     assert!(crate::pci::is_bdf("0000:3b:00.0"));
     assert!(!crate::pci::is_bdf("pci0000:00"));
     assert!(!crate::pci::is_bdf("0000:3b:00"));
-    assert_eq!(crate::pci::acs_flags(0x000d), vec!["SrcValid", "ReqRedir", "CmpltRedir"]);
+    assert_eq!(
+        crate::pci::acs_flags(0x000d),
+        vec!["SrcValid", "ReqRedir", "CmpltRedir"]
+    );
 }

@@ -23,11 +23,25 @@ pub fn rust(ctx: &Ctx) -> Check {
     const ID: &str = "kernel.rust";
     const T: &str = "kernel can build Rust modules";
     let Some(rel) = ctx.release.as_deref() else {
-        return Check::new(ID, T, false, Status::Unknown, "kernel release unknown (/proc/sys/kernel/osrelease unreadable)");
+        return Check::new(
+            ID,
+            T,
+            false,
+            Status::Unknown,
+            "kernel release unknown (/proc/sys/kernel/osrelease unreadable)",
+        );
     };
     let Some(cfg) = &ctx.config else {
-        return Check::new(ID, T, false, Status::Unknown, format!("no kernel config for {rel}"))
-            .fix(format!("Install /boot/config-{rel} (kernel headers package) or enable CONFIG_IKCONFIG_PROC."));
+        return Check::new(
+            ID,
+            T,
+            false,
+            Status::Unknown,
+            format!("no kernel config for {rel}"),
+        )
+        .fix(format!(
+            "Install /boot/config-{rel} (kernel headers package) or enable CONFIG_IKCONFIG_PROC."
+        ));
     };
     let rustc_kernel = cfg.get("CONFIG_RUSTC_VERSION_TEXT").map(str::to_string);
     if !cfg.enabled("CONFIG_RUST") {
@@ -36,13 +50,21 @@ pub fn rust(ctx: &Ctx) -> Check {
             .data(json!({"config_rust": false, "config": cfg.source}));
     }
     let build = format!("/lib/modules/{rel}/build");
-    let missing: Vec<&str> = RUST_ARTIFACTS.iter().copied().filter(|a| !ctx.root.exists(&format!("{build}/{a}"))).collect();
-    let mut details = vec![format!("kernel built by: {}", rustc_kernel.as_deref().unwrap_or("(CONFIG_RUSTC_VERSION_TEXT missing)"))];
+    let missing: Vec<&str> = RUST_ARTIFACTS
+        .iter()
+        .copied()
+        .filter(|a| !ctx.root.exists(&format!("{build}/{a}")))
+        .collect();
+    let mut details = vec![format!(
+        "kernel built by: {}",
+        rustc_kernel
+            .as_deref()
+            .unwrap_or("(CONFIG_RUSTC_VERSION_TEXT missing)")
+    )];
     if let Some(l) = &ctx.probes.rustc {
         details.push(format!("local toolchain: {l}"));
     }
-    let data =
-        json!({"config_rust": true, "config": cfg.source, "build": build, "missing": missing, "rustc_kernel": rustc_kernel, "rustc_local": ctx.probes.rustc});
+    let data = json!({"config_rust": true, "config": cfg.source, "build": build, "missing": missing, "rustc_kernel": rustc_kernel, "rustc_local": ctx.probes.rustc});
     if !ctx.root.exists(&build) {
         return Check::new(ID, T, false, Status::Warn, format!("CONFIG_RUST=y but {build} is missing"))
             .details(details)
@@ -59,13 +81,27 @@ pub fn rust(ctx: &Ctx) -> Check {
         let kv = k.split_whitespace().nth(1);
         let lv = l.split_whitespace().nth(1);
         if kv != lv {
-            return Check::new(ID, T, false, Status::Warn, "the local rustc differs from the one that built the kernel")
-                .details(details)
-                .fix("Put the kernel's exact rustc first in PATH (a different rustc fails with E0514).")
-                .data(data);
+            return Check::new(
+                ID,
+                T,
+                false,
+                Status::Warn,
+                "the local rustc differs from the one that built the kernel",
+            )
+            .details(details)
+            .fix("Put the kernel's exact rustc first in PATH (a different rustc fails with E0514).")
+            .data(data);
         }
     }
-    Check::new(ID, T, false, Status::Pass, "CONFIG_RUST=y and the Rust artifacts are present").details(details).data(data)
+    Check::new(
+        ID,
+        T,
+        false,
+        Status::Pass,
+        "CONFIG_RUST=y and the Rust artifacts are present",
+    )
+    .details(details)
+    .data(data)
 }
 
 /// `kernel.config`: options that the peer-memory path needs or that change behaviour.
@@ -73,10 +109,17 @@ pub fn kernel_config(ctx: &Ctx) -> Check {
     const ID: &str = "kernel.config";
     const T: &str = "kernel options";
     let Some(cfg) = &ctx.config else {
-        return Check::new(ID, T, false, Status::Unknown, "kernel config not found").fix("Install /boot/config-$(uname -r) or enable CONFIG_IKCONFIG_PROC.");
+        return Check::new(ID, T, false, Status::Unknown, "kernel config not found")
+            .fix("Install /boot/config-$(uname -r) or enable CONFIG_IKCONFIG_PROC.");
     };
-    let opts =
-        ["CONFIG_INFINIBAND", "CONFIG_INFINIBAND_USER_MEM", "CONFIG_MODVERSIONS", "CONFIG_MODULE_SIG_FORCE", "CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA"];
+    let opts = [
+        "CONFIG_INFINIBAND",
+        "CONFIG_INFINIBAND_USER_MEM",
+        "CONFIG_MODVERSIONS",
+        "CONFIG_MODULE_SIG_FORCE",
+        "CONFIG_DMABUF_MOVE_NOTIFY",
+        "CONFIG_PCI_P2PDMA",
+    ];
     let mut m = serde_json::Map::new();
     let mut details = Vec::new();
     for o in opts {
@@ -95,30 +138,62 @@ pub fn kernel_config(ctx: &Ctx) -> Check {
                 .data(data);
         }
     }
-    Check::new(ID, T, false, Status::Pass, format!("RDMA user memory enabled ({})", cfg.source)).details(details).data(data)
+    Check::new(
+        ID,
+        T,
+        false,
+        Status::Pass,
+        format!("RDMA user memory enabled ({})", cfg.source),
+    )
+    .details(details)
+    .data(data)
 }
 
 /// EFI variable holding the Secure Boot state (4 attribute bytes, then the value).
-const SECURE_BOOT_VAR: &str = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c";
+const SECURE_BOOT_VAR: &str =
+    "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c";
 
 /// `kernel.signing`: Secure Boot, lockdown, signature enforcement, module loading disabled.
 pub fn signing(ctx: &Ctx) -> Check {
     const ID: &str = "kernel.signing";
     const T: &str = "Secure Boot / module signing";
     let efi = ctx.root.is_dir("/sys/firmware/efi");
-    let sb = ctx.root.read_bytes(SECURE_BOOT_VAR, 64).and_then(|b| b.last().copied()).map(|v| v == 1);
+    let sb = ctx
+        .root
+        .read_bytes(SECURE_BOOT_VAR, 64)
+        .and_then(|b| b.last().copied())
+        .map(|v| v == 1);
     let lockdown = ctx
         .root
         .read_trim("/sys/kernel/security/lockdown")
-        .and_then(|l| l.split_whitespace().find(|w| w.starts_with('[')).map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string()));
-    let enforce = ctx.root.read_trim("/sys/module/module/parameters/sig_enforce").map(|v| v == "Y" || v == "1");
-    let disabled = ctx.root.read_trim("/proc/sys/kernel/modules_disabled").map(|v| v == "1");
+        .and_then(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with('['))
+                .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+        });
+    let enforce = ctx
+        .root
+        .read_trim("/sys/module/module/parameters/sig_enforce")
+        .map(|v| v == "Y" || v == "1");
+    let disabled = ctx
+        .root
+        .read_trim("/proc/sys/kernel/modules_disabled")
+        .map(|v| v == "1");
     // nvpeer under either module name (its drop-in `nvidia_peermem`, or `nvpeer`).
     let name = super::rdma::nvpeer_name(ctx);
     let nvpeer = name.is_some();
-    let taint = name.and_then(|n| ctx.root.read_trim(&format!("/sys/module/{n}/taint"))).unwrap_or_default();
+    let taint = name
+        .and_then(|n| ctx.root.read_trim(&format!("/sys/module/{n}/taint")))
+        .unwrap_or_default();
     let details = vec![
-        format!("firmware: {}", if efi { "UEFI" } else { "legacy BIOS (or no efivars)" }),
+        format!(
+            "firmware: {}",
+            if efi {
+                "UEFI"
+            } else {
+                "legacy BIOS (or no efivars)"
+            }
+        ),
         format!(
             "Secure Boot: {}",
             match sb {
@@ -152,7 +227,9 @@ pub fn signing(ctx: &Ctx) -> Check {
             .fix("Load nvpeer before modules_disabled is set (early in boot), or reboot without setting it.")
             .data(data);
     }
-    let must_sign = sb == Some(true) || enforce == Some(true) || lockdown.as_deref().is_some_and(|l| l != "none");
+    let must_sign = sb == Some(true)
+        || enforce == Some(true)
+        || lockdown.as_deref().is_some_and(|l| l != "none");
     if must_sign && !nvpeer {
         return Check::new(ID, T, false, Status::Warn, "signed modules required: nvpeer must be signed with an enrolled key")
             .details(details)
@@ -160,12 +237,28 @@ pub fn signing(ctx: &Ctx) -> Check {
             .data(data);
     }
     if nvpeer && taint.contains('E') {
-        return Check::new(ID, T, false, Status::Warn, "nvpeer is loaded unsigned (taint E)")
-            .details(details)
-            .fix("Sign the module (`make sign`) before enabling Secure Boot.")
-            .data(data);
-    }
-    Check::new(ID, T, false, Status::Pass, if must_sign { "signing enforced and nvpeer loaded" } else { "module signature not enforced" })
+        return Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            "nvpeer is loaded unsigned (taint E)",
+        )
         .details(details)
-        .data(data)
+        .fix("Sign the module (`make sign`) before enabling Secure Boot.")
+        .data(data);
+    }
+    Check::new(
+        ID,
+        T,
+        false,
+        Status::Pass,
+        if must_sign {
+            "signing enforced and nvpeer loaded"
+        } else {
+            "module signature not enforced"
+        },
+    )
+    .details(details)
+    .data(data)
 }

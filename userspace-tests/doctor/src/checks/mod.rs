@@ -2,11 +2,16 @@
 //! one [`Check`]; none of them panics on missing or malformed files.
 
 mod build;
+mod host;
+mod loader;
 mod nvidia;
 mod platform;
 mod rdma;
 
-use crate::kernel::{KernelConfig, Kallsyms};
+pub use nvidia::parse_bar1;
+pub use rdma::CONSUMERS;
+
+use crate::kernel::{Kallsyms, KernelConfig};
 use crate::pci::PciDev;
 use crate::probes::Probes;
 use crate::report::Check;
@@ -39,6 +44,8 @@ pub struct Ctx<'a> {
     pub rdma_devices: Vec<String>,
     /// Live probe results.
     pub probes: Probes,
+    /// NCCL/UCX settings in effect (environment and NCCL's configuration files).
+    pub settings: crate::settings::Settings,
 }
 
 impl<'a> Ctx<'a> {
@@ -52,22 +59,47 @@ impl<'a> Ctx<'a> {
         let rdma_devices = root.list("/sys/class/infiniband");
         let mut nics = Vec::new();
         for name in &rdma_devices {
-            let Some(path) = root.resolve(&format!("/sys/class/infiniband/{name}/device")) else { continue };
+            let Some(path) = root.resolve(&format!("/sys/class/infiniband/{name}/device")) else {
+                continue;
+            };
             let last = path.rsplit('/').next().unwrap_or("");
             if crate::pci::is_bdf(last) {
                 if let Some(pci) = PciDev::load(root, last) {
-                    nics.push(Nic { name: name.clone(), pci });
+                    nics.push(Nic {
+                        name: name.clone(),
+                        pci,
+                    });
                 }
             }
         }
         for d in &all {
-            let rdma_class = d.class >> 8 == 0x0207 || (d.vendor == 0x15b3 && d.class >> 8 == 0x0200);
+            let rdma_class =
+                d.class >> 8 == 0x0207 || (d.vendor == 0x15b3 && d.class >> 8 == 0x0200);
             let bound = nics.iter().any(|n| n.pci.bdf == d.bdf);
             if rdma_class && !bound {
-                nics.push(Nic { name: d.bdf.clone(), pci: d.clone() });
+                nics.push(Nic {
+                    name: d.bdf.clone(),
+                    pci: d.clone(),
+                });
             }
         }
-        Self { root, release, kallsyms, config, gpus, nics, rdma_devices, probes }
+        let home = probes
+            .env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| v.clone());
+        let settings = crate::settings::effective(root, &probes.env, home.as_deref());
+        Self {
+            root,
+            release,
+            kallsyms,
+            config,
+            gpus,
+            nics,
+            rdma_devices,
+            probes,
+            settings,
+        }
     }
 
     /// Whether a kernel module is loaded (built-in modules with parameters also show up).
@@ -83,7 +115,11 @@ impl<'a> Ctx<'a> {
 
 /// Every `nvidia_p2p_*` function the doctor looks for (for fixtures and docs).
 pub fn nvidia_symbols() -> Vec<&'static str> {
-    nvidia::P2P_REQUIRED.iter().chain(nvidia::P2P_PERSISTENT.iter()).copied().collect()
+    nvidia::P2P_REQUIRED
+        .iter()
+        .chain(nvidia::P2P_PERSISTENT.iter())
+        .copied()
+        .collect()
 }
 
 /// Kernel build-tree files needed to build a Rust module.
@@ -93,10 +129,11 @@ pub fn rust_artifacts() -> &'static [&'static str] {
 
 /// Number of checks [`run_all`] returns.
 pub fn run_all_count() -> usize {
-    22
+    29
 }
 
-/// Runs every check in display order.
+/// Runs every check in display order: causes before what follows from them (crate::paths), so the
+/// first failing check of a path is normally its root cause.
 pub fn run_all(ctx: &Ctx) -> Vec<Check> {
     vec![
         nvidia::driver(ctx),
@@ -105,9 +142,15 @@ pub fn run_all(ctx: &Ctx) -> Vec<Check> {
         nvidia::p2p_symbols(ctx),
         nvidia::cuda_attrs(ctx),
         nvidia::bar1(ctx),
+        nvidia::mig(ctx),
         rdma::peer_api(ctx),
         rdma::devices(ctx),
+        host::uverbs(ctx),
+        loader::log(ctx),
+        build::rust(ctx),
+        loader::dkms(ctx),
         rdma::nvpeer_module(ctx),
+        rdma::nvidia_peermem(ctx),
         rdma::peer_clients(ctx),
         rdma::conflicts(ctx),
         rdma::consumers(ctx),
@@ -118,7 +161,8 @@ pub fn run_all(ctx: &Ctx) -> Vec<Check> {
         platform::link(ctx),
         platform::relaxed_ordering(ctx),
         platform::virtualization(ctx),
-        build::rust(ctx),
+        host::memlock(ctx),
+        host::settings(ctx),
         build::kernel_config(ctx),
         build::signing(ctx),
     ]

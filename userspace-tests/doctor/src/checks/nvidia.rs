@@ -15,15 +15,23 @@ pub const P2P_REQUIRED: [&str; 6] = [
     "nvidia_p2p_free_dma_mapping",
 ];
 /// Functions of the persistent API (driver ≥ 535), needed for `persistent_api_support=1`.
-pub const P2P_PERSISTENT: [&str; 2] = ["nvidia_p2p_get_pages_persistent", "nvidia_p2p_put_pages_persistent"];
+pub const P2P_PERSISTENT: [&str; 2] = [
+    "nvidia_p2p_get_pages_persistent",
+    "nvidia_p2p_put_pages_persistent",
+];
 
 /// Driver version from `/sys/module/nvidia/version` or `/proc/driver/nvidia/version`.
 fn driver_version(ctx: &Ctx) -> Option<String> {
-    ctx.root.read_trim("/sys/module/nvidia/version").or_else(|| {
-        let t = ctx.root.read("/proc/driver/nvidia/version")?;
-        let first = t.lines().next()?;
-        first.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.')).map(str::to_string)
-    })
+    ctx.root
+        .read_trim("/sys/module/nvidia/version")
+        .or_else(|| {
+            let t = ctx.root.read("/proc/driver/nvidia/version")?;
+            let first = t.lines().next()?;
+            first
+                .split_whitespace()
+                .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+                .map(str::to_string)
+        })
 }
 
 /// `nvidia.driver`: the NVIDIA kernel driver is loaded (or another module provides its P2P API).
@@ -34,13 +42,23 @@ pub fn driver(ctx: &Ctx) -> Check {
     let version = driver_version(ctx);
     if loaded {
         let v = version.clone().unwrap_or_else(|| "version unknown".into());
-        return Check::new(ID, T, true, Status::Pass, format!("loaded, {v}")).data(json!({"loaded": true, "version": version}));
+        return Check::new(ID, T, true, Status::Pass, format!("loaded, {v}"))
+            .data(json!({"loaded": true, "version": version}));
     }
-    let provider = ctx.kallsyms.as_ref().and_then(|k| k.owner("nvidia_p2p_get_pages"));
+    let provider = ctx
+        .kallsyms
+        .as_ref()
+        .and_then(|k| k.owner("nvidia_p2p_get_pages"));
     if let Some(p) = provider {
-        return Check::new(ID, T, false, Status::Warn, format!("nvidia.ko not loaded; the P2P API comes from module `{p}`"))
-            .fix("This is a test provider (emulator); load the real NVIDIA driver on production nodes.")
-            .data(json!({"loaded": false, "p2p_provider": p}));
+        return Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            format!("nvidia.ko not loaded; the P2P API comes from module `{p}`"),
+        )
+        .fix("This is a test provider (emulator); load the real NVIDIA driver on production nodes.")
+        .data(json!({"loaded": false, "p2p_provider": p}));
     }
     Check::new(ID, T, true, Status::Fail, "nvidia.ko is not loaded")
         .fix("Install the NVIDIA open kernel modules and run `modprobe nvidia` (or start nvidia-persistenced).")
@@ -52,11 +70,17 @@ pub fn driver(ctx: &Ctx) -> Check {
 pub fn flavour(ctx: &Ctx) -> Check {
     const ID: &str = "nvidia.flavour";
     const T: &str = "NVIDIA driver flavour";
-    let banner = ctx.root.read("/proc/driver/nvidia/version").unwrap_or_default();
+    let banner = ctx
+        .root
+        .read("/proc/driver/nvidia/version")
+        .unwrap_or_default();
     let taint = ctx.root.read_trim("/sys/module/nvidia/taint");
     let license = ctx.probes.nvidia_license.clone();
     let open = if banner.contains("Open Kernel Module") {
-        Some((true, "/proc/driver/nvidia/version says \"Open Kernel Module\""))
+        Some((
+            true,
+            "/proc/driver/nvidia/version says \"Open Kernel Module\"",
+        ))
     } else if taint.as_deref().is_some_and(|t| t.contains('P')) {
         Some((false, "/sys/module/nvidia/taint has P (proprietary)"))
     } else if let Some(l) = license.as_deref() {
@@ -66,7 +90,10 @@ pub fn flavour(ctx: &Ctx) -> Check {
             Some((false, "modinfo license is proprietary"))
         }
     } else if !banner.is_empty() {
-        Some((false, "/proc/driver/nvidia/version lacks \"Open Kernel Module\""))
+        Some((
+            false,
+            "/proc/driver/nvidia/version lacks \"Open Kernel Module\"",
+        ))
     } else if taint.is_some() {
         Some((true, "/sys/module/nvidia/taint has no P (not proprietary)"))
     } else {
@@ -109,11 +136,21 @@ pub fn p2p_symbols(ctx: &Ctx) -> Check {
     const ID: &str = "nvidia.p2p_symbols";
     const T: &str = "nvidia_p2p_* API";
     let Some(k) = &ctx.kallsyms else {
-        return Check::new(ID, T, true, Status::Unknown, "/proc/kallsyms is not readable")
-            .fix("Run on a kernel with CONFIG_KALLSYMS and a readable /proc/kallsyms.");
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Unknown,
+            "/proc/kallsyms is not readable",
+        )
+        .fix("Run on a kernel with CONFIG_KALLSYMS and a readable /proc/kallsyms.");
     };
     let missing: Vec<&str> = P2P_REQUIRED.iter().copied().filter(|s| !k.has(s)).collect();
-    let missing_persistent: Vec<&str> = P2P_PERSISTENT.iter().copied().filter(|s| !k.has(s)).collect();
+    let missing_persistent: Vec<&str> = P2P_PERSISTENT
+        .iter()
+        .copied()
+        .filter(|s| !k.has(s))
+        .collect();
     let owner = k.owner("nvidia_p2p_get_pages");
     let data = json!({"owner": owner, "missing": missing, "missing_persistent": missing_persistent, "addresses_hidden": k.addresses_hidden});
     if !missing.is_empty() {
@@ -127,7 +164,14 @@ pub fn p2p_symbols(ctx: &Ctx) -> Check {
             .fix("Driver older than 535: load nvpeer with `persistent_api_support=0`, or upgrade the driver.")
             .data(data);
     }
-    Check::new(ID, T, true, Status::Pass, format!("all present (exported by `{owner}`)")).data(data)
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!("all present (exported by `{owner}`)"),
+    )
+    .data(data)
 }
 
 /// `gpu.cuda`: what the CUDA driver says about GPUDirect RDMA and dma-buf per GPU.
@@ -159,7 +203,10 @@ pub fn cuda_attrs(ctx: &Ctx) -> Check {
                 })
                 .collect();
             let bad: Vec<String> = gpus.iter().filter(|g| g.gdr_supported == Some(0)).map(|g| g.name.clone()).collect();
-            let ver = format!("CUDA driver API {}.{}", driver_api / 1000, (driver_api % 1000) / 10);
+            let ver = match driver_api {
+                Some(v) => format!("CUDA driver API {}.{}", v / 1000, (v % 1000) / 10),
+                None => "CUDA driver API unknown (libcuda lacks cuDriverGetVersion)".to_string(),
+            };
             if gpus.is_empty() {
                 Check::new(ID, T, true, Status::Fail, format!("{ver}, but no CUDA device"))
                     .fix("Check `nvidia-smi`: the driver sees no usable GPU.")
@@ -191,20 +238,45 @@ const IORESOURCE_MEM: u64 = 0x200;
 /// populated memory BARs instead of reading line 1 keeps it right when BAR0 is 64-bit and BAR1
 /// moves to index 2 (as some hypervisors present it).
 pub fn bar1_size(ctx: &Ctx, dev: &crate::pci::PciDev) -> Option<u64> {
-    let text = ctx.root.read(&format!("{}/resource", dev.sysfs()))?;
+    parse_bar1(&ctx.root.read(&format!("{}/resource", dev.sysfs()))?)
+}
+
+/// The second memory BAR's size in a sysfs `resource` text (`start end flags` per line, the six
+/// BARs first). A range covering all of u64 has no representable size and is skipped.
+pub fn parse_bar1(text: &str) -> Option<u64> {
     let mut mem_bars = text.lines().take(6).filter_map(|line| {
         let mut it = line.split_whitespace().map(crate::root::parse_num);
         let (start, end, flags) = (it.next()??, it.next()??, it.next()??);
-        (end > start && flags & IORESOURCE_MEM != 0).then(|| end - start + 1)
+        if end > start && flags & IORESOURCE_MEM != 0 {
+            (end - start).checked_add(1)
+        } else {
+            None
+        }
     });
     mem_bars.nth(1)
 }
 
-/// `gpu.bar1`: BAR1 bounds how much GPU memory can be pinned for RDMA at once.
-/// (BAR1 here is the second memory BAR, see [`bar1_size`].)
+/// nvpeer's debugfs counters (uapi/debugfs.md; root only).
+const STATS: &str = "/sys/kernel/debug/nvpeer/stats";
+
+/// `pinned_bytes` from nvpeer's debugfs `stats`, when readable.
+pub fn pinned_bytes(ctx: &Ctx) -> Option<u64> {
+    let text = ctx.root.read(STATS)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("pinned_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn mib(b: u64) -> u64 {
+    b >> 20
+}
+
+/// `gpu.bar1`: BAR1 bounds how much GPU memory can be pinned for RDMA at once: its size (NVML, or
+/// the sysfs resource file), what is mapped now (NVML), and what nvpeer has pinned (debugfs).
+/// (BAR1 from sysfs is the second memory BAR, see [`bar1_size`].)
 pub fn bar1(ctx: &Ctx) -> Check {
     const ID: &str = "gpu.bar1";
-    const T: &str = "GPU BAR1 size";
+    const T: &str = "GPU BAR1";
     if ctx.gpus.is_empty() {
         return Check::new(ID, T, false, Status::Skip, "no NVIDIA GPU on the PCI bus");
     }
@@ -212,32 +284,170 @@ pub fn bar1(ctx: &Ctx) -> Check {
         CudaProbe::Ok { gpus, .. } => gpus.iter().find(|g| g.bdf == bdf).and_then(|g| g.total_mem),
         _ => None,
     };
+    let pinned = pinned_bytes(ctx);
     let mut details = Vec::new();
     let mut small = Vec::new();
+    let mut tight = Vec::new();
     let mut rows = Vec::new();
     for g in &ctx.gpus {
-        let size = bar1_size(ctx, g);
+        let nvml = ctx
+            .probes
+            .nvml
+            .gpu(&g.bdf)
+            .and_then(|n| n.bar1.as_ref().ok().copied());
+        let size = nvml.map(|b| b.total).or_else(|| bar1_size(ctx, g));
         let fbm = fb(&g.bdf);
-        let mib = |b: u64| b >> 20;
-        details.push(match (size, fbm) {
-            (Some(s), Some(f)) => format!("{}: BAR1 {} MiB, framebuffer {} MiB", g.bdf, mib(s), mib(f)),
-            (Some(s), None) => format!("{}: BAR1 {} MiB", g.bdf, mib(s)),
-            (None, _) => format!("{}: BAR1 not readable", g.bdf),
-        });
+        let mut line = match size {
+            Some(s) => format!("{}: BAR1 {} MiB", g.bdf, mib(s)),
+            None => format!("{}: BAR1 not readable", g.bdf),
+        };
+        if let Some(b) = nvml {
+            line.push_str(&format!(
+                ", used {} MiB, free {} MiB",
+                mib(b.used),
+                mib(b.free)
+            ));
+            // Less than an eighth free, or less than 1 GiB: the next large registration fails.
+            if b.total > 0 && (b.free < b.total / 8 || b.free < (1 << 30)) {
+                tight.push(g.bdf.clone());
+            }
+        }
+        if let Some(f) = fbm {
+            line.push_str(&format!(", framebuffer {} MiB", mib(f)));
+        }
+        details.push(line);
         if size.is_some_and(|s| s < (1 << 30)) {
             small.push(g.bdf.clone());
         }
-        rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "fb_bytes": fbm}));
+        rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "bar1_used": nvml.map(|b| b.used), "bar1_free": nvml.map(|b| b.free), "fb_bytes": fbm}));
     }
-    let data = json!({"gpus": rows});
+    match pinned {
+        Some(p) => details.push(format!(
+            "nvpeer has {} MiB pinned (all GPUs; debugfs stats pinned_bytes)",
+            mib(p)
+        )),
+        None => details.push(
+            "nvpeer's pinned bytes: not readable (debugfs stats, root only, nvpeer loaded)".into(),
+        ),
+    }
+    let source = match &ctx.probes.nvml {
+        crate::nvml::NvmlProbe::Ok { .. } => "NVML".to_string(),
+        crate::nvml::NvmlProbe::NotRun => "sysfs; used/free need the live NVML probe".to_string(),
+        crate::nvml::NvmlProbe::LibraryMissing => {
+            "sysfs; libnvidia-ml.so.1 not found, used/free unknown".to_string()
+        }
+        crate::nvml::NvmlProbe::Failed { error } => format!("sysfs; NVML: {error}"),
+    };
+    details.push(format!("source: {source}"));
+    let data = json!({"gpus": rows, "nvpeer_pinned_bytes": pinned, "source": source});
     if !small.is_empty() {
         Check::new(ID, T, false, Status::Warn, format!("BAR1 below 1 GiB on {}", small.join(", ")))
             .details(details)
             .fix("Enable Resizable BAR / large BAR1 in the BIOS; registrations larger than BAR1 fail with EFAULT/ENOMEM.")
             .data(data)
+    } else if !tight.is_empty() {
+        Check::new(ID, T, false, Status::Warn, format!("little BAR1 left on {}", tight.join(", ")))
+            .details(details)
+            .fix("Registrations beyond the free BAR1 fail (EFAULT/ENOMEM): deregister what is no longer used, or check who maps it (`nvidia-smi -q -d MEMORY`).")
+            .data(data)
     } else if rows.iter().all(|r| r["bar1_bytes"].is_null()) {
-        Check::new(ID, T, false, Status::Unknown, "BAR1 not readable").details(details).data(data)
+        Check::new(ID, T, false, Status::Unknown, "BAR1 not readable")
+            .details(details)
+            .data(data)
     } else {
-        Check::new(ID, T, false, Status::Pass, details.join("; ")).data(data)
+        let summary = details
+            .iter()
+            .filter(|d| d.starts_with(|c: char| c.is_ascii_hexdigit()))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ");
+        Check::new(ID, T, false, Status::Pass, summary)
+            .details(details)
+            .data(data)
     }
+}
+
+/// `gpu.mig`: MIG mode per GPU (NVML).
+pub fn mig(ctx: &Ctx) -> Check {
+    const ID: &str = "gpu.mig";
+    const T: &str = "MIG mode";
+    use crate::nvml::NvmlProbe;
+    let gpus = match &ctx.probes.nvml {
+        NvmlProbe::NotRun => {
+            return Check::new(
+                ID,
+                T,
+                false,
+                Status::Skip,
+                "not probed (fixture root or --no-probes)",
+            )
+        }
+        NvmlProbe::LibraryMissing => return Check::new(
+            ID,
+            T,
+            false,
+            Status::Unknown,
+            "libnvidia-ml.so.1 not found, MIG mode not checked",
+        )
+        .fix(
+            "Install the NVIDIA user-space driver (libnvidia-ml.so.1) matching the kernel driver.",
+        ),
+        NvmlProbe::Failed { error } => {
+            return Check::new(
+                ID,
+                T,
+                false,
+                Status::Unknown,
+                format!("NVML unusable: {error}"),
+            )
+        }
+        NvmlProbe::Ok { gpus, .. } => gpus,
+    };
+    let mut details = Vec::new();
+    let mut on = Vec::new();
+    let mut pending = Vec::new();
+    for g in gpus {
+        match &g.mig {
+            Ok(m) => {
+                details.push(format!(
+                    "{} {}: MIG {}{}",
+                    g.bdf,
+                    g.name,
+                    if m.current { "on" } else { "off" },
+                    if m.pending != m.current {
+                        ", changes at the next GPU reset"
+                    } else {
+                        ""
+                    }
+                ));
+                if m.current {
+                    on.push(g.bdf.clone());
+                }
+                if m.pending != m.current {
+                    pending.push(g.bdf.clone());
+                }
+            }
+            Err(e) => details.push(format!("{} {}: MIG {e}", g.bdf, g.name)),
+        }
+    }
+    let data = json!({"enabled": on, "pending_change": pending, "gpus": gpus});
+    if !on.is_empty() {
+        return Check::new(ID, T, false, Status::Warn, format!("MIG enabled on {}", on.join(", ")))
+            .details(details)
+            .fix("nv-p2p.h marks the invalidating API unsupported with MIG: keep nvpeer's persistent client (persistent_api_support=1, the default; RM handles MIG there from driver 555), or disable MIG (`nvidia-smi -mig 0`).")
+            .data(data);
+    }
+    Check::new(
+        ID,
+        T,
+        false,
+        Status::Pass,
+        if gpus.is_empty() {
+            "no GPU listed by NVML".to_string()
+        } else {
+            "MIG off on every GPU".to_string()
+        },
+    )
+    .details(details)
+    .data(data)
 }

@@ -2,12 +2,15 @@
 //! training, relaxed ordering, virtualisation.
 
 use super::{Ctx, Nic};
-use crate::pci::{acs_flags, acs_redirects, classify, bridges_between, Link, PathClass, PciDev};
+use crate::pci::{acs_flags, acs_redirects, bridges_between, classify, Link, PathClass, PciDev};
 use crate::report::{Check, Status};
 use serde_json::json;
 
 fn pairs<'c>(ctx: &'c Ctx) -> Vec<(&'c PciDev, &'c Nic)> {
-    ctx.gpus.iter().flat_map(|g| ctx.nics.iter().map(move |n| (g, n))).collect()
+    ctx.gpus
+        .iter()
+        .flat_map(|g| ctx.nics.iter().map(move |n| (g, n)))
+        .collect()
 }
 
 fn no_pairs(ctx: &Ctx, id: &'static str, title: &'static str) -> Option<Check> {
@@ -17,7 +20,13 @@ fn no_pairs(ctx: &Ctx, id: &'static str, title: &'static str) -> Option<Check> {
         (false, true) => "no PCI RDMA NIC",
         (false, false) => return None,
     };
-    Some(Check::new(id, title, false, Status::Skip, format!("{what}: no GPU↔NIC pair")))
+    Some(Check::new(
+        id,
+        title,
+        false,
+        Status::Skip,
+        format!("{what}: no GPU↔NIC pair"),
+    ))
 }
 
 /// `pci.topology`: PIX/PXB/PHB/NODE/SYS for every GPU↔NIC pair.
@@ -32,17 +41,49 @@ pub fn topology(ctx: &Ctx) -> Check {
     let mut far = Vec::new();
     for (g, n) in pairs(ctx) {
         let class = classify(g, &n.pci);
-        details.push(format!("GPU {} ↔ {} ({}): {:?}", g.bdf, n.name, n.pci.bdf, class));
+        details.push(format!(
+            "GPU {} ↔ {} ({}): {:?}",
+            g.bdf, n.name, n.pci.bdf, class
+        ));
         if class > PathClass::PXB {
             far.push(format!("{}↔{}", g.bdf, n.name));
         }
         rows.push(json!({"gpu": g.bdf, "nic": n.name, "nic_bdf": n.pci.bdf, "class": class}));
     }
-    // A node is fine when every GPU has at least one NIC within PXB.
-    let best_per_gpu_ok = ctx.gpus.iter().all(|g| ctx.nics.iter().any(|n| classify(g, &n.pci) <= PathClass::PXB));
-    let data = json!({"pairs": rows});
+    // The best NIC per GPU: the closest path class (NCCL pairs each GPU with its closest NIC);
+    // several at the same distance are all named. A node is fine when every GPU's best is within PXB.
+    let mut best = Vec::new();
+    for g in &ctx.gpus {
+        let Some(min) = ctx.nics.iter().map(|n| classify(g, &n.pci)).min() else {
+            continue;
+        };
+        let names: Vec<&str> = ctx
+            .nics
+            .iter()
+            .filter(|n| classify(g, &n.pci) == min)
+            .map(|n| n.name.as_str())
+            .collect();
+        details.push(format!(
+            "best NIC for GPU {}: {} ({min:?})",
+            g.bdf,
+            names.join(", ")
+        ));
+        best.push(json!({"gpu": g.bdf, "nics": names, "class": min}));
+    }
+    let best_per_gpu_ok = best
+        .iter()
+        .all(|b| b["class"] == "PIX" || b["class"] == "PXB");
+    let data = json!({"pairs": rows, "best": best});
     if best_per_gpu_ok {
-        Check::new(ID, T, false, Status::Pass, "every GPU has a NIC within PXB (NCCL's default GDR cutoff)").details(details).data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Pass,
+            "every GPU has a NIC within PXB (NCCL's default GDR cutoff)",
+        )
+        .details(details)
+        .data(data)
     } else {
         Check::new(ID, T, false, Status::Warn, format!("paths beyond PXB: {}", far.join(", ")))
             .details(details)
@@ -69,7 +110,9 @@ pub fn acs(ctx: &Ctx) -> Check {
                 continue;
             }
             checked.push(b.clone());
-            let Some(dev) = PciDev::load(ctx.root, &b) else { continue };
+            let Some(dev) = PciDev::load(ctx.root, &b) else {
+                continue;
+            };
             match dev.config(ctx.root).map(|c| c.acs_control()) {
                 Some(Ok(Some(ctl))) => {
                     let flags = acs_flags(ctl);
@@ -97,14 +140,38 @@ pub fn acs(ctx: &Ctx) -> Check {
             .fix("Disable ACS on these bridges (BIOS option, or `setpci -s <bdf> ECAP_ACS+6.w=0000` at boot) on bare metal; RDMA to GPU memory otherwise hangs or fails.")
             .data(data)
     } else if !unreadable.is_empty() {
-        Check::new(ID, T, false, Status::Unknown, format!("extended config space unreadable on {}", unreadable.join(", ")))
-            .details(details)
-            .fix("Run `sudo nvpeer doctor`: only root can read PCIe config space beyond 64 bytes.")
-            .data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Unknown,
+            format!(
+                "extended config space unreadable on {}",
+                unreadable.join(", ")
+            ),
+        )
+        .details(details)
+        .fix("Run `sudo nvpeer doctor`: only root can read PCIe config space beyond 64 bytes.")
+        .data(data)
     } else if checked.is_empty() {
-        Check::new(ID, T, false, Status::Pass, "no shared PCIe switch: the path crosses the host bridge, ACS does not apply").data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Pass,
+            "no shared PCIe switch: the path crosses the host bridge, ACS does not apply",
+        )
+        .data(data)
     } else {
-        Check::new(ID, T, false, Status::Pass, format!("no redirection on {} bridge(s)", checked.len())).details(details).data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Pass,
+            format!("no redirection on {} bridge(s)", checked.len()),
+        )
+        .details(details)
+        .data(data)
     }
 }
 
@@ -114,33 +181,63 @@ pub fn iommu(ctx: &Ctx) -> Check {
     const T: &str = "IOMMU mode";
     let units = ctx.root.list("/sys/class/iommu");
     let cmdline = ctx.root.read_trim("/proc/cmdline").unwrap_or_default();
-    let iommu_args: Vec<&str> = cmdline.split_whitespace().filter(|w| w.contains("iommu")).collect();
+    let iommu_args: Vec<&str> = cmdline
+        .split_whitespace()
+        .filter(|w| w.contains("iommu"))
+        .collect();
     let mut types: Vec<(String, String)> = Vec::new();
     for d in ctx.gpus.iter().chain(ctx.nics.iter().map(|n| &n.pci)) {
-        if let Some(t) = ctx.root.read_trim(&format!("{}/iommu_group/type", d.sysfs())) {
+        if let Some(t) = ctx
+            .root
+            .read_trim(&format!("{}/iommu_group/type", d.sysfs()))
+        {
             types.push((d.bdf.clone(), t));
         }
     }
     if types.is_empty() {
         for g in ctx.root.list("/sys/kernel/iommu_groups") {
-            if let Some(t) = ctx.root.read_trim(&format!("/sys/kernel/iommu_groups/{g}/type")) {
+            if let Some(t) = ctx
+                .root
+                .read_trim(&format!("/sys/kernel/iommu_groups/{g}/type"))
+            {
                 types.push((format!("group {g}"), t));
             }
         }
     }
-    let translated: Vec<String> = types.iter().filter(|(_, t)| t.starts_with("DMA")).map(|(d, t)| format!("{d} ({t})")).collect();
+    let translated: Vec<String> = types
+        .iter()
+        .filter(|(_, t)| t.starts_with("DMA"))
+        .map(|(d, t)| format!("{d} ({t})"))
+        .collect();
     let data = json!({"units": units, "cmdline": iommu_args, "domains": types.iter().map(|(d, t)| json!({"device": d, "type": t})).collect::<Vec<_>>()});
-    let mut details = vec![format!("kernel command line: {}", if iommu_args.is_empty() { "(no iommu option)".to_string() } else { iommu_args.join(" ") })];
+    let mut details = vec![format!(
+        "kernel command line: {}",
+        if iommu_args.is_empty() {
+            "(no iommu option)".to_string()
+        } else {
+            iommu_args.join(" ")
+        }
+    )];
     details.extend(types.iter().map(|(d, t)| format!("{d}: {t}")));
     if units.is_empty() {
-        Check::new(ID, T, false, Status::Pass, "no IOMMU active").details(details).data(data)
+        Check::new(ID, T, false, Status::Pass, "no IOMMU active")
+            .details(details)
+            .data(data)
     } else if !translated.is_empty() {
         Check::new(ID, T, false, Status::Warn, format!("IOMMU translates DMA for {}", translated.join(", ")))
             .details(details)
             .fix("On bare metal boot with `iommu=pt` (or intel_iommu=off / amd_iommu=off): translated mode routes P2P through the root complex.")
             .data(data)
     } else {
-        Check::new(ID, T, false, Status::Pass, format!("IOMMU on ({}), passthrough domains", units.join(", "))).details(details).data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Pass,
+            format!("IOMMU on ({}), passthrough domains", units.join(", ")),
+        )
+        .details(details)
+        .data(data)
     }
 }
 
@@ -151,9 +248,20 @@ pub fn link(ctx: &Ctx) -> Check {
     let mut details = Vec::new();
     let mut degraded = Vec::new();
     let mut rows = Vec::new();
-    let devs: Vec<(&PciDev, bool)> = ctx.gpus.iter().map(|g| (g, true)).chain(ctx.nics.iter().map(|n| (&n.pci, false))).collect();
+    let devs: Vec<(&PciDev, bool)> = ctx
+        .gpus
+        .iter()
+        .map(|g| (g, true))
+        .chain(ctx.nics.iter().map(|n| (&n.pci, false)))
+        .collect();
     if devs.is_empty() {
-        return Check::new(ID, T, false, Status::Skip, "no GPU or RDMA NIC on the PCI bus");
+        return Check::new(
+            ID,
+            T,
+            false,
+            Status::Skip,
+            "no GPU or RDMA NIC on the PCI bus",
+        );
     }
     for (d, is_gpu) in devs {
         let Some(l) = d.link(ctx.root) else {
@@ -162,8 +270,15 @@ pub fn link(ctx: &Ctx) -> Check {
         };
         let width_low = l.max_width > 0 && l.cur_width < l.max_width;
         let speed_low = Link::gts(&l.cur_speed) < Link::gts(&l.max_speed);
-        let note = if speed_low && is_gpu { " (GPUs lower link speed when idle; re-check under load)" } else { "" };
-        details.push(format!("{}: x{}/x{} {} / {}{note}", d.bdf, l.cur_width, l.max_width, l.cur_speed, l.max_speed));
+        let note = if speed_low && is_gpu {
+            " (GPUs lower link speed when idle; re-check under load)"
+        } else {
+            ""
+        };
+        details.push(format!(
+            "{}: x{}/x{} {} / {}{note}",
+            d.bdf, l.cur_width, l.max_width, l.cur_speed, l.max_speed
+        ));
         if width_low || (speed_low && !is_gpu) {
             degraded.push(d.bdf.clone());
         }
@@ -171,12 +286,22 @@ pub fn link(ctx: &Ctx) -> Check {
     }
     let data = json!({"devices": rows});
     if degraded.is_empty() {
-        Check::new(ID, T, false, Status::Pass, "links trained at full width").details(details).data(data)
-    } else {
-        Check::new(ID, T, false, Status::Warn, format!("degraded link on {}", degraded.join(", ")))
+        Check::new(ID, T, false, Status::Pass, "links trained at full width")
             .details(details)
-            .fix("Reseat the card or move it to a full-width slot; check BIOS PCIe generation settings.")
             .data(data)
+    } else {
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            format!("degraded link on {}", degraded.join(", ")),
+        )
+        .details(details)
+        .fix(
+            "Reseat the card or move it to a full-width slot; check BIOS PCIe generation settings.",
+        )
+        .data(data)
     }
 }
 
@@ -194,7 +319,13 @@ pub fn relaxed_ordering(ctx: &Ctx) -> Check {
         match n.pci.config(ctx.root).map(|c| c.devctl()) {
             Some(Ok(Some(v))) => {
                 let on = v & 0x10 != 0;
-                details.push(format!("{} ({}): DevCtl {:#06x}, RlxdOrd{}", n.name, n.pci.bdf, v, if on { "+" } else { "-" }));
+                details.push(format!(
+                    "{} ({}): DevCtl {:#06x}, RlxdOrd{}",
+                    n.name,
+                    n.pci.bdf,
+                    v,
+                    if on { "+" } else { "-" }
+                ));
                 if !on {
                     off.push(n.name.clone());
                 }
@@ -210,11 +341,19 @@ pub fn relaxed_ordering(ctx: &Ctx) -> Check {
             .fix("Enable PCIe relaxed ordering for the NIC (firmware `PCI_WR_ORDERING`/BIOS); without it GPU writes can lose up to half the bandwidth on some CPUs.")
             .data(data)
     } else if !unknown.is_empty() {
-        Check::new(ID, T, false, Status::Unknown, format!("config space unreadable for {}", unknown.join(", ")))
-            .fix("Run `sudo nvpeer doctor` to read the PCIe capability.")
-            .data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Unknown,
+            format!("config space unreadable for {}", unknown.join(", ")),
+        )
+        .fix("Run `sudo nvpeer doctor` to read the PCIe capability.")
+        .data(data)
     } else {
-        Check::new(ID, T, false, Status::Pass, "enabled").details(details).data(data)
+        Check::new(ID, T, false, Status::Pass, "enabled")
+            .details(details)
+            .data(data)
     }
 }
 
@@ -223,13 +362,19 @@ pub fn virtualization(ctx: &Ctx) -> Check {
     const ID: &str = "platform.virtualization";
     const T: &str = "bare metal";
     let cpuinfo = ctx.root.read("/proc/cpuinfo").unwrap_or_default();
-    let hv = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
-    let product = ctx.root.read_trim("/sys/class/dmi/id/product_name").unwrap_or_default();
+    let hv = cpuinfo
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
+    let product = ctx
+        .root
+        .read_trim("/sys/class/dmi/id/product_name")
+        .unwrap_or_default();
     if hv {
         Check::new(ID, T, false, Status::Warn, format!("running in a virtual machine{}", if product.is_empty() { String::new() } else { format!(" ({product})") }))
             .fix("ACS, ATS and IOMMU mode must be set on the hypervisor host; the guest's view of the PCIe tree may be synthetic.")
             .data(json!({"hypervisor": true, "product": product}))
     } else {
-        Check::new(ID, T, false, Status::Pass, "no hypervisor flag").data(json!({"hypervisor": false, "product": product}))
+        Check::new(ID, T, false, Status::Pass, "no hypervisor flag")
+            .data(json!({"hypervisor": false, "product": product}))
     }
 }

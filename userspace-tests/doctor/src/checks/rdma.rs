@@ -2,6 +2,7 @@
 //! its own), who serves `nv_mem`, conflicts, what the communication libraries will detect, dma-buf.
 
 use super::Ctx;
+use crate::paths::DmabufUse;
 use crate::probes::{CudaProbe, VerbsProbe};
 use crate::report::{Check, Status};
 use serde_json::json;
@@ -28,10 +29,22 @@ pub fn peer_api(ctx: &Ctx) -> Check {
     const T: &str = "ib_core peer-memory API";
     let owner = ctx.kallsyms.as_ref().and_then(|k| k.owner(REGISTER));
     if let Some(o) = &owner {
-        let ofed = ctx.root.read_trim("/sys/module/mlx_compat/version").or_else(|| ctx.root.read_trim("/sys/module/mlx5_core/version"));
-        let extra = ofed.as_deref().map(|v| format!(", OFED {v}")).unwrap_or_default();
-        return Check::new(ID, T, true, Status::Pass, format!("{REGISTER} exported by `{o}`{extra}"))
-            .data(json!({"loaded": true, "owner": o, "ofed_version": ofed}));
+        let ofed = ctx
+            .root
+            .read_trim("/sys/module/mlx_compat/version")
+            .or_else(|| ctx.root.read_trim("/sys/module/mlx5_core/version"));
+        let extra = ofed
+            .as_deref()
+            .map(|v| format!(", OFED {v}"))
+            .unwrap_or_default();
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Pass,
+            format!("{REGISTER} exported by `{o}`{extra}"),
+        )
+        .data(json!({"loaded": true, "owner": o, "ofed_version": ofed}));
     }
     let in_symvers: Vec<String> = ctx
         .release
@@ -39,20 +52,39 @@ pub fn peer_api(ctx: &Ctx) -> Check {
         .map(ofed_symvers)
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| ctx.root.read(p).is_some_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(REGISTER))))
+        .filter(|p| {
+            ctx.root.read(p).is_some_and(|t| {
+                t.lines()
+                    .any(|l| l.split_whitespace().nth(1) == Some(REGISTER))
+            })
+        })
         .collect();
     if ctx.kallsyms.is_none() {
-        return Check::new(ID, T, true, Status::Unknown, "/proc/kallsyms is not readable")
-            .fix("Run on a kernel with a readable /proc/kallsyms.")
-            .data(json!({"symvers": in_symvers}));
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Unknown,
+            "/proc/kallsyms is not readable",
+        )
+        .fix("Run on a kernel with a readable /proc/kallsyms.")
+        .data(json!({"symvers": in_symvers}));
     }
     if !in_symvers.is_empty() {
         return Check::new(ID, T, true, Status::Fail, format!("built in {} but not in the running ib_core", in_symvers[0]))
             .fix("Load the OFED ib_core instead of the inbox one (`/etc/init.d/openibd restart` or reboot after installing DOCA-OFED).")
             .data(json!({"loaded": false, "symvers": in_symvers}));
     }
-    let ib_core = ctx.module_loaded("ib_core") || ctx.kallsyms.as_ref().is_some_and(|k| k.has("ib_register_device"));
-    let why = if ib_core { "the running ib_core has no peer-memory API (inbox RDMA stack)" } else { "ib_core is not loaded" };
+    let ib_core = ctx.module_loaded("ib_core")
+        || ctx
+            .kallsyms
+            .as_ref()
+            .is_some_and(|k| k.has("ib_register_device"));
+    let why = if ib_core {
+        "the running ib_core has no peer-memory API (inbox RDMA stack)"
+    } else {
+        "ib_core is not loaded"
+    };
     Check::new(ID, T, true, Status::Fail, why)
         .fix("Install MLNX_OFED or DOCA-OFED (its ib_core carries the peer-memory API; kernel.org RDMA does not), then `modprobe ib_core`.")
         .data(json!({"loaded": false, "ib_core": ib_core}))
@@ -69,7 +101,15 @@ pub fn devices(ctx: &Ctx) -> Check {
         } else {
             "Load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`)."
         };
-        return Check::new(ID, T, true, Status::Fail, "no RDMA device in /sys/class/infiniband").fix(fix).data(json!({"devices": [], "unbound_nics": unbound}));
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Fail,
+            "no RDMA device in /sys/class/infiniband",
+        )
+        .fix(fix)
+        .data(json!({"devices": [], "unbound_nics": unbound}));
     }
     let mut details = Vec::new();
     let mut rows = Vec::new();
@@ -77,9 +117,18 @@ pub fn devices(ctx: &Ctx) -> Check {
     for dev in &ctx.rdma_devices {
         for port in ctx.root.list(&format!("/sys/class/infiniband/{dev}/ports")) {
             let base = format!("/sys/class/infiniband/{dev}/ports/{port}");
-            let state = ctx.root.read_trim(&format!("{base}/state")).unwrap_or_default();
-            let layer = ctx.root.read_trim(&format!("{base}/link_layer")).unwrap_or_default();
-            let rate = ctx.root.read_trim(&format!("{base}/rate")).unwrap_or_default();
+            let state = ctx
+                .root
+                .read_trim(&format!("{base}/state"))
+                .unwrap_or_default();
+            let layer = ctx
+                .root
+                .read_trim(&format!("{base}/link_layer"))
+                .unwrap_or_default();
+            let rate = ctx
+                .root
+                .read_trim(&format!("{base}/rate"))
+                .unwrap_or_default();
             if state.contains("ACTIVE") {
                 active += 1;
             }
@@ -89,12 +138,29 @@ pub fn devices(ctx: &Ctx) -> Check {
     }
     let data = json!({"devices": ctx.rdma_devices, "ports": rows});
     if active == 0 {
-        Check::new(ID, T, false, Status::Warn, format!("{} device(s), no ACTIVE port", ctx.rdma_devices.len()))
-            .details(details)
-            .fix("Bring a port up (cable, subnet manager for InfiniBand, `ip link set up` for RoCE).")
-            .data(data)
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            format!("{} device(s), no ACTIVE port", ctx.rdma_devices.len()),
+        )
+        .details(details)
+        .fix("Bring a port up (cable, subnet manager for InfiniBand, `ip link set up` for RoCE).")
+        .data(data)
     } else {
-        Check::new(ID, T, true, Status::Pass, format!("{} device(s), {active} active port(s)", ctx.rdma_devices.len())).details(details).data(data)
+        Check::new(
+            ID,
+            T,
+            true,
+            Status::Pass,
+            format!(
+                "{} device(s), {active} active port(s)",
+                ctx.rdma_devices.len()
+            ),
+        )
+        .details(details)
+        .data(data)
     }
 }
 
@@ -166,13 +232,28 @@ pub fn dropin(ctx: &Ctx) -> Option<Dropin> {
         (Owner::Nvpeer, format!("debugfs {DEBUGFS_DIR}/ exists"))
     } else {
         match (&version, &driver) {
-            (Some(v), Some(d)) if v == d => (Owner::Nvidia, format!("version {v} is the NVIDIA driver's")),
-            (Some(v), Some(d)) => (Owner::Nvpeer, format!("version {v}, not the NVIDIA driver's {d}")),
-            (Some(v), None) => (Owner::Nvpeer, format!("version {v}, and no NVIDIA driver loaded to have shipped it")),
-            (None, _) => (Owner::Unknown, "no /sys/module/nvidia_peermem/version to tell".to_string()),
+            (Some(v), Some(d)) if v == d => {
+                (Owner::Nvidia, format!("version {v} is the NVIDIA driver's"))
+            }
+            (Some(v), Some(d)) => (
+                Owner::Nvpeer,
+                format!("version {v}, not the NVIDIA driver's {d}"),
+            ),
+            (Some(v), None) => (
+                Owner::Nvpeer,
+                format!("version {v}, and no NVIDIA driver loaded to have shipped it"),
+            ),
+            (None, _) => (
+                Owner::Unknown,
+                "no /sys/module/nvidia_peermem/version to tell".to_string(),
+            ),
         }
     };
-    Some(Dropin { owner, version, why })
+    Some(Dropin {
+        owner,
+        version,
+        why,
+    })
 }
 
 /// The module name nvpeer is loaded under, if it is loaded.
@@ -192,7 +273,10 @@ fn serving(ctx: &Ctx) -> Vec<(&'static str, &'static str, String)> {
     if let Some(d) = dropin(ctx) {
         let who = match d.owner {
             Owner::Nvpeer => "nvidia_peermem (nvpeer)".to_string(),
-            Owner::Nvidia => format!("nvidia_peermem (NVIDIA's, {})", d.version.as_deref().unwrap_or("?")),
+            Owner::Nvidia => format!(
+                "nvidia_peermem (NVIDIA's, {})",
+                d.version.as_deref().unwrap_or("?")
+            ),
             Owner::Unknown => "nvidia_peermem (not identified)".to_string(),
         };
         v.push((DROPIN, d.owner.as_str(), who));
@@ -201,13 +285,19 @@ fn serving(ctx: &Ctx) -> Vec<(&'static str, &'static str, String)> {
         v.push((OWN_NAME, "nvpeer", "nvpeer".to_string()));
     }
     if ctx.module_loaded(NV_PEER_MEM) {
-        v.push((NV_PEER_MEM, "mellanox", "nv_peer_mem (Mellanox's)".to_string()));
+        v.push((
+            NV_PEER_MEM,
+            "mellanox",
+            "nv_peer_mem (Mellanox's)".to_string(),
+        ));
     }
     v
 }
 
 fn serving_json(s: &[(&str, &str, String)]) -> serde_json::Value {
-    s.iter().map(|(m, o, _)| json!({"module": m, "owner": o})).collect()
+    s.iter()
+        .map(|(m, o, _)| json!({"module": m, "owner": o}))
+        .collect()
 }
 
 /// How nvpeer is installed for the running kernel.
@@ -222,19 +312,33 @@ struct Installed {
 
 fn installed(ctx: &Ctx) -> Installed {
     let release = ctx.release.as_deref();
-    let dep = release.and_then(|r| ctx.root.read(&format!("/lib/modules/{r}/modules.dep"))).unwrap_or_default();
+    let dep = release
+        .and_then(|r| ctx.root.read(&format!("/lib/modules/{r}/modules.dep")))
+        .unwrap_or_default();
     let find = |stem: &str| {
         let ko = format!("{stem}.ko");
         dep.lines()
             .filter_map(|l| l.split(':').next())
             .find(|p| {
                 let file = p.rsplit('/').next().unwrap_or("");
-                file == ko || file.strip_prefix(ko.as_str()).is_some_and(|z| z.starts_with('.'))
+                file == ko
+                    || file
+                        .strip_prefix(ko.as_str())
+                        .is_some_and(|z| z.starts_with('.'))
             })
             .map(str::to_string)
     };
-    let dkms = release.is_some_and(|r| ctx.root.list("/var/lib/dkms/nvpeer").iter().any(|v| ctx.root.is_dir(&format!("/var/lib/dkms/nvpeer/{v}/{r}"))));
-    Installed { dropin: find("nvidia-peermem"), own: find("nvpeer"), dkms }
+    let dkms = release.is_some_and(|r| {
+        ctx.root
+            .list("/var/lib/dkms/nvpeer")
+            .iter()
+            .any(|v| ctx.root.is_dir(&format!("/var/lib/dkms/nvpeer/{v}/{r}")))
+    });
+    Installed {
+        dropin: find("nvidia-peermem"),
+        own: find("nvpeer"),
+        dkms,
+    }
 }
 
 /// `nvpeer.module`: nvpeer is loaded (as `nvidia_peermem` or as `nvpeer`), whose `nvidia_peermem`
@@ -249,7 +353,11 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
         let inst_json = json!({"dropin": inst.dropin, "nvpeer": inst.own, "dkms": inst.dkms});
         let installed_any = inst.dkms || inst.dropin.is_some() || inst.own.is_some();
         if let Some(d) = &drop {
-            let who = if d.owner == Owner::Nvidia { "NVIDIA's" } else { "an unidentified" };
+            let who = if d.owner == Owner::Nvidia {
+                "NVIDIA's"
+            } else {
+                "an unidentified"
+            };
             return Check::new(ID, T, true, Status::Fail, format!("not loaded: {who} nvidia_peermem is ({})", d.why))
                 .fix(format!(
                     "It serves nv_mem and nvpeer refuses to load beside it: `modprobe -r nvidia_peermem`, {INSTALL_DROPIN} so that `modinfo nvidia-peermem` names nvpeer, then `{LOAD_DROPIN}`."
@@ -257,7 +365,10 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
                 .data(json!({"loaded": false, "module_name": DROPIN, "owner": d.owner.as_str(), "nvidia_peermem": drop_json, "installed": installed_any, "install": inst_json}));
         }
         let (summary, fix) = if inst.dkms && inst.dropin.is_some() {
-            ("installed (DKMS, as nvidia-peermem) but not loaded".to_string(), format!("Run `{LOAD_DROPIN}` (and enable nvpeer.service to load it at boot)."))
+            (
+                "installed (DKMS, as nvidia-peermem) but not loaded".to_string(),
+                format!("Run `{LOAD_DROPIN}` (and enable nvpeer.service to load it at boot)."),
+            )
         } else if let Some(p) = &inst.dropin {
             (
                 format!("not loaded; {p} is installed (nvpeer's if `modinfo nvidia-peermem` names nvpeer, else NVIDIA's)"),
@@ -284,7 +395,10 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
     let sysfs_params = format!("{base}/parameters");
     let mut source = sysfs_params.clone();
     for p in ctx.root.list(&sysfs_params) {
-        let v = ctx.root.read_trim(&format!("{sysfs_params}/{p}")).unwrap_or_else(|| "(unreadable)".into());
+        let v = ctx
+            .root
+            .read_trim(&format!("{sysfs_params}/{p}"))
+            .unwrap_or_else(|| "(unreadable)".into());
         params.insert(p, json!(v));
     }
     // Rust `module!` parameters (Linux 7.2) do not appear in sysfs; nvpeer reports the values in
@@ -303,8 +417,14 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
             }
         }
     }
-    let taint = ctx.root.read_trim(&format!("{base}/taint")).unwrap_or_default();
-    let mut details: Vec<String> = params.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+    let taint = ctx
+        .root
+        .read_trim(&format!("{base}/taint"))
+        .unwrap_or_default();
+    let mut details: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
     let how = if name == DROPIN {
         "as nvidia_peermem (drop-in)"
     } else {
@@ -312,17 +432,59 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
         "as nvpeer (side-by-side name)"
     };
     if let Some(d) = drop.as_ref().filter(|d| d.owner != Owner::Nvpeer) {
-        details.push(format!("also loaded: nvidia_peermem, {} (peer.conflicts)", d.why));
+        details.push(format!(
+            "also loaded: nvidia_peermem, {} (peer.conflicts)",
+            d.why
+        ));
     }
     let v = version.clone().unwrap_or_else(|| "no version".into());
     let shown: Vec<&String> = details.iter().filter(|d| d.contains('=')).collect();
-    let params_text = if shown.is_empty() { String::new() } else { format!(", {}", shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")) };
-    Check::new(ID, T, true, Status::Pass, format!("loaded {how}, {v}{params_text}")).details(details).data(json!({
+    let params_text = if shown.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {}",
+            shown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!("loaded {how}, {v}{params_text}"),
+    )
+    .details(details)
+    .data(json!({
         "loaded": true, "module_name": name, "owner": "nvpeer", "nvidia_peermem": drop_json,
         "version": version, "parameters": params,
         "parameters_source": if params.is_empty() { None } else { Some(source) },
         "clients": clients, "taint": taint
     }))
+}
+
+/// `nvidia.peermem`: NVIDIA's own nvidia-peermem, the other peer-memory path. Not in use (skip)
+/// when nvpeer holds its place.
+pub fn nvidia_peermem(ctx: &Ctx) -> Check {
+    const ID: &str = "nvidia.peermem";
+    const T: &str = "NVIDIA's nvidia-peermem";
+    let drop = dropin(ctx);
+    let data =
+        json!({"nvidia_peermem": drop.as_ref().map(Dropin::json), "nvpeer": nvpeer_name(ctx)});
+    match (&drop, nvpeer_name(ctx)) {
+        (Some(d), _) if d.owner == Owner::Nvidia => {
+            Check::new(ID, T, true, Status::Pass, format!("loaded, {}; it serves nv_mem", d.version.as_deref().unwrap_or("?"))).data(data)
+        }
+        (Some(d), _) if d.owner == Owner::Unknown => Check::new(ID, T, true, Status::Pass, format!("nvidia_peermem loaded, not identified ({})", d.why)).data(data),
+        (_, Some(n)) => Check::new(ID, T, true, Status::Skip, format!("not in use: nvpeer (loaded as {n}) serves nv_mem")).data(data),
+        _ => Check::new(ID, T, true, Status::Fail, "not loaded")
+            .fix(format!("For NVIDIA's module: `{LOAD_DROPIN}` where the driver's nvidia-peermem.ko is installed (on an nvpeer install that name loads nvpeer)."))
+            .data(data),
+    }
 }
 
 /// One registered peer-memory client and its counters.
@@ -367,7 +529,9 @@ pub fn peer_clients(ctx: &Ctx) -> Check {
     let load = format!("Load nvpeer: `{LOAD_DROPIN}` (DKMS installs it under that name: docs/install.md); it registers the `nv_mem` client.");
     if sysfs {
         if names.iter().any(|n| n == "nv_mem" || n == "nv_mem_nc") {
-            return Check::new(ID, T, true, Status::Pass, names.join(", ")).details(details).data(data);
+            return Check::new(ID, T, true, Status::Pass, names.join(", "))
+                .details(details)
+                .data(data);
         }
         if !modules.is_empty() {
             return Check::new(ID, T, true, Status::Fail, format!("{} loaded, but no nv_mem client in {PEERS}", modules.join(", ")))
@@ -375,38 +539,78 @@ pub fn peer_clients(ctx: &Ctx) -> Check {
                 .fix("The module did not register with this core: see `dmesg | grep -i -e nvpeer -e peer`.")
                 .data(data);
         }
-        let summary = if names.is_empty() { "no peer-memory client registered".to_string() } else { format!("only {}", names.join(", ")) };
-        return Check::new(ID, T, true, Status::Fail, summary).details(details).fix(load).data(data);
+        let summary = if names.is_empty() {
+            "no peer-memory client registered".to_string()
+        } else {
+            format!("only {}", names.join(", "))
+        };
+        return Check::new(ID, T, true, Status::Fail, summary)
+            .details(details)
+            .fix(load)
+            .data(data);
     }
     details.push(format!(
         "no {PEERS}: DOCA-OFED (OFED ≥ 24.04) creates it only on kernels that export mm_kobj, which mainline stopped doing in 2023 (\"mm: no need to export mm_kobj\")"
     ));
     if modules.is_empty() {
-        return Check::new(ID, T, true, Status::Fail, "no peer-memory module loaded (and this core keeps no client list in sysfs)")
-            .details(details)
-            .fix(load)
-            .data(data);
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Fail,
+            "no peer-memory module loaded (and this core keeps no client list in sysfs)",
+        )
+        .details(details)
+        .fix(load)
+        .data(data);
     }
     if let Some(cfg) = ctx.root.read(DEBUGFS_CONFIG) {
-        details.extend(cfg.lines().filter_map(|l| l.strip_prefix("client ")).map(|c| format!("nvpeer registered client {c} (debugfs config)")));
+        details.extend(
+            cfg.lines()
+                .filter_map(|l| l.strip_prefix("client "))
+                .map(|c| format!("nvpeer registered client {c} (debugfs config)")),
+        );
     }
-    Check::new(ID, T, true, Status::Pass, format!("this core keeps no client list in sysfs; nv_mem served by {}", modules.join(", ")))
-        .details(details)
-        .data(data)
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!(
+            "this core keeps no client list in sysfs; nv_mem served by {}",
+            modules.join(", ")
+        ),
+    )
+    .details(details)
+    .data(data)
 }
 
 /// Whether an `/etc/modprobe.d` rule stops `module` from loading.
 fn blocked(ctx: &Ctx, module: &str) -> bool {
     let dash = module.replace('_', "-");
-    ["/etc/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d", "/run/modprobe.d"].iter().any(|dir| {
-        ctx.root.list(dir).iter().filter(|f| f.ends_with(".conf")).any(|f| {
-            ctx.root.read(&format!("{dir}/{f}")).is_some_and(|t| {
-                t.lines().any(|l| {
-                    let w: Vec<&str> = l.split_whitespace().collect();
-                    w.len() >= 3 && w[0] == "install" && (w[1] == module || w[1] == dash) && (w[2].ends_with("/false") || w[2] == "false")
+    [
+        "/etc/modprobe.d",
+        "/usr/lib/modprobe.d",
+        "/lib/modprobe.d",
+        "/run/modprobe.d",
+    ]
+    .iter()
+    .any(|dir| {
+        ctx.root
+            .list(dir)
+            .iter()
+            .filter(|f| f.ends_with(".conf"))
+            .any(|f| {
+                ctx.root.read(&format!("{dir}/{f}")).is_some_and(|t| {
+                    t.lines().any(|l| {
+                        let w: Vec<&str> = l.split_whitespace().collect();
+                        w.len() >= 3
+                            && w[0] == "install"
+                            && (w[1] == module || w[1] == dash)
+                            && (w[2].ends_with("/false") || w[2] == "false")
+                    })
                 })
             })
-        })
     })
 }
 
@@ -436,8 +640,12 @@ pub fn conflicts(ctx: &Ctx) -> Check {
         let what: Vec<String> = rivals
             .iter()
             .map(|r| match (*r, &drop) {
-                (DROPIN, Some(d)) if d.owner == Owner::Nvidia => format!("NVIDIA's nvidia_peermem ({})", d.why),
-                (DROPIN, Some(d)) => format!("nvidia_peermem, not identified as nvpeer ({})", d.why),
+                (DROPIN, Some(d)) if d.owner == Owner::Nvidia => {
+                    format!("NVIDIA's nvidia_peermem ({})", d.why)
+                }
+                (DROPIN, Some(d)) => {
+                    format!("nvidia_peermem, not identified as nvpeer ({})", d.why)
+                }
                 (r, _) => r.to_string(),
             })
             .collect();
@@ -454,13 +662,17 @@ pub fn conflicts(ctx: &Ctx) -> Check {
         }
         let mut fix = format!("Run `modprobe -r {}`", unload.join(" "));
         if rivals.contains(&DROPIN) {
-            fix.push_str(&format!(", {INSTALL_DROPIN} so that `modinfo nvidia-peermem` names nvpeer"));
+            fix.push_str(&format!(
+                ", {INSTALL_DROPIN} so that `modinfo nvidia-peermem` names nvpeer"
+            ));
         }
         if rivals.contains(&NV_PEER_MEM) {
             fix.push_str(", install packaging/modprobe.d/nvpeer.conf so nv_peer_mem stays out");
         }
         fix.push_str(&format!(", then `{LOAD_DROPIN}`."));
-        return Check::new(ID, T, true, Status::Fail, summary).fix(fix).data(data);
+        return Check::new(ID, T, true, Status::Fail, summary)
+            .fix(fix)
+            .data(data);
     }
     if dropin_blocked {
         return Check::new(ID, T, false, Status::Warn, "modprobe.d blocks nvidia_peermem, the name nvpeer is installed under")
@@ -474,8 +686,19 @@ pub fn conflicts(ctx: &Ctx) -> Check {
             .fix("Install packaging/modprobe.d/nvpeer.conf (`make install` and `make dkms-install` do) so Mellanox's nv_peer_mem cannot take nv_mem later.")
             .data(data);
     }
-    let ours = if drop.is_some() { " (nvidia_peermem is nvpeer)" } else { "" };
-    Check::new(ID, T, true, Status::Pass, format!("none loaded{ours}; nv_peer_mem blocked in modprobe.d")).data(data)
+    let ours = if drop.is_some() {
+        " (nvidia_peermem is nvpeer)"
+    } else {
+        ""
+    };
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!("none loaded{ours}; nv_peer_mem blocked in modprobe.d"),
+    )
+    .data(data)
 }
 
 // ---------------------------------------------------------------- what the libraries conclude
@@ -500,6 +723,8 @@ pub struct Probe {
     pub otherwise: &'static str,
     /// The release that also probes /sys/module, for the memory_peers-only probes.
     pub newer: Option<&'static str>,
+    /// How it weighs dma-buf against peer memory (for "which path each library takes").
+    pub dmabuf: DmabufUse,
 }
 
 /// Every probe the doctor evaluates, read in the libraries' sources (docs/compatibility.md,
@@ -515,6 +740,7 @@ pub const CONSUMERS: [Probe; 9] = [
         otherwise:
             "no GPUDirect RDMA through peer memory (\"GPU Direct RDMA Disabled\"); NCCL still registers through dma-buf where ncclIbDmaBufSupport passes",
         newer: None,
+        dmabuf: DmabufUse::Prefers,
     },
     // NVIDIA/nccl src/transport/net_ib/gdr.cc, ncclIbPeerMemSupport() ("does not check legacy
     // implementations of nv_peer_mem (e.g. nv_mem, nv_mem_nc)"), called for GDAKI by
@@ -526,6 +752,7 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[SYS_NVIDIA_PEERMEM],
         otherwise: "falls back to DMA-BUF (ncclIbDmaBufSupport at init, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED at connect); with neither, GIN is off",
         newer: None,
+        dmabuf: DmabufUse::Fallback,
     },
     // NVIDIA/nccl v2.22.3-1 src/transport/net_ib.cc, ncclIbGdrSupport(): memory_peers only; v2.23.4
     // added /sys/module/nvidia_peermem (NVIDIA/nccl#1676).
@@ -535,17 +762,21 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[NV_MEM, NV_MEM_NC],
         otherwise: "no GPUDirect RDMA through peer memory; dma-buf where ncclIbDmaBufSupport passes",
         newer: Some("NCCL ≥ 2.23.4"),
+        dmabuf: DmabufUse::Prefers,
     },
     // openucx/ucx src/uct/ib/base/ib_md.c, uct_ib_md_open_common() → uct_ib_check_gpudirect_driver()
     // per file, when UCX_IB_GPU_DIRECT_RDMA is not `no`; the two /sys/module files came with
     // openucx/ucx#10123 (UCX 1.18). The GDA transport (src/uct/ib/mlx5/gdaki/gdaki.c) reuses
-    // this result when it has no dma-buf.
+    // this result when it has no dma-buf. dma-buf first: src/uct/cuda/cuda_copy/cuda_copy_md.c
+    // exports a dma-buf fd for CUDA memory (UCX_CUDA_COPY_DMABUF, default "try"), and the IB MD
+    // registers with it when uct_ib_md_check_dmabuf passed.
     Probe {
         library: "UCX ≥ 1.18",
         source: "openucx/ucx src/uct/ib/base/ib_md.c uct_ib_md_open_common (openucx/ucx#10123)",
         paths: &[NV_MEM, SYS_NVIDIA_PEERMEM, SYS_NV_PEER_MEM],
         otherwise: "no CUDA memory registration on IB unless uct_ib_md_check_dmabuf finds dma-buf; with UCX_IB_GPU_DIRECT_RDMA=yes and neither it fails",
         newer: None,
+        dmabuf: DmabufUse::Prefers,
     },
     // openucx/ucx src/uct/ib/base/ib_md.c before openucx/ucx#10123: memory_peers/nv_mem only.
     Probe {
@@ -554,6 +785,7 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[NV_MEM],
         otherwise: "no CUDA memory registration on IB unless uct_ib_md_check_dmabuf finds dma-buf",
         newer: Some("UCX ≥ 1.18"),
+        dmabuf: DmabufUse::Prefers,
     },
     // openucx/ucc src/components/tl/mlx5/tl_mlx5_context.c, ucc_tl_mlx5_check_gpudirect_driver_cuda()
     // (openucx/ucc#1102): sets CUDA in supported_mem_types, which TL/MLX5 alltoall and
@@ -564,6 +796,7 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[NV_MEM, SYS_NVIDIA_PEERMEM, SYS_NV_PEER_MEM],
         otherwise: "TL/MLX5 takes host memory only; a CUDA-aware mcast team fails to init (\"gpu direct is not ready\")",
         newer: None,
+        dmabuf: DmabufUse::Never,
     },
     // openucx/ucc src/components/tl/mlx5/mcast/tl_mlx5_mcast_team.c before openucx/ucc#1102:
     // its own ucc_tl_mlx5_check_gpudirect_driver() tests memory_peers/nv_mem only.
@@ -573,6 +806,7 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[NV_MEM],
         otherwise: "a CUDA-aware mcast team fails to init (UCC_ERR_NO_RESOURCE)",
         newer: Some("a UCC with openucx/ucc#1102"),
+        dmabuf: DmabufUse::Never,
     },
     // NVIDIA/nvshmem src/modules/transport/common/transport_ib_common.cpp,
     // nvshmemt_ib_common_nv_peer_mem_available(); the IBRC transport tests it only when dma-buf is
@@ -584,6 +818,7 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[NV_MEM, PEERS_NVIDIA_PEERMEM, SYS_NVIDIA_PEERMEM],
         otherwise: "the IBRC transport is skipped unless dma-buf is supported (then it registers through dma-buf)",
         newer: None,
+        dmabuf: DmabufUse::Prefers,
     },
     // open-mpi/ompi opal/mca/btl/openib/btl_openib_mca.c, btl_openib_register_mca_params():
     // driver_have_gdr (MCA btl_openib_have_driver_gdr); with btl_openib_want_cuda_gdr=1 and no
@@ -594,6 +829,7 @@ pub const CONSUMERS: [Probe; 9] = [
         paths: &[NV_MEM],
         otherwise: "btl_openib_have_driver_gdr is false; with btl_openib_want_cuda_gdr=1 btl_openib refuses to start",
         newer: Some("Open MPI's UCX PML with UCX ≥ 1.18"),
+        dmabuf: DmabufUse::Never,
     },
 ];
 
@@ -624,7 +860,10 @@ pub fn consumers(ctx: &Ctx) -> Check {
                 seen.push(p.library);
             }
             (None, Some(w)) => {
-                let upgrade = p.newer.map(|n| format!(" (fix: {n}, which probes /sys/module)")).unwrap_or_default();
+                let upgrade = p
+                    .newer
+                    .map(|n| format!(" (fix: {n}, which probes /sys/module)"))
+                    .unwrap_or_default();
                 details.push(format!("{}: does NOT see it: {w}{upgrade}", p.library));
                 if is_structural {
                     structural.push(p);
@@ -639,8 +878,14 @@ pub fn consumers(ctx: &Ctx) -> Check {
             "paths": p.paths, "structural": is_structural, "why": why, "newer": p.newer,
         }));
     }
-    let grep = ctx.root.read("/proc/modules").is_some_and(|m| m.lines().any(|l| l.split_whitespace().next() == Some(DROPIN)));
-    details.push(format!("tools that grep /proc/modules for nvidia_peermem: {}", if grep { "find it" } else { "do not find it" }));
+    let grep = ctx.root.read("/proc/modules").is_some_and(|m| {
+        m.lines()
+            .any(|l| l.split_whitespace().next() == Some(DROPIN))
+    });
+    details.push(format!(
+        "tools that grep /proc/modules for nvidia_peermem: {}",
+        if grep { "find it" } else { "do not find it" }
+    ));
     let structural_names: Vec<&str> = structural.iter().map(|p| p.library).collect();
     let data = json!({
         "libraries": rows,
@@ -665,19 +910,28 @@ pub fn consumers(ctx: &Ctx) -> Check {
                 } else {
                     format!("not seen by {}", fixable.join(", "))
                 },
-                format!("Load nvpeer: `{LOAD_DROPIN}` ({INSTALL_DROPIN} first if it is not installed)."),
+                format!(
+                    "Load nvpeer: `{LOAD_DROPIN}` ({INSTALL_DROPIN} first if it is not installed)."
+                ),
             )
         } else {
             (format!("not seen by {}", fixable.join(", ")), format!("Serve nv_mem with nvpeer as nvidia_peermem: {INSTALL_DROPIN}, then `{LOAD_DROPIN}`."))
         };
-        return Check::new(ID, T, true, Status::Fail, summary).details(details).fix(fix).data(data);
+        return Check::new(ID, T, true, Status::Fail, summary)
+            .details(details)
+            .fix(fix)
+            .data(data);
     }
     if !structural.is_empty() {
         let newer: Vec<&str> = structural.iter().filter_map(|p| p.newer).collect();
         let fix = if newer.is_empty() {
-            "Nothing a module can change: these probes read only /sys/kernel/mm/memory_peers.".to_string()
+            "Nothing a module can change: these probes read only /sys/kernel/mm/memory_peers."
+                .to_string()
         } else {
-            format!("No module name can fix these probes; use {} instead.", newer.join(", "))
+            format!(
+                "No module name can fix these probes; use {} instead.",
+                newer.join(", ")
+            )
         };
         return Check::new(
             ID,
@@ -694,7 +948,15 @@ pub fn consumers(ctx: &Ctx) -> Check {
         .fix(fix)
         .data(data);
     }
-    Check::new(ID, T, true, Status::Pass, format!("seen by every probed library ({})", seen.join(", "))).details(details).data(data)
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!("seen by every probed library ({})", seen.join(", ")),
+    )
+    .details(details)
+    .data(data)
 }
 
 /// `rdma.dmabuf`: the dma-buf alternative (kernel import, GPU export, provider support).
@@ -703,7 +965,9 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
     const T: &str = "dma-buf path";
     let kernel = ctx.kallsyms.as_ref().map(|k| k.has("ib_umem_dmabuf_get"));
     let gpu: Option<bool> = match &ctx.probes.cuda {
-        CudaProbe::Ok { gpus, .. } if !gpus.is_empty() => Some(gpus.iter().all(|g| g.dmabuf_supported.unwrap_or(0) != 0)),
+        CudaProbe::Ok { gpus, .. } if !gpus.is_empty() => {
+            Some(gpus.iter().all(|g| g.dmabuf_supported.unwrap_or(0) != 0))
+        }
         _ => None,
     };
     let mut details = vec![format!(
@@ -727,7 +991,10 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
     let verbs: Option<bool> = match &ctx.probes.verbs {
         VerbsProbe::Probed { results } => {
             for r in results {
-                details.push(format!("ibv_reg_dmabuf_mr(fd=-1) on {}: errno {:?} → {}", r.device, r.errno, r.verdict));
+                details.push(format!(
+                    "ibv_reg_dmabuf_mr(fd=-1) on {}: errno {:?} → {}",
+                    r.device, r.errno, r.verdict
+                ));
             }
             Some(results.iter().any(|r| r.verdict == "supported"))
         }
@@ -743,16 +1010,48 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
     };
     let data = json!({"kernel": kernel, "gpu": gpu, "verbs": serde_json::to_value(&ctx.probes.verbs).unwrap_or_default()});
     let usable = kernel != Some(false) && gpu == Some(true) && verbs == Some(true);
+    let prefer: Vec<&str> = CONSUMERS
+        .iter()
+        .filter(|p| p.dmabuf == DmabufUse::Prefers)
+        .map(|p| p.library)
+        .collect();
     if usable {
-        Check::new(ID, T, false, Status::Pass, "available: NCCL and UCX will prefer it over nvpeer")
+        Check::new(ID, T, true, Status::Pass, format!("available: {} register GPU memory through it ahead of peer memory", prefer.join(", ")))
             .details(details)
-            .fix("To exercise nvpeer with NCCL set NCCL_DMABUF_ENABLE=0; with perftest omit --use_cuda_dmabuf.")
+            .fix("To exercise nvpeer with NCCL set NCCL_DMABUF_ENABLE=0 (UCX: UCX_CUDA_COPY_DMABUF=no); with perftest omit --use_cuda_dmabuf.")
             .data(data)
     } else if kernel == Some(false) || gpu == Some(false) || verbs == Some(false) {
-        Check::new(ID, T, false, Status::Pass, "not available: libraries will use the peer-memory path (nvpeer)").details(details).data(data)
-    } else if kernel == Some(true) && gpu == Some(true) {
-        Check::new(ID, T, false, Status::Skip, "kernel and GPUs support dma-buf; no RDMA provider to probe").details(details).data(data)
+        let mut no = Vec::new();
+        if kernel == Some(false) {
+            no.push("the kernel has no dma-buf import (ib_umem_dmabuf_get)");
+        }
+        if gpu == Some(false) {
+            no.push("the GPU driver exports no dma-buf");
+        }
+        if verbs == Some(false) {
+            no.push("no RDMA provider imports dma-buf");
+        }
+        Check::new(ID, T, true, Status::Fail, format!("not available: {}", no.join("; ")))
+            .details(details)
+            .fix("dma-buf needs Linux ≥ 5.12 with an RDMA provider that imports it (mlx5, rdma-core ≥ 34) and the open NVIDIA modules (proprietary ones export none); otherwise use a peer-memory path.")
+            .data(data)
+    } else if kernel == Some(true)
+        && gpu == Some(true)
+        && matches!(ctx.probes.verbs, VerbsProbe::NoDevices)
+    {
+        Check::new(
+            ID,
+            T,
+            true,
+            Status::Skip,
+            "kernel and GPUs support dma-buf; no RDMA provider to probe",
+        )
+        .details(details)
+        .data(data)
     } else {
-        Check::new(ID, T, false, Status::Skip, "not fully determined (see details)").details(details).data(data)
+        Check::new(ID, T, true, Status::Unknown, "not fully determined (see details)")
+            .details(details)
+            .fix("Run `nvpeer doctor` on the node itself (the live CUDA and verbs probes decide it; not with --root or --no-probes).")
+            .data(data)
     }
 }
