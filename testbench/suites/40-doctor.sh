@@ -5,7 +5,9 @@
 # name (the library check fails with the fix), on the pre-24.04 core model that keeps the client
 # list in sysfs (clients and counters), with an rxe device (RDMA device listing,
 # ibv_reg_dmabuf_mr(fd=-1) probe through sideway), the vIOMMU, the table output and --root on
-# fixture trees. Assertions are on the JSON it prints.
+# fixture trees; one verdict per GPUDirect RDMA path (nvpeer, NVIDIA's nvidia-peermem, dma-buf):
+# with nvpeer as nvidia_peermem NVIDIA's path is not in use, and nothing here gives dma-buf a pass.
+# Assertions are on the JSON it prints.
 # Boot group "system" (20-nvpeer-load, this, 50-dkms): the baseline needs a machine where none of
 # our modules is loaded, which 20-nvpeer-load leaves behind; 50-dkms, which installs nvpeer into
 # the module tree, comes last.
@@ -56,7 +58,9 @@ baseline() {
     [ "$rc" = 1 ] || { echo "exit $rc, want 1 (not ready)"; cat /bench/doctor.err; return 1; }
     want 'r["verdict"]' not_ready \
          'r["exit_code"]' 1 \
-         'len(r["checks"])' 22 \
+         'len(r["checks"])' 29 \
+         '[p["state"] for p in r["paths"]]' '["not_ready", "not_ready", "not_ready"]' \
+         'c("rdma.dmabuf")["status"] != "pass"' true \
          'c("nvidia.p2p_symbols")["status"]' fail \
          'c("rdma.peer_api")["status"]' fail \
          'c("nvpeer.module")["data"]["loaded"]' false \
@@ -106,7 +110,9 @@ with_nvpeer() {
          'all(l["via"] == "/sys/module/nvidia_peermem/version" for l in c("peer.consumers")["data"]["libraries"] if l["detected"])' true \
          'c("peer.consumers")["data"]["memory_peers"]' false \
          'c("peer.consumers")["data"]["structural"]' true \
-         'c("peer.consumers")["status"]' warn || return 1
+         'c("peer.consumers")["status"]' warn \
+         'c("nvidia.peermem")["status"]' skip \
+         'r["paths"][1]["state"]' not_in_use || return 1
     # With persistent_api_support=0 nvpeer registers the two legacy clients (debugfs config: this
     # core keeps no list in sysfs).
     modprobe -r nvidia_peermem || return 1

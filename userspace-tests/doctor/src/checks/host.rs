@@ -44,7 +44,7 @@ pub fn memlock(ctx: &Ctx) -> Check {
     };
     Check::new(ID, T, false, Status::Warn, format!("{summary}: host-memory registrations beyond it fail with ENOMEM"))
         .fix(format!(
-            "Raise it: {raise}`* - memlock unlimited` in /etc/security/limits.d/, `LimitMEMLOCK=infinity` for systemd services, `--ulimit memlock=-1` for containers. GPU memory registered through peer memory or dma-buf is not counted."
+            "Raise it: {raise}`* - memlock unlimited` in /etc/security/limits.d/, `LimitMEMLOCK=infinity` for systemd services, `--ulimit memlock=-1` for containers.."
         ))
         .data(data)
 }
