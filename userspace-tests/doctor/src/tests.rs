@@ -321,6 +321,23 @@ fn gpu_ok(bdf: &str) -> GpuAttrs {
     }
 }
 
+/// Live probes of a node where dma-buf works end to end.
+fn dmabuf_probes() -> Probes {
+    let mut p = Probes::none();
+    p.cuda = CudaProbe::Ok {
+        driver_api: Some(13000),
+        gpus: vec![gpu_ok("0000:03:00.0")],
+    };
+    p.verbs = VerbsProbe::Probed {
+        results: vec![DmabufProbe {
+            device: "mlx5_0".into(),
+            errno: Some(9),
+            verdict: "supported",
+        }],
+    };
+    p
+}
+
 // ---------------------------------------------------------------- verdicts
 
 #[test]
@@ -1142,18 +1159,7 @@ fn consumers_with_nothing_loaded() {
 #[test]
 fn dmabuf_verdicts() {
     let f = Fx::healthy();
-    let mut p = Probes::none();
-    p.cuda = CudaProbe::Ok {
-        driver_api: Some(12080),
-        gpus: vec![gpu_ok("0000:03:00.0")],
-    };
-    p.verbs = VerbsProbe::Probed {
-        results: vec![DmabufProbe {
-            device: "mlx5_0".into(),
-            errno: Some(9),
-            verdict: "supported",
-        }],
-    };
+    let mut p = dmabuf_probes();
     let r = f.report_with(p.clone());
     assert_eq!(status(&r, "rdma.dmabuf"), Status::Pass);
     assert!(check(&r, "rdma.dmabuf")

@@ -17,23 +17,6 @@ fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
     diagnose(&args, probes)
 }
 
-/// Live probes of a node where dma-buf works end to end.
-fn dmabuf_probes() -> Probes {
-    let mut p = Probes::none();
-    p.cuda = CudaProbe::Ok {
-        driver_api: Some(13000),
-        gpus: vec![gpu_ok("0000:03:00.0")],
-    };
-    p.verbs = VerbsProbe::Probed {
-        results: vec![DmabufProbe {
-            device: "mlx5_0".into(),
-            errno: Some(9),
-            verdict: "supported",
-        }],
-    };
-    p
-}
-
 /// Live probes of a node whose NIC imports no dma-buf.
 fn no_dmabuf_probes() -> Probes {
     let mut p = dmabuf_probes();
