@@ -34,6 +34,15 @@ pub(super) fn cell_ops(m: &MeasureArgs, size: u64) -> u32 {
     ((m.ops as f64 / ratio).round() as u32).max(m.min_ops)
 }
 
+/// Where a cell's cycles run: the registered range (`size` bytes of emulated GPU memory at
+/// `va`) and how many threads register it at once.
+#[derive(Clone, Copy)]
+pub(super) struct Cell {
+    pub(super) va: u64,
+    pub(super) size: u64,
+    pub(super) threads: u32,
+}
+
 /// What some cycles of one path measured: latencies, and the counters' growth over them.
 #[derive(Default)]
 struct Samples {
@@ -58,19 +67,17 @@ fn grow(acc: &mut abi::Stats, before: &abi::Stats, after: &abi::Stats) {
     acc.delay_ns += after.delay_ns.saturating_sub(before.delay_ns);
 }
 
-/// Runs `ops` cycles of `path` (at most `budget`), spread over `threads` threads, and adds what
-/// they measured to `acc`.
-#[allow(clippy::too_many_arguments)]
+/// Runs `ops` cycles of `path` in `cell` (at most `budget`), spread over the cell's threads, and
+/// adds what they measured to `acc`.
 fn samples(
     acc: &mut Samples,
     path: &Path,
     gpu: &Gpu,
-    va: u64,
-    size: u64,
-    threads: u32,
+    cell: Cell,
     ops: u32,
     budget: Duration,
 ) -> Result<()> {
+    let Cell { va, size, threads } = cell;
     let per_thread = ops.max(threads).div_ceil(threads);
     let before = gpu.stats()?;
     let client_before = path.client_ns()?;
@@ -121,47 +128,37 @@ fn samples(
     Ok(())
 }
 
-/// One cell: `path` at `size` and `threads`. With `floor` (a core path's adjacent floor), the
-/// cell's cycles are split into `rounds` rounds that alternate floor, client, floor, client...,
-/// so that drift (the shared host's load, the IOMMU's IOVA caches, the slab state) lands on both
-/// alike; returns the client's cell and the floor's.
-pub(super) fn cell(
+/// One cell: `path` at the cell's size and threads. With `floor` (a core path's adjacent floor),
+/// the cell's cycles are split into `rounds` rounds that alternate floor, client, floor,
+/// client..., so that drift (the shared host's load, the IOMMU's IOVA caches, the slab state)
+/// lands on both alike; returns the client's cell and the floor's.
+pub(super) fn measure_cell(
     m: &MeasureArgs,
     path: &Path,
     floor: Option<&Path>,
     gpu: &Gpu,
-    va: u64,
-    size: u64,
-    threads: u32,
+    cell: Cell,
 ) -> Result<(Value, Option<Value>)> {
+    let Cell { size, threads, .. } = cell;
     let ops = cell_ops(m, size).max(threads);
     let budget = Duration::from_secs(m.cell_budget_s);
     let Some(f) = floor else {
-        let mut s = Samples::default();
-        samples(&mut s, path, gpu, va, size, threads, ops, budget)?;
-        return Ok((cell_value(size, threads, s), None));
+        let mut client = Samples::default();
+        samples(&mut client, path, gpu, cell, ops, budget)?;
+        return Ok((cell_value(size, threads, client), None));
     };
     let rounds = m.rounds.clamp(1, ops.div_ceil(threads));
     let (per_round, round_budget) = (ops.div_ceil(rounds), budget / rounds);
-    let (mut fs, mut cs) = (Samples::default(), Samples::default());
+    let (mut floor_samples, mut client) = (Samples::default(), Samples::default());
     for _ in 0..rounds {
-        samples(&mut fs, f, gpu, va, size, threads, per_round, round_budget)?;
-        samples(
-            &mut cs,
-            path,
-            gpu,
-            va,
-            size,
-            threads,
-            per_round,
-            round_budget,
-        )?;
+        samples(&mut floor_samples, f, gpu, cell, per_round, round_budget)?;
+        samples(&mut client, path, gpu, cell, per_round, round_budget)?;
     }
-    let mut fv = cell_value(size, threads, fs);
-    fv["rounds"] = json!(rounds);
-    let mut cv = cell_value(size, threads, cs);
-    cv["rounds"] = json!(rounds);
-    Ok((cv, Some(fv)))
+    let mut floor_value = cell_value(size, threads, floor_samples);
+    floor_value["rounds"] = json!(rounds);
+    let mut client_value = cell_value(size, threads, client);
+    client_value["rounds"] = json!(rounds);
+    Ok((client_value, Some(floor_value)))
 }
 
 fn cell_value(size: u64, threads: u32, s: Samples) -> Value {

@@ -87,18 +87,18 @@ impl Floor {
 
 /// Kernel-side provider times of the floor (rawfloor's own ktime around each NVIDIA call).
 pub(super) fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<Value> {
-    let (mut g, mut mp, mut u, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut get, mut map, mut unmap, mut put) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
-        let r = f.reg(va, size)?;
-        let d = f.dereg(r.id)?;
-        g.push(r.get_ns);
-        mp.push(r.map_ns);
-        u.push(d.unmap_ns);
-        p.push(d.put_ns);
+        let reg = f.reg(va, size)?;
+        let dereg = f.dereg(reg.id)?;
+        get.push(reg.get_ns);
+        map.push(reg.map_ns);
+        unmap.push(dereg.unmap_ns);
+        put.push(dereg.put_ns);
     }
     Ok(
-        json!({"size": size, "get_pages": summary(g), "dma_map_pages": summary(mp),
-              "dma_unmap_pages": summary(u), "put_pages": summary(p)}),
+        json!({"size": size, "get_pages": summary(get), "dma_map_pages": summary(map),
+              "dma_unmap_pages": summary(unmap), "put_pages": summary(put)}),
     )
 }
 

@@ -1,6 +1,6 @@
 //! `nvpeer emu regpath measure`: one path's cells, invalidation, memory and scale figures.
 
-use super::cell::{cell, cell_ops};
+use super::cell::{cell_ops, measure_cell, Cell};
 use super::cli::MeasureArgs;
 use super::floor::{floor_breakdown, Floor};
 use super::invalidation::invalidation;
@@ -84,7 +84,12 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
                     "why": format!("size x threads above --max-mapped {} bytes", m.max_mapped)}));
                 continue;
             }
-            match cell(m, path, adj.as_ref(), gpu, a.va, size, t) {
+            let cell = Cell {
+                va: a.va,
+                size,
+                threads: t,
+            };
+            match measure_cell(m, path, adj.as_ref(), gpu, cell) {
                 Ok((mut c, adjacent)) => {
                     if let Some(f) = adjacent {
                         c["adjacent_floor"] = f;
