@@ -3,6 +3,9 @@
 use crate::paths::{LibraryUse, Path, PathVerdict, State};
 use serde::Serialize;
 use serde_json::Value;
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Padding, Style};
 
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -207,44 +210,32 @@ impl Report {
         self.get(id).map(|c| c.title).unwrap_or(id)
     }
 
-    /// The human-readable table.
+    /// The human-readable report: the checks (symbol, title, finding with its details and fix),
+    /// the paths, which path each library takes, and the verdict. Columns through tabled, so a
+    /// long title or library name widens its column instead of breaking it.
     pub fn render_table(&self, verbose: bool) -> String {
-        let w = self
-            .checks
-            .iter()
-            .map(|c| c.title.chars().count())
-            .max()
-            .unwrap_or(10);
-        let mut out = String::new();
-        out.push_str(&format!("nvpeer doctor (root {})\n\n", self.root));
+        let mut out = format!("nvpeer doctor (root {})\n\n", self.root);
+        let mut rows = Builder::default();
         for c in &self.checks {
-            out.push_str(&format!(
-                " {}  {:<w$}  {}\n",
-                c.status.symbol(),
-                c.title,
-                c.summary,
-                w = w
-            ));
-            let show_details =
-                verbose || matches!(c.status, Status::Fail | Status::Warn | Status::Unknown);
-            if show_details {
-                for d in &c.details {
-                    out.push_str(&format!("    {:<w$}  {}\n", "", d, w = w));
-                }
+            let mut cell = vec![c.summary.clone()];
+            if verbose || matches!(c.status, Status::Fail | Status::Warn | Status::Unknown) {
+                cell.extend(c.details.iter().cloned());
             }
             if let Some(dep) = c.because_of {
-                out.push_str(&format!(
-                    "    {:<w$}  ↳ follows from \"{}\" above: fix that first\n",
-                    "",
-                    self.title_of(dep),
-                    w = w
+                cell.push(format!(
+                    "↳ follows from \"{}\" above: fix that first",
+                    self.title_of(dep)
                 ));
-            } else if c.status != Status::Pass {
-                if let Some(f) = &c.fix {
-                    out.push_str(&format!("    {:<w$}  → {}\n", "", f, w = w));
-                }
+            } else if let Some(f) = c.fix.as_ref().filter(|_| c.status != Status::Pass) {
+                cell.push(format!("→ {f}"));
             }
+            rows.push_record([
+                c.status.symbol().to_string(),
+                c.title.to_string(),
+                cell.join("\n"),
+            ]);
         }
+        out.push_str(&columns(rows));
         let count = |s: Status| self.checks.iter().filter(|c| c.status == s).count();
         out.push_str(&format!(
             "\n{} passed, {} warnings, {} failed, {} unknown, {} not applicable\n",
@@ -255,11 +246,7 @@ impl Report {
             count(Status::Skip)
         ));
         out.push_str("\nGPUDirect RDMA paths:\n");
-        let pw = crate::paths::ALL
-            .iter()
-            .map(|p| p.title().chars().count())
-            .max()
-            .unwrap_or(10);
+        let mut rows = Builder::default();
         let mut named: Vec<&str> = Vec::new();
         for v in &self.paths {
             let (sym, state) = match v.state {
@@ -277,38 +264,31 @@ impl Report {
                 Some(id) if named.contains(&id) => format!(": same root cause as above ({id})"),
                 Some(id) => {
                     named.push(id);
-                    let c = self.get(id);
-                    format!(
-                        ": root cause {id} ({}): {}",
-                        self.title_of(id),
-                        c.map(|c| c.summary.as_str()).unwrap_or("")
-                    )
+                    let summary = self.get(id).map(|c| c.summary.as_str()).unwrap_or("");
+                    format!(": root cause {id} ({}): {summary}", self.title_of(id))
                 }
             };
-            out.push_str(&format!(
-                " {sym}  {:<pw$}  {state}{why}\n",
-                v.path.title(),
-                pw = pw
-            ));
+            rows.push_record([
+                sym.to_string(),
+                v.path.title().to_string(),
+                format!("{state}{why}"),
+            ]);
         }
+        out.push_str(&columns(rows));
         if !self.libraries.is_empty() {
             out.push_str("\nWhich path each library takes here:\n");
-            let lw = self
-                .libraries
-                .iter()
-                .map(|l| l.library.chars().count())
-                .max()
-                .unwrap_or(10);
+            let mut rows = Builder::default();
             for l in &self.libraries {
                 let path = l.path.map(Path::title).unwrap_or("none");
-                out.push_str(&format!(
-                    "    {:<lw$}  {path}: {}\n",
-                    l.library,
-                    l.why,
-                    lw = lw
-                ));
+                rows.push_record([
+                    String::new(),
+                    l.library.to_string(),
+                    format!("{path}: {}", l.why),
+                ]);
             }
+            out.push_str(&columns(rows));
         }
+        out.push('\n');
         let through = match self.require.path() {
             Some(p) => p.title().to_string(),
             None => {
@@ -332,6 +312,20 @@ impl Report {
         });
         out
     }
+}
+
+/// Three borderless columns (symbol, name, text), one space before the symbol and two between
+/// columns; continuation lines of the text stay in its column.
+fn columns(rows: Builder) -> String {
+    let mut t = rows.build();
+    t.with(Style::empty()).with(Padding::new(0, 0, 0, 0));
+    t.modify(Columns::first(), Padding::new(1, 2, 0, 0));
+    t.modify(Columns::single(1), Padding::new(0, 2, 0, 0));
+    // Without the trailing spaces of padded short lines.
+    t.to_string()
+        .lines()
+        .map(|l| l.trim_end().to_string() + "\n")
+        .collect()
 }
 
 fn verdict_of(paths: &[PathVerdict], require: Require) -> Verdict {
