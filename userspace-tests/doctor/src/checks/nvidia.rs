@@ -355,14 +355,12 @@ pub fn bar1(ctx: &Ctx) -> Check {
             .details(details)
             .data(data)
     } else {
-        let summary = details
-            .iter()
-            .filter(|d| d.starts_with(|c: char| c.is_ascii_hexdigit()))
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ");
-        Check::new(ID, T, false, Status::Pass, summary)
-            .details(details)
+        // The per-GPU lines become the summary; the details keep the rest.
+        let (gpus, rest): (Vec<String>, Vec<String>) = details
+            .into_iter()
+            .partition(|d| d.starts_with(|c: char| c.is_ascii_hexdigit()));
+        Check::new(ID, T, false, Status::Pass, gpus.join("; "))
+            .details(rest)
             .data(data)
     }
 }
