@@ -42,9 +42,11 @@ HASH ?= sha256
 # Debian ships it in linux-kbuild-<ver>; other distros in the headers package.
 SIGN_FILE ?= $(KDIR)/scripts/sign-file
 
-# What a DKMS source tree needs: the build system, the module sources, the headers the build may
-# fall back to, and (for the test bench, BENCH=1) the emulators' Module.symvers.
-NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src uapi packaging testbench/emu/include
+# What a DKMS source tree needs: the build system and the module sources; for the test bench
+# (BENCH=1) also the emulators' headers and Module.symvers. A tree for a real node carries neither,
+# so nothing can build nvpeer there against the emulators' ABI.
+NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src uapi packaging
+NVPEER_DKMS_BENCH := $(if $(filter BENCH=1,$(NVPEER_MAKE_ARGS)),1)
 
 .PHONY: install uninstall sign dkms-install dkms-uninstall dkms-source
 
@@ -81,8 +83,8 @@ dkms-source:
 	mkdir -p "$(DKMS_SRC)"
 	cd "$(NVPEER_TOP)" && tar -c --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
 		--exclude='.*.cmd' --exclude='*.rmeta' --exclude='.*.d' --exclude='Module.symvers' --exclude='modules.order' \
-		--exclude='src/logic/target' $(NVPEER_DKMS_FILES) | tar -x -C "$(DKMS_SRC)"
-	@if [ "$(filter BENCH=1,$(NVPEER_MAKE_ARGS))" ]; then \
+		--exclude='src/logic/target' $(NVPEER_DKMS_FILES) $(if $(NVPEER_DKMS_BENCH),testbench/emu/include) | tar -x -C "$(DKMS_SRC)"
+	@if [ "$(NVPEER_DKMS_BENCH)" ]; then \
 		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
 
 dkms-install: dkms-source

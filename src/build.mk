@@ -7,14 +7,15 @@
 #   make clean
 #
 # Variables: KDIR (default: running kernel), OFED_DIR, NVIDIA_SRC, OFED_SYMVERS, NVIDIA_SYMVERS,
-# RUSTC, BENCH=1 (emulator headers/symbols of the test bench; see testbench/tb kbuild),
+# RUSTC (default: the kernel's own rustc, found by the preflight), BENCH=1 (emulator headers and
+# symbols of the test bench; nothing else builds against them, see Kbuild),
 # NVPEER_MODULE (nvpeer, default here, or nvidia-peermem: the module name, see Kbuild; `make
 # install` and DKMS use nvidia-peermem).
 
 NVPEER_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 NVPEER_MODULE ?= nvpeer
 NVPEER_PREFLIGHT = KDIR="$(KDIR)" OFED_DIR="$(OFED_DIR)" NVIDIA_SRC="$(NVIDIA_SRC)" \
-	OFED_SYMVERS="$(OFED_SYMVERS)" NVIDIA_SYMVERS="$(NVIDIA_SYMVERS)" RUSTC="$(or $(RUSTC),rustc)" \
+	OFED_SYMVERS="$(OFED_SYMVERS)" NVIDIA_SYMVERS="$(NVIDIA_SYMVERS)" RUSTC="$(RUSTC)" \
 	BENCH="$(BENCH)" $(NVPEER_ROOT)/src/preflight.sh
 
 .PHONY: all modules clean preflight ffi-check

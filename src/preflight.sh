@@ -6,14 +6,16 @@
 #   preflight.sh               check and print "nvpeer preflight: ok (...)"
 #   preflight.sh --make-args   check, then print the arguments for 'make -C $KDIR M=...'
 #
-# Inputs (environment): KDIR, OFED_DIR, NVIDIA_SRC, OFED_SYMVERS, NVIDIA_SYMVERS, RUSTC,
-# BENCH=1 (build against the test bench's emulator headers and symbols).
+# Inputs (environment): KDIR, OFED_DIR, NVIDIA_SRC, OFED_SYMVERS, NVIDIA_SYMVERS, RUSTC (default:
+# found, see below), BENCH=1 (build against the test bench's emulator headers and symbols: the only
+# way to get them), NVPEER_SYSROOT (a root other than / to search for OFED, NVIDIA and installed
+# modules; for tests).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-check}
 KDIR=${KDIR:-/lib/modules/$(uname -r)/build}
-RUSTC=${RUSTC:-rustc}
+sysroot=${NVPEER_SYSROOT:-}
 
 fail() { echo "nvpeer preflight: $*" >&2; exit 1; }
 
@@ -34,15 +36,43 @@ done
 [ -z "$missing" ] ||
     fail "kernel $kver has CONFIG_RUST but its build tree lacks the Rust artifacts ($missing ): install linux-lib-rust-$kver (Ubuntu) or regenerate them with 'make modules_prepare' in the matching kernel source (docs/install.md)"
 
-# ---- rustc must be the one that built the kernel (version read from libcore.rmeta) --------
-len=$(od -An -tu1 -j16 -N1 "$KDIR/rust/libcore.rmeta" | tr -d ' ')
-kernel_rustc=$(dd if="$KDIR/rust/libcore.rmeta" bs=1 skip=17 count="${len:-0}" 2>/dev/null)
-case $kernel_rustc in rustc\ *) ;; *) kernel_rustc=$(grep -a -o -m1 'rustc [0-9][0-9.]* ([^)]*)' "$KDIR/rust/libcore.rmeta" | head -n1) ;; esac
-command -v "$RUSTC" >/dev/null 2>&1 ||
-    fail "no rustc in PATH: install '$kernel_rustc' (the compiler that built kernel $kver) or pass RUSTC="
-our_rustc=$("$RUSTC" --version 2>/dev/null | head -n1)
-[ "${our_rustc%% (*}" = "${kernel_rustc%% (*}" ] ||
-    fail "rustc mismatch: the kernel's Rust crates were built by '$kernel_rustc' but '$RUSTC' is '$our_rustc' (E0514 otherwise): install that exact version or pass RUSTC=<path>"
+# ---- rustc must be the one that built the kernel --------------------------------------------
+# The kernel's .rmeta files load only in the exact compiler that wrote them (E0514 otherwise). Its
+# version: the build tree's auto.conf (CONFIG_RUSTC_VERSION_TEXT), else libcore.rmeta's header.
+# Not given RUSTC=, the preflight looks for that version where distributions and rustup put
+# versioned compilers, so DKMS autoinstall after a kernel upgrade finds the new kernel's compiler
+# (or says which one to install). bindgen is not used by a module build: the kernel's bindings
+# ship generated in its build tree.
+kernel_rustc=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$KDIR/include/config/auto.conf" 2>/dev/null | head -n1)
+if [ -z "$kernel_rustc" ]; then
+    len=$(od -An -tu1 -j16 -N1 "$KDIR/rust/libcore.rmeta" | tr -d ' ')
+    kernel_rustc=$(dd if="$KDIR/rust/libcore.rmeta" bs=1 skip=17 count="${len:-0}" 2>/dev/null)
+    case $kernel_rustc in rustc\ *) ;; *) kernel_rustc=$(grep -a -o -m1 'rustc [0-9][0-9.]* ([^)]*)' "$KDIR/rust/libcore.rmeta" | head -n1) ;; esac
+fi
+kernel_rustc_ver=${kernel_rustc#rustc }; kernel_rustc_ver=${kernel_rustc_ver%% *}
+[ -n "$kernel_rustc_ver" ] ||
+    fail "cannot tell which rustc built kernel $kver (no CONFIG_RUSTC_VERSION_TEXT in $KDIR/include/config/auto.conf, unreadable rust/libcore.rmeta): regenerate the build tree with 'make modules_prepare'"
+rustc_ver() { "$1" --version 2>/dev/null | head -n1 | awk '{ print $2 }'; }
+if [ -n "${RUSTC:-}" ]; then
+    command -v "$RUSTC" >/dev/null 2>&1 ||
+        fail "RUSTC=$RUSTC not found: install '$kernel_rustc' (the compiler that built kernel $kver) or fix RUSTC="
+    [ "$(rustc_ver "$RUSTC")" = "$kernel_rustc_ver" ] ||
+        fail "rustc mismatch: kernel $kver was built by '$kernel_rustc' but RUSTC=$RUSTC is '$("$RUSTC" --version 2>/dev/null | head -n1)' (E0514 otherwise): point RUSTC= at rustc $kernel_rustc_ver"
+else
+    mm=${kernel_rustc_ver%.*}
+    tried=""
+    for c in rustc "rustc-$mm" "$sysroot/usr/lib/rust-$mm/bin/rustc" \
+             "${HOME:-/root}"/.rustup/toolchains/"$kernel_rustc_ver"-*/bin/rustc \
+             /root/.rustup/toolchains/"$kernel_rustc_ver"-*/bin/rustc \
+             "${HOME:-/root}"/.rustup/toolchains/"$mm"-*/bin/rustc; do
+        p=$(command -v "$c" 2>/dev/null) || continue
+        v=$(rustc_ver "$p")
+        tried="$tried $p($v)"
+        if [ "$v" = "$kernel_rustc_ver" ]; then RUSTC=$p; break; fi
+    done
+    [ -n "${RUSTC:-}" ] ||
+        fail "no rustc $kernel_rustc_ver, the compiler that built kernel $kver (found:${tried:- none}): install it (Debian/Ubuntu: rustc-$mm; rustup: 'rustup toolchain install $kernel_rustc_ver') or set RUSTC=<path> (DKMS: NVPEER_MAKE_ARGS=\"RUSTC=<path>\" in /etc/dkms/nvpeer.conf)"
+fi
 
 modversions=n
 kcfg CONFIG_MODVERSIONS && modversions=y
@@ -50,7 +80,17 @@ mkdir -p "$root/build"
 
 # ---- peer-memory core (MLNX_OFED / DOCA-OFED ib_core) -------------------------------------
 symvers_has() { [ -f "$1" ] && grep -q "[[:space:]]$2[[:space:]]" "$1"; }
+# installed_ko NAME: the file of module NAME installed for the target kernel (not the running one).
+installed_ko() { modinfo ${sysroot:+-b "$sysroot"} -k "$kver" -n "$1" 2>/dev/null; }
+# CRCs read from an installed module (src/gen-symvers.sh PROVIDER=KO): its one-line error on failure.
+from_ko() { # PROVIDER KO
+    local err
+    err=$("$root/src/gen-symvers.sh" "$root/build/$1.symvers" "$1=$2" 2>&1) || { echo "${err#gen-symvers: }"; return 1; }
+}
 ofed_syms=""
+nv_syms=""
+nv_ver=""
+nv_note=""
 if [ "${BENCH:-0}" = 1 ]; then
     OFED_DIR=""
     NVIDIA_SRC=""
@@ -62,8 +102,9 @@ if [ "${BENCH:-0}" = 1 ]; then
 else
     if [ -z "${OFED_DIR:-}" ]; then
         arch=$(uname -m)
-        for d in /usr/src/ofa_kernel/"$arch"/"$kver" /usr/src/ofa_kernel/"$kver" /usr/src/ofa_kernel/default \
-                 /usr/src/ofa_kernel-dkms /var/lib/dkms/mlnx-ofed-kernel/*/build; do
+        for d in "$sysroot"/usr/src/ofa_kernel/"$arch"/"$kver" "$sysroot"/usr/src/ofa_kernel/"$kver" \
+                 "$sysroot"/usr/src/ofa_kernel/default "$sysroot"/usr/src/ofa_kernel-dkms \
+                 "$sysroot"/var/lib/dkms/mlnx-ofed-kernel/*/build; do
             if [ -f "$d/include/rdma/peer_mem.h" ]; then OFED_DIR=$d; break; fi
         done
     fi
@@ -80,28 +121,54 @@ else
             ofed_syms=$OFED_SYMVERS
         elif [ $modversions = n ]; then
             ofed_syms=generate
+        elif ko=$(installed_ko ib_core) && [ -n "$ko" ]; then
+            # OFED's Module.symvers is gone, its ib_core.ko for this kernel carries the CRCs.
+            why=$(from_ko ofed "$ko") ||
+                fail "kernel $kver has MODVERSIONS, $OFED_SYMVERS does not export ib_register_peer_memory_client and $why: reinstall the OFED kernel modules for $kver or pass OFED_SYMVERS="
+            ofed_syms=$root/build/ofed.symvers
         else
-            fail "kernel has MODVERSIONS but $OFED_SYMVERS does not export ib_register_peer_memory_client: rebuild/reinstall the OFED kernel modules for $kver or pass OFED_SYMVERS="
+            fail "kernel $kver has MODVERSIONS but $OFED_SYMVERS does not export ib_register_peer_memory_client and no ib_core is installed for $kver: install the OFED kernel modules for $kver or pass OFED_SYMVERS="
         fi
     fi
 
-    # ---- NVIDIA open kernel modules (nv-p2p.h + Module.symvers) ---------------------------
-    if [ -z "${NVIDIA_SRC:-}" ]; then
-        want=$(modinfo -F version nvidia 2>/dev/null || true)
-        for d in ${want:+/usr/src/nvidia-$want} $(ls -d /usr/src/nvidia-* 2>/dev/null | sort -rV); do
-            if [ -f "$d/nvidia/nv-p2p.h" ]; then NVIDIA_SRC=$d; break; fi
+    # ---- NVIDIA open kernel modules (nv-p2p.h + symbol CRCs) ------------------------------
+    # The driver version of the TARGET kernel (DKMS builds for kernels not running yet): its
+    # installed nvidia.ko, else the NVIDIA DKMS package built for it.
+    nv_ver=$(modinfo ${sysroot:+-b "$sysroot"} -k "$kver" -F version nvidia 2>/dev/null | head -n1 || true)
+    if [ -z "$nv_ver" ]; then
+        for d in "$sysroot"/var/lib/dkms/nvidia*/*/"$kver"; do
+            [ -d "$d" ] && { nv_ver=$(basename "$(dirname "$d")"); break; }
         done
     fi
+    if [ -z "${NVIDIA_SRC:-}" ]; then
+        # That version's source first (/usr/src/nvidia-<ver>, Debian's nvidia-current-<ver>), else the newest.
+        for d in ${nv_ver:+"$sysroot"/usr/src/nvidia-"$nv_ver" "$sysroot"/usr/src/nvidia-*-"$nv_ver"} \
+                 $(ls -d "$sysroot"/usr/src/nvidia-* 2>/dev/null | sort -rV); do
+            if [ -f "$d/nvidia/nv-p2p.h" ]; then NVIDIA_SRC=$d; break; fi
+        done
+        case ${NVIDIA_SRC:-} in *"$nv_ver") ;; *) [ -z "$nv_ver" ] || nv_note=" (no source of $nv_ver, the driver for $kver)" ;; esac
+    fi
     [ -n "${NVIDIA_SRC:-}" ] && [ -f "$NVIDIA_SRC/nvidia/nv-p2p.h" ] ||
-        fail "no NVIDIA driver source with nvidia/nv-p2p.h: install the open kernel modules' source (e.g. nvidia-kernel-open-dkms / nvidia-open) or pass NVIDIA_SRC=<dir with nvidia/nv-p2p.h>"
+        fail "no NVIDIA driver source with nvidia/nv-p2p.h${nv_ver:+ (driver $nv_ver for $kver)}: install the open kernel modules' source (e.g. nvidia-kernel-open-dkms / nvidia-open) or pass NVIDIA_SRC=<dir with nvidia/nv-p2p.h>"
     NVIDIA_SYMVERS=${NVIDIA_SYMVERS:-$NVIDIA_SRC/Module.symvers}
-    nv_syms=""
     if symvers_has "$NVIDIA_SYMVERS" nvidia_p2p_get_pages; then
         nv_syms=$NVIDIA_SYMVERS
     elif [ $modversions = n ]; then
         nv_syms=generate
     else
-        fail "kernel has MODVERSIONS but no Module.symvers with nvidia_p2p_get_pages at $NVIDIA_SYMVERS: build the NVIDIA modules for $kver first or pass NVIDIA_SYMVERS="
+        # A MODVERSIONS kernel: the CRCs of the nvidia.ko installed for it (a .run install or a
+        # package keeps no Module.symvers), else a DKMS build of the driver for it.
+        why="no nvidia.ko is installed for $kver"
+        if ko=$(installed_ko nvidia) && [ -n "$ko" ] && why=$(from_ko nvidia "$ko"); then
+            nv_syms=$root/build/nvidia.symvers
+        else
+            for d in "$sysroot"/var/lib/dkms/nvidia*/"${nv_ver:-*}"/build; do
+                grep -qs "for kernel $kver " "$d/make.log" && symvers_has "$d/Module.symvers" nvidia_p2p_get_pages &&
+                    { nv_syms=$d/Module.symvers; break; }
+            done
+        fi
+        [ -n "$nv_syms" ] ||
+            fail "kernel $kver has MODVERSIONS but NVIDIA's symbol CRCs were not found ($NVIDIA_SYMVERS lacks nvidia_p2p_get_pages; $why): install the NVIDIA driver for $kver first or pass NVIDIA_SYMVERS=<its Module.symvers>"
     fi
 
     gen=""
@@ -117,12 +184,23 @@ else
     fi
 fi
 
+# The kernel's own C compiler for the shim: LLVM=1 for clang kernels; for gcc kernels the compiler
+# named in the build tree (Debian's x86_64-linux-gnu-gcc-16) when it is installed, else kbuild's
+# default (which warns when it differs).
 llvm=""
-kcfg CONFIG_CC_IS_CLANG && llvm="LLVM=1"
+if kcfg CONFIG_CC_IS_CLANG; then
+    llvm="LLVM=1"
+else
+    kcc=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\{0,1\}\([^ "]*\).*/\1/p' "$KDIR/include/config/auto.conf" 2>/dev/null | head -n1)
+    [ -n "$kcc" ] && command -v "$kcc" >/dev/null 2>&1 && llvm="CC=$kcc"
+fi
 
 case $mode in
 --make-args)
-    printf '%s OFED_DIR=%q NVIDIA_SRC=%q KBUILD_EXTRA_SYMBOLS=%q\n' "$llvm" "${OFED_DIR:-}" "${NVIDIA_SRC:-}" "${extra# }" ;;
+    bench=""
+    [ "${BENCH:-0}" = 1 ] && bench=NVPEER_BENCH=1
+    printf '%s %s RUSTC=%q OFED_DIR=%q NVIDIA_SRC=%q KBUILD_EXTRA_SYMBOLS=%q\n' "$llvm" "$bench" "$RUSTC" \
+        "${OFED_DIR:-}" "${NVIDIA_SRC:-}" "${extra# }" ;;
 *)
-    echo "nvpeer preflight: ok (kernel $kver, $kernel_rustc, OFED ${OFED_DIR:-bench emulator}, NVIDIA ${NVIDIA_SRC:-bench emulator}, MODVERSIONS=$modversions)" ;;
+    echo "nvpeer preflight: ok (kernel $kver, $kernel_rustc at $RUSTC, OFED ${OFED_DIR:-bench emulator}, NVIDIA ${NVIDIA_SRC:-bench emulator}${nv_ver:+ for driver $nv_ver}$nv_note, MODVERSIONS=$modversions${nv_syms:+, NVIDIA CRCs: ${nv_syms/generate/none needed}})" ;;
 esac

@@ -116,5 +116,5 @@ tb_stock_kbuild() {
         [ -f "$s" ] && extra+=" /stock/$name/${s#"$sdir/$name/"}"
     done
     TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_chroot "$root" make -C /stock/obj \
-        CC=x86_64-linux-gnu-gcc-16 M="/stock/$name/$dir" KBUILD_EXTRA_SYMBOLS="$extra" modules
+        CC=x86_64-linux-gnu-gcc-16 M="/stock/$name/$dir" NVPEER_BENCH=1 KBUILD_EXTRA_SYMBOLS="$extra" modules
 }

@@ -40,6 +40,12 @@ echo "dkms-build: modinfo -k $krel -n nvidia-peermem: $ko"
 tar -C / -cf /out/dkms-prebuilt.tar var/lib/dkms "${srctree#/}" run/modprobe.d run/systemd run/dkms-force \
     "$(realpath --relative-to=/ "$(dirname "$ko")")"
 echo "dkms-build: packed $(tar -tf /out/dkms-prebuilt.tar | wc -l) entries for $krel"
+# Outside the bench (no NVPEER_BENCH=1) kbuild refuses to fall back to the emulators' headers.
+if out=$(make -C "/lib/modules/$krel/build" M="$srctree/nvpeer-$ver" modules 2>&1); then
+    echo "dkms-build: a build without NVPEER_BENCH=1 or OFED_DIR succeeded" >&2; exit 1
+fi
+echo "$out" | grep -q "nvpeer: OFED_DIR is not set" || { echo "$out" | tail -n 5; echo "dkms-build: no refusal line" >&2; exit 1; }
+echo "dkms-build: emulator fallback refused: $(echo "$out" | grep -o 'nvpeer: OFED_DIR is not set.*Stop' | sed 's/\.  Stop$//')"
 # The build-time refusals (50-dkms runs them in the guest when it has no prebuilt tree).
 . /src/testbench/lib/dkms-prebuild-refuses.sh
 if out=$(dkms_prebuild_refuses "$ver" "$srctree" 2>&1); then
