@@ -10,6 +10,7 @@ use kernel::prelude::*;
 
 mod abi;
 mod client;
+mod compat;
 mod debugfs;
 mod ffi;
 mod footprint;
@@ -67,8 +68,8 @@ struct NvPeer {
 impl kernel::Module for NvPeer {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         abi::check()?;
-        let pas = *module_parameters::persistent_api_support.value();
-        let pds = *module_parameters::peerdirect_support.value();
+        let pas = compat::param_value(&module_parameters::persistent_api_support);
+        let pds = compat::param_value(&module_parameters::peerdirect_support);
         let cfg = params::config(pas, pds).map_err(|e| {
             pr_err!("invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);
             EINVAL

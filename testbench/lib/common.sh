@@ -78,32 +78,67 @@ tb_chroot() {
     ' tb "$root" "$kdir" "$REPO_DIR" "$@"
 }
 
-# tb_stock_dir ROOT KDIR: Debian's production kernel (testbench/lib/stock-build.sh: the signed image
-# and a module build tree for it), fetched and prepared once per toolchain root; prints its cache
-# directory. KDIR (the bench kernel's build) lends its source tree to modules_prepare.
+# tb_stock_entry [NAME]: reads NAME's line of testbench/stock-kernels.list (default: the first)
+# into STOCK_NAME, STOCK_FLAVOUR, STOCK_APT, STOCK_ROOT and STOCK_SOURCE; dies on an unknown name.
+tb_stock_entry() {
+    local want=${1:-} name flavour apt root source
+    while read -r name flavour apt root source; do
+        case "$name" in ''|'#'*) continue ;; esac
+        [ -z "$want" ] || [ "$want" = "$name" ] || continue
+        STOCK_NAME=$name STOCK_FLAVOUR=$flavour STOCK_APT=${apt#-} STOCK_ROOT=${root#-} STOCK_SOURCE=$source
+        return 0
+    done <"$TB_DIR/stock-kernels.list"
+    tb_die "no kernel '$want' in testbench/stock-kernels.list"
+}
+
+# tb_stock_root: the toolchain root that builds for the kernel tb_stock_entry chose (its ROOT
+# column: a suite and a package list, built by mkroot.sh like the bench's own); prints its path.
+tb_stock_root() {
+    if [ -z "$STOCK_ROOT" ]; then tb_root; return; fi
+    NVPEER_SUITE=${STOCK_ROOT%%:*} NVPEER_ROOT_PACKAGES="$TB_DIR/${STOCK_ROOT#*:}" "$TB_DIR/mkroot.sh"
+}
+
+# tb_stock_dir ROOT KDIR: Debian's production kernel tb_stock_entry chose (testbench/lib/
+# stock-build.sh: the signed image and a module build tree for it), fetched and prepared once per
+# toolchain root; prints its cache directory. KDIR (the bench kernel's build) lends its source tree
+# to modules_prepare where the entry's SOURCE is "bench".
 tb_stock_dir() {
     local root=$1 kdir=$2 key sdir
-    key=$( (cat "$TB_DIR/lib/stock-build.sh"; echo "$root") | sha256sum | cut -c1-16)
+    key=$( (cat "$TB_DIR/lib/stock-build.sh"; echo "$root"; echo "$STOCK_FLAVOUR $STOCK_APT $STOCK_SOURCE") \
+        | sha256sum | cut -c1-16)
     sdir="$NVPEER_CACHE/stock-$key"
     mkdir -p "$sdir"
     (
         flock 8
         if [ ! -f "$sdir/.nvpeer-stock-ok" ]; then
-            TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_progress "stock Debian kernel: fetch + modules_prepare" \
-                tb_chroot "$root" bash /src/testbench/lib/stock-build.sh >&2
+            TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_progress "Debian kernel $STOCK_FLAVOUR: fetch + modules_prepare" \
+                tb_chroot "$root" /usr/bin/env STOCK_FLAVOUR="$STOCK_FLAVOUR" STOCK_APT_SUITE="$STOCK_APT" \
+                STOCK_SOURCE="$STOCK_SOURCE" bash /src/testbench/lib/stock-build.sh >&2
             touch "$sdir/.nvpeer-stock-ok"
         fi
     ) 8>"$sdir.build-lock"
     echo "$sdir"
 }
 
-# tb_stock_repo SDIR NAME: a clean copy of the repo's tracked and unignored files at SDIR/NAME (so
-# the in-tree .ko files built for the bench kernel stay intact); prints its path.
+# tb_stock_repo SDIR NAME: a copy of the repo's tracked and unignored files at SDIR/NAME (so the
+# in-tree .ko files built for the bench kernel stay intact); prints its path. Kept between runs and
+# updated in place: only files whose content changed are rewritten and files gone from the repo
+# are removed (its list: .nvpeer-files), so kbuild rebuilds only what changed.
 tb_stock_repo() {
-    local dst="$1/$2"
-    rm -rf "$dst"; mkdir -p "$dst"
+    local dst="$1/$2" f
+    mkdir -p "$dst"
+    rm -rf "$dst.new"; mkdir -p "$dst.new"
     (cd "$REPO_DIR" && { git ls-files; git ls-files --others --exclude-standard; } | sort -u \
-        | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done | tar cf - -T -) | tar xf - -C "$dst"
+        | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done >"$dst.new/.nvpeer-files"
+        tar cf - -T "$dst.new/.nvpeer-files") | tar xf - -C "$dst.new"
+    if [ -f "$dst/.nvpeer-files" ]; then
+        comm -23 "$dst/.nvpeer-files" "$dst.new/.nvpeer-files" | while IFS= read -r f; do rm -f "$dst/$f"; done
+    fi
+    while IFS= read -r f; do
+        cmp -s "$dst.new/$f" "$dst/$f" 2>/dev/null || { mkdir -p "$(dirname "$dst/$f")"; rm -f "$dst/$f"; cp "$dst.new/$f" "$dst/$f"; }
+    done <"$dst.new/.nvpeer-files"
+    mv "$dst.new/.nvpeer-files" "$dst/.nvpeer-files"
+    rm -rf "$dst.new"
     echo "$dst"
 }
 
@@ -116,5 +151,5 @@ tb_stock_kbuild() {
         [ -f "$s" ] && extra+=" /stock/$name/${s#"$sdir/$name/"}"
     done
     TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_chroot "$root" make -C /stock/obj \
-        CC=x86_64-linux-gnu-gcc-16 M="/stock/$name/$dir" NVPEER_BENCH=1 KBUILD_EXTRA_SYMBOLS="$extra" modules
+        CC="$(cat "$sdir/cc")" M="/stock/$name/$dir" NVPEER_BENCH=1 KBUILD_EXTRA_SYMBOLS="$extra" modules
 }

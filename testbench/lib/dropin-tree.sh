@@ -15,7 +15,7 @@ mkdir -p "$dst"
 # Sources only; stale copies of deleted files go too (outputs stay: kbuild rebuilds what changed).
 rm -rf "$dst/src.new"
 mkdir -p "$dst/src.new"
-(cd "$repo" && find src -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) -not -path 'src/logic/target/*' \
+(cd "$repo" && find src -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -not -path 'src/logic/target/*' \
     | tar cf - -T -) | tar xf - -C "$dst/src.new"
 for f in $(cd "$dst/src.new/src" && find . -type f); do
     cmp -s "$dst/src.new/src/$f" "$dst/src/$f" 2>/dev/null || install -D -m 0644 "$dst/src.new/src/$f" "$dst/src/$f"

@@ -8,15 +8,17 @@
 set -euo pipefail
 flavour=$(cat /stock/release)
 cd /stock
+# The apt options stock-build.sh used (the kernel's own suite, where it is not the root's).
+eval "apt=($(cat /stock/apt-args 2>/dev/null))"
 fetch() {
-    (cd mdebs && apt-get download -qq "linux-modules-$flavour" "linux-base-$flavour") 2>&1 \
+    (cd mdebs && apt-get "${apt[@]}" download -qq "linux-modules-$flavour" "linux-base-$flavour") 2>&1 \
         | grep -v "unsandboxed" || true
     [ -n "$(ls mdebs/linux-modules-*.deb 2>/dev/null)" ] && [ -n "$(ls mdebs/linux-base-*.deb 2>/dev/null)" ]
 }
 if [ ! -f modules-debs.ok ]; then
     rm -rf mdebs mx; mkdir -p mdebs mx
     # The package lists may be older than the root's last update: refresh them once if needed.
-    fetch || { apt-get -o Acquire::Check-Valid-Until=false update -qq && fetch; } \
+    fetch || { apt-get "${apt[@]}" update -qq && fetch; } \
         || { echo "stock-vm: cannot download linux-modules-$flavour and linux-base-$flavour" >&2; exit 1; }
     for d in mdebs/*.deb; do dpkg-deb -x "$d" mx; done
     touch modules-debs.ok
