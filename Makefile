@@ -15,6 +15,7 @@
 #   make bench-memory-stock  its memory pass alone, on that kernel
 #   make bench-stock-pt the same with the guest's IOMMU in passthrough (bench-results/stock-pt/)
 #   make install / uninstall / sign / dkms-install   see docs/install.md
+#   make deb            nvpeer-dkms and nvpeer-tools .debs in build/deb (debhelper, dh-dkms)
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
@@ -26,6 +27,8 @@ default: all
 -include src/build.mk
 # Installation, DKMS and signing rules.
 -include packaging/install.mk
+# Debian packages (make deb).
+-include packaging/deb.mk
 
 check:
 	@testbench/check

@@ -1,0 +1,31 @@
+#!/bin/bash
+# `make deb` in the toolchain root with the packaging layer (testbench/lib/deb-root.sh), packaging
+# the nvpeer CLI the bench built on the host (userspace-tests, cargo build --release). Prints the
+# directory holding nvpeer-dkms_<v>_all.deb and nvpeer-tools_<v>_<arch>.deb (suite 55-deb installs
+# them: NVPEER_DEBS=<dir>).
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+[ -x "$NVPEER_CLI" ] || tb_die "no nvpeer CLI at $NVPEER_CLI: run 'cargo build --release' in userspace-tests first"
+out="$NVPEER_CACHE/debs-$(echo "$REPO_DIR" | sha256sum | cut -c1-12)"
+rm -rf "$out"; mkdir -p "$out"
+log=$(mktemp /tmp/nvpeer-deb.XXXXXX)
+if ! TB_BINDS="$(dirname "$NVPEER_CLI"):/cli $out:/out" "$TB_DIR/lib/deb-root.sh" --run \
+        make -C /src deb NVPEER_CLI=/cli/nvpeer DEB_OUT=/out >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    rm -f "$log"
+    tb_die "make deb failed"
+fi
+rm -f "$log"
+ls "$out"/nvpeer-dkms_*_all.deb "$out"/nvpeer-tools_*.deb >/dev/null || tb_die "make deb left no packages in $out"
+# What each package must hold (and the DKMS tree must not: the bench's emulator files).
+ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO_DIR/dkms.conf")
+dkms_files=$(dpkg-deb -c "$out/nvpeer-dkms_${ver}_all.deb" | awk '{ print $6 }')
+for f in "./usr/src/nvpeer-$ver/dkms.conf" "./usr/src/nvpeer-$ver/packaging/dkms-preflight.sh" \
+         ./usr/lib/modprobe.d/nvpeer.conf ./usr/lib/systemd/system/nvpeer.service \
+         ./usr/share/dkms/modules_to_force_install/nvpeer; do
+    echo "$dkms_files" | grep -qx "$f" || tb_die "nvpeer-dkms lacks $f"
+done
+! echo "$dkms_files" | grep -q "/testbench/" || tb_die "nvpeer-dkms ships testbench/ files"
+dpkg-deb -I "$out/nvpeer-dkms_${ver}_all.deb" postinst | grep -q 'common.postinst' || tb_die "nvpeer-dkms's postinst does not run DKMS"
+dpkg-deb -c "$out"/nvpeer-tools_"$ver"_*.deb | awk '{ print $6 }' | grep -qx ./usr/bin/nvpeer || tb_die "nvpeer-tools lacks /usr/bin/nvpeer"
+echo "$out"
