@@ -55,9 +55,11 @@ perftest_once() { # round
     awk -v s="$SIZE" '$1 == s && NF >= 5 { print $4 }' "$OUT/perftest-client.$1.txt" | tail -n 1
 }
 nvpeer_once() { # round
-    ip netns exec bwa "$NVPEER" bench --server -d rxebwa -p 18702 >"$OUT/nvpeer-server.$1.txt" 2>&1 &
+    # The server listens on the link's address, for one client holding the shared token.
+    NVPEER_TOKEN=bw-vs-perftest ip netns exec bwa "$NVPEER" bench --server --bind $A --once -d rxebwa -p 18702 \
+        >"$OUT/nvpeer-server.$1.txt" 2>&1 &
     local srv=$!
-    ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host -t write_bw -s "$SIZE" -n "$ITERS" \
+    NVPEER_TOKEN=bw-vs-perftest ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host -t write_bw -s "$SIZE" -n "$ITERS" \
         --no-progress --out-json-file "$OUT/nvpeer-bw.$1.json" >"$OUT/nvpeer-client.$1.txt" 2>&1
     local rc=$?
     wait $srv

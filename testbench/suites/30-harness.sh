@@ -42,9 +42,24 @@ hv_rxe_down() {
 # Every case prints the harness output; success = exit 0 and a closing "N passed, 0 failed" line.
 hv_validate_loopback() {
     ip netns exec hva "$NVPEER" validate --mem host -d rxea --max-size 256K --xfer-size 16K \
-        --small-mrs 16 --churn 8 | tee "$OUT/validate-loopback.txt"
+        --small-mrs 16 --churn 8 --junit "$OUT/validate-loopback.xml" | tee "$OUT/validate-loopback.txt"
     local rc=${PIPESTATUS[0]}
     grep -q '^[1-9][0-9]* passed, 0 failed' "$OUT/validate-loopback.txt" || return 1
+    # The environment block names the NIC, and the JUnit file has one test case per case.
+    grep -qE '^  nic +rxea$' "$OUT/validate-loopback.txt" || { echo "no environment block"; return 1; }
+    python3 -S - "$OUT/validate-loopback.xml" "$OUT/validate-loopback.txt" <<'PY' || return 1
+import sys
+import xml.etree.ElementTree as ET
+s = ET.parse(sys.argv[1]).getroot().find("testsuite")
+cases = s.findall("testcase")
+text = open(sys.argv[2]).read()
+ran = sum(text.count("\n" + t + " ") for t in ("PASS", "FAIL", "SKIP"))
+assert len(cases) == ran == int(s.get("tests")), (len(cases), ran, s.get("tests"))
+assert s.get("failures") == "0", s.get("failures")
+props = {p.get("name"): p.get("value") for p in s.find("properties")}
+assert props.get("nic") == "rxea" and "kernel" in props, props
+print("junit ok:", len(cases), "cases")
+PY
     # Every operation must have run and passed.
     local op
     for op in write write-imm read send-recv; do
@@ -53,15 +68,26 @@ hv_validate_loopback() {
     return "$rc"
 }
 
+# The server listens on the link's address (loopback is its default) and serves clients until
+# stopped: a client with a wrong token is refused (exit 2, the server keeps serving), then the
+# real client runs, then the server is stopped.
 hv_validate_two_node() {
-    ip netns exec hva "$NVPEER" validate --server -d rxea -p 18601 >"$OUT/validate-server.txt" 2>&1 &
+    NVPEER_TOKEN=hv-secret ip netns exec hva "$NVPEER" validate --server --bind $HV_A -d rxea -p 18601 \
+        >"$OUT/validate-server.txt" 2>&1 &
     local srv=$!
-    ip netns exec hvb "$NVPEER" validate --client $HV_A -p 18601 --mem host -d rxeb --max-size 64K \
-        --xfer-size 16K --small-mrs 8 --churn 4 | tee "$OUT/validate-client.txt"
+    local bad
+    bad=$(NVPEER_TOKEN=wrong ip netns exec hvb "$NVPEER" validate --client $HV_A -p 18601 --mem host -d rxeb \
+        --only reg.sizes 2>&1)
+    local brc=$?
+    echo "$bad" | grep -q 'FAIL oob.connect' && [ "$brc" = 2 ] || { echo "wrong token: rc $brc: $bad"; kill $srv; return 1; }
+    NVPEER_TOKEN=hv-secret ip netns exec hvb "$NVPEER" validate --client $HV_A -p 18601 --mem host -d rxeb \
+        --max-size 64K --xfer-size 16K --small-mrs 8 --churn 4 | tee "$OUT/validate-client.txt"
     local rc=${PIPESTATUS[0]}
-    wait $srv; local src=$?
-    echo "server exit $src"; cat "$OUT/validate-server.txt"
-    [ "$rc" = 0 ] && [ "$src" = 0 ] && grep -q '^PASS xfer\.read\.host->host' "$OUT/validate-client.txt"
+    kill $srv; wait $srv
+    echo "client exit $rc"; cat "$OUT/validate-server.txt"
+    grep -q 'refused: wrong or missing token' "$OUT/validate-server.txt" || { echo "refusal not logged"; return 1; }
+    grep -q 'said bye after' "$OUT/validate-server.txt" || { echo "client not logged"; return 1; }
+    [ "$rc" = 0 ] && grep -q '^PASS xfer\.read\.host->host' "$OUT/validate-client.txt"
 }
 
 hv_validate_json() {
@@ -79,9 +105,10 @@ PY
 }
 
 hv_bench_two_node() {
-    ip netns exec hva "$NVPEER" bench --server -d rxea -p 18602 >"$OUT/bench-server.txt" 2>&1 &
+    NVPEER_TOKEN=hv-secret ip netns exec hva "$NVPEER" bench --server --bind $HV_A --once -d rxea -p 18602 \
+        >"$OUT/bench-server.txt" 2>&1 &
     local srv=$!
-    ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18602 --mem host -d rxeb \
+    NVPEER_TOKEN=hv-secret ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18602 --mem host -d rxeb \
         -t reg,write_bw,read_bw,send_bw,write_lat -s 4096 -n 20 --tx-depth 8 --no-progress \
         --out-json-file "$OUT/bench.json" | tee "$OUT/bench-client.txt"
     local rc=${PIPESTATUS[0]}
@@ -116,8 +143,25 @@ hv_bad_input() {
     echo "$out" | grep -q 'at least 1 byte' || { echo "$out"; return 1; }
     out=$("$NVPEER" bench --gpu zz:00 2>&1) && { echo "accepted --gpu zz:00"; return 1; }
     echo "$out" | grep -q 'PCI bus id' || { echo "$out"; return 1; }
-    out=$("$NVPEER" validate --mem host -d nosuchdev 2>&1) && { echo "passed with a missing device"; return 1; }
+    out=$("$NVPEER" validate --mem host -d nosuchdev 2>&1); rc=$?
+    [ "$rc" = 2 ] || { echo "missing device: exit $rc, expected 2 (could not run)"; return 1; }
     echo "$out" | grep -q "not found" || { echo "$out"; return 1; }
+    # One missing prerequisite is named once; the cases it blocks are counted, not failed.
+    [ "$(echo "$out" | grep -c '^FAIL')" = 1 ] && echo "$out" | grep -qE '^NOT RUN [0-9]+ case' ||
+        { echo "$out"; return 1; }
+    # Sizes and indexes are refused, never truncated.
+    local a
+    for a in "bench -s 4G" "bench -x 300" "validate --xfer-size 4G" "bench -a --max-size 4G -t write_bw"; do
+        # shellcheck disable=SC2086
+        out=$("$NVPEER" $a 2>&1); rc=$?
+        [ "$rc" = 2 ] || { echo "$a: exit $rc: $out"; return 1; }
+    done
+    # A server bound to the network needs a token (or --allow-any-peer).
+    out=$("$NVPEER" validate --server --bind 0.0.0.0 2>&1); rc=$?
+    [ "$rc" = 2 ] && echo "$out" | grep -q -- '--token' || { echo "unprotected bind: $rc $out"; return 1; }
+    # A closed pipe ends the CLI quietly (no panic, no exit 101).
+    out=$( { "$NVPEER" validate --mem host -d nosuchdev | head -c 1 >/dev/null; } 2>&1)
+    echo "$out" | grep -q panicked && { echo "$out"; return 1; }
     echo "bad input rejected cleanly"
 }
 
@@ -139,7 +183,8 @@ hv_emu_no_client() {
     local rc=$?
     echo "$out"
     rmmod peer_mem_emu nvp2p_emu
-    [ "$rc" = 1 ] && echo "$out" | grep -q 'probable cause: .*peer' 
+    # A missing client is a missing prerequisite: named once, exit 2 (could not run).
+    [ "$rc" = 2 ] && echo "$out" | grep -q 'probable cause: .*peer' 
 }
 
 hv_validate_emu() {

@@ -41,7 +41,7 @@ fn sizes(a: &BenchArgs) -> Vec<u64> {
 impl Bench {
     fn say(&self, s: &str) {
         if !self.args.common.json {
-            println!("{s}");
+            report::say(s);
         }
     }
 
@@ -60,8 +60,7 @@ impl Bench {
             self.reg.path.label(),
             iters
         ));
-        self.say(&format!(
-            " {:<10} {:<12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}",
+        let header = [
             "#bytes",
             "#iterations",
             "reg med[us]",
@@ -69,8 +68,10 @@ impl Bench {
             "dereg med[us]",
             "dereg p99[us]",
             "reg+dereg med",
-            "reg+dereg p99"
-        ));
+            "reg+dereg p99",
+        ]
+        .map(String::from);
+        let mut cells = Vec::new();
         let pb = report::progress(
             sz.len() as u64 * iters as u64,
             "reg",
@@ -99,14 +100,15 @@ impl Bench {
                 stats::summarize(&rd),
             );
             if let (Some(r), Some(d), Some(rd)) = (r, d, rd) {
-                self.say(&format!(
-                    " {:<10} {:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>14.2} {:>14.2}",
-                    s, iters, r.t_typical, r.p99, d.t_typical, d.p99, rd.t_typical, rd.p99
-                ));
+                let mut row = vec![s.to_string(), iters.to_string()];
+                let figures = [r.t_typical, r.p99, d.t_typical, d.p99, rd.t_typical, rd.p99];
+                row.extend(figures.map(|v| format!("{v:.2}")));
+                cells.push(row);
                 rows.push(json!({"MsgSize": s, "n_iterations": iters, "reg": r, "dereg": d, "reg_dereg": rd}));
             }
         }
         pb.finish_and_clear();
+        self.say(&report::table(&header, &cells));
         Ok(json!({"test": "reg", "path": self.reg.path.label(), "results": rows}))
     }
 
@@ -157,7 +159,7 @@ impl Bench {
             self.args.common.mem,
             depth.min(self.args.tx_depth.max(1))
         ));
-        self.say(&report::bw_header(self.args.report_gbits));
+        let mut cells = Vec::new();
         let pb = report::progress(
             sz.len() as u64,
             title,
@@ -220,11 +222,15 @@ impl Bench {
                     got += c.len();
                 }
             }
-            self.say(&report::bw_row(&r, self.args.report_gbits));
+            cells.push(report::bw_row(&r, self.args.report_gbits));
             rows.push(report::bw_json(&r, self.args.report_gbits));
             pb.inc(1);
         }
         pb.finish_and_clear();
+        self.say(&report::table(
+            &report::bw_header(self.args.report_gbits),
+            &cells,
+        ));
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
         Ok(json!({"test": test.name(), "results": rows}))
@@ -251,7 +257,7 @@ impl Bench {
             "\n RDMA_Write Latency Test, WRITE_WITH_IMM ping-pong (mem {})",
             self.args.common.mem
         ));
-        self.say(&report::lat_header());
+        let mut cells = Vec::new();
         let mut rows = Vec::new();
         let pb = report::progress(
             sz.len() as u64,
@@ -302,7 +308,7 @@ impl Bench {
                     1 << 32 | i as u64,
                     lmr.lkey(),
                     lbuf.addr(),
-                    s as u32,
+                    s,
                 )
                 .map_err(be("post"))?;
                 if local {
@@ -326,12 +332,13 @@ impl Bench {
                 }
             }
             if let Some(st) = stats::summarize(&samples) {
-                self.say(&report::lat_row(s, iters as u64, &st));
+                cells.push(report::lat_row(s, iters as u64, &st));
                 rows.push(report::lat_json(s, iters as u64, &st));
             }
             pb.inc(1);
         }
         pb.finish_and_clear();
+        self.say(&report::table(&report::lat_header(), &cells));
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
         Ok(json!({"test": "write_lat", "results": rows}))
@@ -411,7 +418,7 @@ fn run_bw(
     while done < iters {
         while posted < iters && posted - done < depth {
             let signaled = (posted + 1) % m == 0 || posted + 1 == iters;
-            ep.post_flagged(op, posted, lkey, addr, size as u32, signaled)
+            ep.post_flagged(op, posted, lkey, addr, size, signaled)
                 .map_err(be("post"))?;
             posted += 1;
         }
@@ -456,7 +463,10 @@ fn matrix(max: u64) -> Vec<u64> {
     let mut s = 4096u64;
     while s < max {
         v.push(s);
-        s *= 4;
+        match s.checked_mul(4) {
+            Some(n) => s = n,
+            None => break,
+        }
     }
     v.push(max);
     v
@@ -465,17 +475,28 @@ fn matrix(max: u64) -> Vec<u64> {
 /// Entry point of `nvpeer bench`.
 pub fn run(args: BenchArgs) -> u8 {
     let c = args.common.clone();
+    let path = match c.mem {
+        MemKind::CudaDmabuf => RegPath::DmaBuf,
+        MemKind::Emu => RegPath::EmuCore,
+        _ => RegPath::VaMr,
+    };
+    if c.server {
+        return peer::run_server("nvpeer bench --server", &c, path);
+    }
+    // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
+    // larger).
+    if args.all && args.tests.iter().any(|t| *t != BenchTest::Reg) {
+        if let Err(e) = figures::size::check_message(args.max_size) {
+            eprintln!("nvpeer bench: --max-size: {e}");
+            return 2;
+        }
+    }
     let backend: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
         Ok(b) => Rc::from(b),
         Err(e) => {
             eprintln!("nvpeer bench: {e}");
             return 2;
         }
-    };
-    let path = match c.mem {
-        MemKind::CudaDmabuf => RegPath::DmaBuf,
-        MemKind::Emu => RegPath::EmuCore,
-        _ => RegPath::VaMr,
     };
     let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
         Ok(d) => Some(Rc::new(d)),
@@ -495,16 +516,6 @@ pub fn run(args: BenchArgs) -> u8 {
             return 2;
         }
     };
-    if c.server {
-        let Some(dev) = dev else { return 2 };
-        return match peer::serve(c.port, dev, backend, path, c.json) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("nvpeer bench --server: {e}");
-                1
-            }
-        };
-    }
     let core = if c.mem == MemKind::Emu {
         mem::emu::EmuBackend::open().ok().and_then(|b| b.core())
     } else {
@@ -520,7 +531,7 @@ pub fn run(args: BenchArgs) -> u8 {
             match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
                 Ok(ch) => {
                     let mut p = Peer::Remote(ch);
-                    if let Err(e) = p.call(Req::Hello { proto: peer::PROTO }) {
+                    if let Err(e) = p.call(peer::hello(&c)) {
                         eprintln!("nvpeer bench: {e}");
                         return 2;
                     }
@@ -537,6 +548,7 @@ pub fn run(args: BenchArgs) -> u8 {
             d.clone(),
             backend.clone(),
             path,
+            c.serve.mem_limit,
         )))),
         (None, _) => None,
     };
@@ -571,16 +583,30 @@ pub fn run(args: BenchArgs) -> u8 {
     if let Some(Peer::Remote(_)) = b.peer.as_ref() {
         let _ = b.peer.as_mut().map(|p| p.unit(Req::Bye));
     }
+    let gpu_bus = b
+        .backend
+        .facts()
+        .into_iter()
+        .find(|(k, _)| k == "pci bus id")
+        .map(|(_, v)| v);
+    let env = crate::environment::collect(
+        std::path::Path::new("/"),
+        b.dev.as_ref().map(|d| d.name.as_str()),
+        gpu_bus.as_deref(),
+        crate::environment::ofed_info(),
+    );
+    b.say(&format!("\n{}", env.text()));
     let doc = json!({
         "tool": "nvpeer bench",
         "version": env!("CARGO_PKG_VERSION"),
         "mem": c.mem.to_string(),
         "device": b.dev.as_ref().map(|d| d.name.clone()),
+        "environment": env,
         "tests": out,
     });
     let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     if c.json {
-        println!("{text}");
+        report::say(&text);
     }
     if let Some(f) = &b.args.out_json_file {
         if let Err(e) = std::fs::write(f, &text) {
@@ -607,5 +633,23 @@ mod tests {
         assert_eq!(matrix(4096), vec![4096]);
         assert_eq!(matrix(1 << 20), vec![4096, 16384, 65536, 262144, 1 << 20]);
         assert_eq!(matrix(100), vec![100]);
+    }
+
+    proptest::proptest! {
+        /// Every maximum, up to 2^64 - 1, gives a finite, increasing sweep ending at it.
+        #[test]
+        fn reg_matrix_never_overflows(max in 1u64..=u64::MAX) {
+            let m = matrix(max);
+            proptest::prop_assert_eq!(m.last(), Some(&max));
+            proptest::prop_assert!(m.windows(2).all(|w| w[0] < w[1]));
+            proptest::prop_assert!(m.len() <= 33);
+        }
+
+        #[test]
+        fn sweep_never_overflows(max in 0u64..=u64::MAX) {
+            let v = stats::sweep_sizes(max);
+            proptest::prop_assert!(v.iter().all(|s| *s <= max && s.is_power_of_two()));
+            proptest::prop_assert!(v.len() <= 63);
+        }
     }
 }

@@ -45,10 +45,10 @@ pub struct CommonArgs {
     /// RDMA device port.
     #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
     pub ib_port: u8,
-    /// GID index (default: a RoCE v2 IPv4-mapped GID if there is one, else index 0).
+    /// GID index, 0-255 (default: a RoCE v2 IPv4-mapped GID if there is one, else index 0).
     #[arg(short = 'x', long = "gid-index")]
-    pub gid_index: Option<u32>,
-    /// Two-node mode: wait for a `--client` on the TCP port (like perftest without a host).
+    pub gid_index: Option<u8>,
+    /// Two-node mode: serve `--client`s on the TCP port, one at a time, until stopped.
     #[arg(long, conflicts_with = "client")]
     pub server: bool,
     /// Two-node mode: connect to the `--server` running on HOST.
@@ -57,9 +57,33 @@ pub struct CommonArgs {
     /// TCP port of the out-of-band exchange.
     #[arg(short = 'p', long = "port", default_value_t = 18515)]
     pub port: u16,
+    #[command(flatten)]
+    pub serve: ServeArgs,
     /// Print machine-readable JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How the two-node server listens and whom it serves.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Server: address to listen on (loopback unless told; `0.0.0.0` or `::` for every
+    /// interface, which needs `--token` or `--allow-any-peer`).
+    #[arg(long = "bind", value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Shared secret both sides must give; a client with another token is refused. Prefer the
+    /// environment variable (a command line is visible to every user of the node).
+    #[arg(long = "token", env = "NVPEER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Server: serve peers from any address without a token (trusted networks only).
+    #[arg(long = "allow-any-peer")]
+    pub allow_any_peer: bool,
+    /// Server: exit after the first client is done (the default serves clients until stopped).
+    #[arg(long = "once")]
+    pub once: bool,
+    /// Server: most bytes of test memory one client may hold at once.
+    #[arg(long = "server-mem-limit", value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    pub mem_limit: u64,
 }
 
 impl CommonArgs {
@@ -132,34 +156,9 @@ impl fmt::Display for GpuSelector {
     }
 }
 
-/// Parses a byte count: plain digits or with a binary unit suffix (`K`, `KiB`, `M`, `MiB`, `G`,
-/// `GiB`; case-insensitive; `B` alone is bytes). Zero is rejected.
+/// Parses a byte count with binary units (see [`figures::size`]); zero is rejected.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(format!(
-            "'{s}': expected a number of bytes, e.g. 4096, 64K or 1MiB"
-        ));
-    }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("'{s}': number too large"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("'{s}': unknown unit '{other}' (use K, M or G)")),
-    };
-    let v = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("'{s}': size overflows 64 bits"))?;
-    if v == 0 {
-        return Err(format!("'{s}': size must be at least 1 byte"));
-    }
-    Ok(v)
+    figures::size::parse(s)
 }
 
 /// Arguments of `nvpeer validate`.
@@ -170,8 +169,8 @@ pub struct ValidateArgs {
     /// Largest registration in the size matrix.
     #[arg(long = "max-size", default_value = "4M", value_parser = parse_size)]
     pub max_size: u64,
-    /// Size of the data-integrity transfers.
-    #[arg(long = "xfer-size", default_value = "64K", value_parser = parse_size)]
+    /// Size of the data-integrity transfers (one message each, at most 2G).
+    #[arg(long = "xfer-size", default_value = "64K", value_parser = figures::size::parse_message)]
     pub xfer_size: u64,
     /// Number of MRs held at once in the "many small MRs" case.
     #[arg(long = "small-mrs", default_value_t = 64)]
@@ -189,6 +188,9 @@ pub struct ValidateArgs {
     /// Seed of the data patterns (default: derived from the time).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Also write the results as JUnit XML to this file (one test case per validation case).
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
 }
 
 /// Which measurement `nvpeer bench` runs.
@@ -240,8 +242,8 @@ pub struct BenchArgs {
     /// Sweep all sizes from 2 bytes to `--max-size` in powers of two (like perftest `-a`).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
-    /// Message size when not sweeping.
-    #[arg(short = 's', long = "size", default_value = "65536", value_parser = parse_size)]
+    /// Message size when not sweeping (at most 2G, the InfiniBand maximum message size).
+    #[arg(short = 's', long = "size", default_value = "65536", value_parser = figures::size::parse_message)]
     pub size: u64,
     /// Largest size of a sweep (perftest: 8 MiB).
     #[arg(long = "max-size", default_value = "8M", value_parser = parse_size)]
@@ -266,28 +268,6 @@ pub struct BenchArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_with_units() {
-        assert_eq!(parse_size("1").unwrap(), 1);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("64K").unwrap(), 65536);
-        assert_eq!(parse_size("64kib").unwrap(), 65536);
-        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
-        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
-        assert_eq!(parse_size("7B").unwrap(), 7);
-    }
-
-    #[test]
-    fn sizes_rejected() {
-        assert!(parse_size("").is_err());
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("K").is_err());
-        assert!(parse_size("12X").is_err());
-        assert!(parse_size("-1").is_err());
-        assert!(parse_size("99999999999999999999").is_err());
-        assert!(parse_size("17179869184G").is_err());
-    }
 
     #[test]
     fn gpu_selectors() {
@@ -333,5 +313,65 @@ mod tests {
         assert_eq!(t.b.common.role(), Role::Client("10.0.0.1".into()));
         assert!(T::try_parse_from(["x", "-n", "4"]).is_err());
         assert!(T::try_parse_from(["x", "--server", "--client", "h"]).is_err());
+    }
+
+    #[test]
+    fn sizes_and_indexes_never_truncate() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        #[derive(Parser)]
+        struct V {
+            #[command(flatten)]
+            v: ValidateArgs,
+        }
+        // A GID index above 255 or a message above 2 GiB is refused, never wrapped or truncated.
+        assert!(B::try_parse_from(["x", "-x", "300"]).is_err());
+        assert_eq!(
+            B::try_parse_from(["x", "-x", "255"])
+                .unwrap()
+                .b
+                .common
+                .gid_index,
+            Some(255)
+        );
+        let e = B::try_parse_from(["x", "-s", "4G"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("one RDMA message"), "{e}");
+        assert_eq!(
+            B::try_parse_from(["x", "-s", "2G"]).unwrap().b.size,
+            1 << 31
+        );
+        assert!(V::try_parse_from(["x", "--xfer-size", "4G"]).is_err());
+        // Registrations may be larger than one message.
+        assert_eq!(
+            V::try_parse_from(["x", "--max-size", "4G"])
+                .unwrap()
+                .v
+                .max_size,
+            4 << 30
+        );
+        let v = V::try_parse_from(["x"]).unwrap().v;
+        assert_eq!(v.common.serve.bind, "127.0.0.1");
+        assert!(!v.common.serve.once && !v.common.serve.allow_any_peer);
+        assert_eq!(v.common.serve.mem_limit, 4 << 30);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn gpu_selector_never_panics(s in "\\PC{0,40}") {
+            let _ = s.parse::<GpuSelector>();
+        }
+
+        #[test]
+        fn bus_ids_round_trip(d in 0u32..0x10000, b in 0u32..256, dev in 0u32..32, f in 0u32..8) {
+            let id = format!("{d:04x}:{b:02x}:{dev:02x}.{f}");
+            proptest::prop_assert_eq!(id.parse::<GpuSelector>(), Ok(GpuSelector::BusId(id.clone())));
+        }
     }
 }

@@ -8,18 +8,26 @@
 pub mod bench;
 pub mod causes;
 pub mod cli;
+pub mod environment;
+pub mod junit;
+pub mod limits;
 pub mod mem;
 pub mod oob;
 pub mod pattern;
 pub mod peer;
 pub mod reg;
 pub mod report;
+pub mod server;
 pub mod stats;
 pub mod sysfs;
 pub mod validate;
 pub mod verbs;
 
 pub use cli::{BenchArgs, ValidateArgs};
+
+// Sizes are u64 end to end; a buffer length becomes a `usize` only at the allocator and the
+// copy calls, which is lossless on the 64-bit targets this tool is built for.
+const _: () = assert!(usize::BITS == 64, "nvpeer's harness needs a 64-bit target");
 
 /// Runs `nvpeer validate`; returns the exit status (0 all passed, 1 a case failed, 2 setup error).
 pub fn validate(args: ValidateArgs) -> u8 {

@@ -3,7 +3,7 @@
 
 use serde::{de::DeserializeOwned, Serialize};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// Longest accepted line (a garbled peer must not make us allocate without bound).
@@ -26,15 +26,6 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Waits for one client on `port` (all addresses).
-    pub fn accept(port: u16) -> Result<Self, OobError> {
-        let l = TcpListener::bind(("::", port))
-            .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
-            .map_err(|e| OobError::Io(format!("listen on TCP port {port}"), e))?;
-        let (s, _) = l.accept().map_err(|e| OobError::Io("accept".into(), e))?;
-        Self::from_stream(s)
-    }
-
     /// Connects to `host:port`, retrying for up to `wait` while the server starts.
     pub fn connect(host: &str, port: u16, wait: Duration) -> Result<Self, OobError> {
         let start = std::time::Instant::now();
@@ -59,7 +50,8 @@ impl Channel {
         }
     }
 
-    fn from_stream(s: TcpStream) -> Result<Self, OobError> {
+    /// Wraps an accepted or connected stream.
+    pub fn from_stream(s: TcpStream) -> Result<Self, OobError> {
         let _ = s.set_nodelay(true);
         let w = s
             .try_clone()
@@ -107,6 +99,7 @@ use std::io::Read as _;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
     #[test]
     fn json_lines_roundtrip_and_reject_garbage() {

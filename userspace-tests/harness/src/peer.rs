@@ -2,11 +2,16 @@
 //! the same device); in two-node mode it is the `--server` process, reached over the out-of-band
 //! channel with the same requests. Tests drive both the same way through [`Peer`].
 
+use crate::causes;
+use crate::cli::CommonArgs;
+use crate::limits;
+use crate::mem;
 use crate::mem::host::HostBackend;
 use crate::mem::{Backend, Buffer};
 use crate::oob::{Channel, OobError};
 use crate::pattern;
 use crate::reg::{Mr, RegPath, Registrar};
+use crate::server::{self, Session};
 use crate::sysfs;
 use crate::verbs::{Completion, ConnInfo, Device, Endpoint, Op};
 use serde::{Deserialize, Serialize};
@@ -15,13 +20,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Protocol version; both sides must agree.
-pub const PROTO: u32 = 1;
+pub const PROTO: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "req", rename_all = "snake_case")]
 pub enum Req {
+    /// The first request of a connection; `token` is checked against the server's.
     Hello {
         proto: u32,
+        #[serde(default)]
+        token: Option<String>,
     },
     /// Allocate and register a buffer (host memory when `host`, else the server's `--mem`).
     Alloc {
@@ -132,6 +140,7 @@ impl PeerError {
 struct TBuf {
     buf: Box<dyn Buffer>,
     mr: Option<Mr>,
+    len: u64,
 }
 
 /// The passive side: owns buffers, MRs and one endpoint at a time.
@@ -141,7 +150,9 @@ pub struct Target {
     reg: Registrar,
     bufs: HashMap<u32, TBuf>,
     ep: Option<Endpoint>,
+    depth: u32,
     next: u32,
+    mem_limit: u64,
 }
 
 fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
@@ -152,7 +163,8 @@ fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
 }
 
 impl Target {
-    pub fn new(dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath) -> Self {
+    /// A target serving `backend` memory registered on `path`, holding at most `mem_limit` bytes.
+    pub fn new(dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath, mem_limit: u64) -> Self {
         let reg = Registrar {
             pd: Some(dev.pd.clone()),
             core: None,
@@ -164,18 +176,24 @@ impl Target {
             reg,
             bufs: HashMap::new(),
             ep: None,
+            depth: 0,
             next: 1,
+            mem_limit,
         }
     }
 
-    /// Handles one request (never panics on bad input; answers `Err`).
+    /// Handles one request (never panics on bad input; answers `Err`). Every request is checked
+    /// against what this client owns before anything is allocated ([`limits::check`]).
     pub fn handle(&mut self, q: Req) -> Resp {
+        if let Err(msg) = limits::check(&q, self, self.mem_limit) {
+            return err(msg, Some(libc::EINVAL));
+        }
         match q {
-            Req::Hello { proto } if proto == PROTO => Resp::Hello {
+            Req::Hello { proto, .. } if proto == PROTO => Resp::Hello {
                 proto: PROTO,
                 mem: self.backend.kind().to_string(),
             },
-            Req::Hello { proto } => err(
+            Req::Hello { proto, .. } => err(
                 format!("protocol {proto} not supported (this side speaks {PROTO})"),
                 None,
             ),
@@ -185,6 +203,7 @@ impl Target {
                     Ok(()) => {
                         let info = ep.info();
                         self.ep = Some(ep);
+                        self.depth = depth.clamp(1, self.dev.max_qp_wr);
                         Resp::Conn { info }
                     }
                     Err(e) => err(e.to_string(), e.errno()),
@@ -226,9 +245,7 @@ impl Target {
                     return err("buffer not registered", None);
                 };
                 for i in 0..count {
-                    if let Err(e) =
-                        ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len as u32)
-                    {
+                    if let Err(e) = ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len) {
                         return err(e.to_string(), e.errno());
                     }
                 }
@@ -300,7 +317,14 @@ impl Target {
             rkey: mr.rkey(),
             len: size,
         };
-        self.bufs.insert(id, TBuf { buf, mr: Some(mr) });
+        self.bufs.insert(
+            id,
+            TBuf {
+                buf,
+                mr: Some(mr),
+                len: size,
+            },
+        );
         r
     }
 
@@ -354,7 +378,7 @@ impl Target {
                 1 << 32 | i as u64,
                 lkey,
                 addr,
-                size as u32,
+                size,
             ) {
                 return err(e.to_string(), e.errno());
             }
@@ -463,34 +487,71 @@ pub struct RemoteBuf {
     pub len: u64,
 }
 
-/// `--server`: accept one client and answer its requests until it says bye or disconnects.
-pub fn serve(
-    port: u16,
-    dev: Rc<Device>,
-    backend: Rc<dyn Backend>,
-    path: RegPath,
-    quiet: bool,
-) -> Result<(), OobError> {
-    if !quiet {
-        eprintln!(
-            "nvpeer: waiting for a client on TCP port {port} (device {}, mem {})",
-            dev.name,
-            backend.kind()
-        );
+impl limits::View for Target {
+    fn buf_len(&self, id: u32) -> Option<u64> {
+        self.bufs.get(&id).map(|b| b.len)
     }
-    let mut ch = Channel::accept(port)?;
-    let mut t = Target::new(dev, backend, path);
-    loop {
-        let q: Req = match ch.recv() {
-            Ok(q) => q,
-            Err(OobError::Closed) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let bye = matches!(q, Req::Bye);
-        let r = t.handle(q);
-        ch.send(&r)?;
-        if bye {
-            return Ok(());
+    fn held(&self) -> u64 {
+        self.bufs.values().map(|b| b.len).sum()
+    }
+    fn depth(&self) -> Option<u32> {
+        self.ep.as_ref().map(|_| self.depth)
+    }
+}
+
+impl Session for Target {
+    fn handle(&mut self, q: Req) -> Resp {
+        Target::handle(self, q)
+    }
+    fn mem(&self) -> String {
+        self.backend.kind().to_string()
+    }
+}
+
+/// The hello a client opens with (carrying the shared token, if any).
+pub fn hello(c: &CommonArgs) -> Req {
+    Req::Hello {
+        proto: PROTO,
+        token: c.serve.token.clone(),
+    }
+}
+
+/// `--server` of `validate` and `bench`: checks where to listen, opens the memory backend and
+/// the device, then serves; returns the exit status (2 when it could not start, 0 when `--once`
+/// is done).
+pub fn run_server(tool: &str, c: &CommonArgs, path: RegPath) -> u8 {
+    let listener = match server::listen(&c.serve, c.port) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{tool}: {e}");
+            return 2;
+        }
+    };
+    let backend: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
+        Ok(b) => Rc::from(b),
+        Err(e) => {
+            eprintln!("{tool}: {e}");
+            return 2;
+        }
+    };
+    let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
+        Ok(d) => Rc::new(d),
+        Err(e) => {
+            eprintln!("{tool}: {e}\n  probable cause: {}", causes::device(&e));
+            return 2;
+        }
+    };
+    let log = server::Log::new();
+    log.say(&format!("device {}, {} memory", dev.name, backend.kind()));
+    let limit = c.serve.mem_limit;
+    let served = server::serve(&listener, &c.serve, &log, || {
+        Target::new(dev.clone(), backend.clone(), path, limit)
+    });
+    match served {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{tool}: {e}");
+            2
         }
     }
 }
@@ -512,5 +573,35 @@ mod tests {
         let r: Resp = serde_json::from_str(r#"{"resp":"verified","mismatch":null}"#).unwrap();
         assert!(matches!(r, Resp::Verified { mismatch: None }));
         assert!(serde_json::from_str::<Req>(r#"{"req":"format_disk"}"#).is_err());
+    }
+
+    #[test]
+    fn hello_carries_an_optional_token() {
+        let q: Req = serde_json::from_str(r#"{"req":"hello","proto":2}"#).unwrap();
+        assert!(matches!(
+            q,
+            Req::Hello {
+                proto: 2,
+                token: None
+            }
+        ));
+        let q: Req = serde_json::from_str(r#"{"req":"hello","proto":2,"token":"t"}"#).unwrap();
+        assert!(matches!(q, Req::Hello { token: Some(t), .. } if t == "t"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_line_decodes_or_errs(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let _ = serde_json::from_slice::<Req>(&b);
+            let _ = serde_json::from_slice::<Resp>(&b);
+        }
+
+        #[test]
+        fn any_numbers_decode_or_err(size in "-?[0-9]{1,30}", id in "-?[0-9]{1,12}") {
+            let line = format!(r#"{{"req":"alloc","size":{size},"host":true}}"#);
+            let _ = serde_json::from_str::<Req>(&line);
+            let line = format!(r#"{{"req":"fill","id":{id},"off":0,"len":{size},"seed":1}}"#);
+            let _ = serde_json::from_str::<Req>(&line);
+        }
     }
 }

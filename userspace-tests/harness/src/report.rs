@@ -60,6 +60,8 @@ pub struct Summary {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Cases a failed prerequisite kept from running.
+    pub not_run: usize,
 }
 
 pub fn summarize(cases: &[CaseResult]) -> Summary {
@@ -90,10 +92,30 @@ pub fn case_line(c: &CaseResult) -> String {
 
 /// The closing line, in the form the bench's runners read.
 pub fn summary_line(s: &Summary) -> String {
-    format!(
+    let mut l = format!(
         "{} passed, {} failed, {} skipped",
         s.passed, s.failed, s.skipped
-    )
+    );
+    if s.not_run > 0 {
+        l.push_str(&format!(", {} not run", s.not_run));
+    }
+    l
+}
+
+/// Prints one line on stdout. A reader that went away (`nvpeer validate | head -1`) is not an
+/// error of the run: the line is dropped instead of panicking (the CLI also restores the default
+/// SIGPIPE action, so it exits quietly there).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// Prints a value as pretty JSON on stdout (see [`say`]).
+pub fn print_json<T: Serialize>(v: &T) {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => say(&s),
+        Err(e) => eprintln!("nvpeer: cannot render the JSON report: {e}"),
+    }
 }
 
 /// The whole validation report (JSON form).
@@ -103,40 +125,60 @@ pub struct ValidateReport<'a> {
     pub version: &'static str,
     pub mem: String,
     pub role: String,
+    pub environment: &'a crate::environment::Environment,
     pub facts: serde_json::Map<String, serde_json::Value>,
     pub cases: &'a [CaseResult],
+    /// The failed prerequisite that kept `not_run` from running.
+    pub blocked_by: Option<&'a str>,
+    pub not_run: Vec<&'a str>,
     pub summary: Summary,
 }
 
-/// perftest's bandwidth header and row format.
-pub fn bw_header(gbits: bool) -> String {
+/// A table of `rows` under `header`, laid out by tabled without borders (perftest's look):
+/// every column as wide as its widest cell, so long values never shift the next column.
+pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut b = tabled::builder::Builder::default();
+    b.push_record(header.iter().cloned());
+    for r in rows {
+        b.push_record(r.iter().cloned());
+    }
+    let mut t = b.build();
+    t.with(tabled::settings::Style::blank());
+    // tabled pads the last column too; trailing blanks help no reader.
+    t.to_string()
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// perftest's bandwidth columns.
+pub fn bw_header(gbits: bool) -> Vec<String> {
     let unit = if gbits { "Gb/sec" } else { "MiB/sec" };
-    format!(
-        " {:<10} {:<12} {:<18} {:<21} {:<12}",
-        "#bytes",
-        "#iterations",
+    vec![
+        "#bytes".into(),
+        "#iterations".into(),
         format!("BW peak[{unit}]"),
         format!("BW average[{unit}]"),
-        "MsgRate[Mpps]"
-    )
+        "MsgRate[Mpps]".into(),
+    ]
 }
 
-pub fn bw_row(r: &BwResult, gbits: bool) -> String {
+/// One bandwidth row under [`bw_header`].
+pub fn bw_row(r: &BwResult, gbits: bool) -> Vec<String> {
     let conv = |v: f64| if gbits { mib_to_gbits(v) } else { v };
-    format!(
-        " {:<10} {:<12} {:<18.2} {:<21.2} {:<12.6}",
-        r.msg_size,
-        r.iterations,
-        conv(r.bw_peak_mib),
-        conv(r.bw_avg_mib),
-        r.msg_rate_mpps
-    )
+    vec![
+        r.msg_size.to_string(),
+        r.iterations.to_string(),
+        format!("{:.2}", conv(r.bw_peak_mib)),
+        format!("{:.2}", conv(r.bw_avg_mib)),
+        format!("{:.6}", r.msg_rate_mpps),
+    ]
 }
 
-/// perftest's latency header and row format (microseconds).
-pub fn lat_header() -> String {
-    format!(
-        " {:<10} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12} {:<12}",
+/// perftest's latency columns (microseconds).
+pub fn lat_header() -> Vec<String> {
+    [
         "#bytes",
         "#iterations",
         "t_min[usec]",
@@ -145,15 +187,28 @@ pub fn lat_header() -> String {
         "t_avg[usec]",
         "t_stdev[usec]",
         "99% percentile[usec]",
-        "99.9% percentile[usec]"
-    )
+        "99.9% percentile[usec]",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
-pub fn lat_row(size: u64, iters: u64, s: &LatencySummary) -> String {
-    format!(
-        " {:<10} {:<12} {:<12.2} {:<12.2} {:<12.2} {:<12.2} {:<12.2} {:<12.2} {:<12.2}",
-        size, iters, s.t_min, s.t_max, s.t_typical, s.t_avg, s.t_stdev, s.p99, s.p99_9
-    )
+/// One latency row under [`lat_header`].
+pub fn lat_row(size: u64, iters: u64, s: &LatencySummary) -> Vec<String> {
+    let mut v = vec![size.to_string(), iters.to_string()];
+    v.extend(
+        [
+            s.t_min,
+            s.t_max,
+            s.t_typical,
+            s.t_avg,
+            s.t_stdev,
+            s.p99,
+            s.p99_9,
+        ]
+        .map(|x| format!("{x:.2}")),
+    );
+    v
 }
 
 /// JSON object of one bandwidth row with perftest's `--out_json` keys.
@@ -221,10 +276,16 @@ mod tests {
             Summary {
                 passed: 1,
                 failed: 1,
-                skipped: 1
+                skipped: 1,
+                not_run: 0
             }
         );
         assert_eq!(summary_line(&s), "1 passed, 1 failed, 1 skipped");
+        let blocked = Summary { not_run: 20, ..s };
+        assert_eq!(
+            summary_line(&blocked),
+            "1 passed, 1 failed, 1 skipped, 20 not run"
+        );
         let l = case_line(&cases[1]);
         assert!(l.starts_with("FAIL reg.offsets"));
         assert!(l.contains("\n     probable cause: peer-memory module not loaded"));
@@ -236,13 +297,29 @@ mod tests {
 
     #[test]
     fn perftest_columns_and_keys() {
-        assert!(bw_header(false).contains("BW peak[MiB/sec]"));
-        assert!(bw_header(true).contains("BW average[Gb/sec]"));
-        assert!(lat_header().contains("t_typical[usec]"));
+        assert!(bw_header(false).contains(&"BW peak[MiB/sec]".to_string()));
+        assert!(bw_header(true).contains(&"BW average[Gb/sec]".to_string()));
+        assert!(lat_header().contains(&"t_typical[usec]".to_string()));
         let r = stats::bandwidth(65536, 1000, 1.0, &[]);
         let row = bw_row(&r, false);
-        assert!(row.trim_start().starts_with("65536"));
-        assert!(row.contains("62.50"));
+        assert_eq!(row[0], "65536");
+        assert_eq!(row[3], "62.50");
+        // perftest's look: header and rows start with one blank, columns line up whatever the
+        // width of a value.
+        let big = stats::bandwidth(1 << 31, 5, 1e-6, &[]);
+        let t = table(&bw_header(false), &[bw_row(&r, false), bw_row(&big, false)]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        assert!(lines[0].starts_with(" #bytes "), "{t}");
+        assert!(lines[1].starts_with(" 65536 "), "{t}");
+        let col = |l: &str, w: &str| l.find(w).unwrap();
+        assert_eq!(col(lines[0], "#iterations"), col(lines[1], "1000"));
+        assert_eq!(col(lines[0], "#iterations"), col(lines[2], "5 "));
+        assert_eq!(
+            col(lines[0], "BW average"),
+            lines[1].rfind("62.50").unwrap()
+        );
+        assert!(lines.iter().all(|l| !l.ends_with(' ')));
         let j = bw_json(&r, false);
         for k in [
             "MsgSize",
@@ -258,6 +335,6 @@ mod tests {
         for k in ["t_min", "t_max", "t_typical", "t_avg", "t_stdev"] {
             assert!(j.get(k).is_some(), "{k}");
         }
-        assert!(lat_row(2, 3, &l).contains("2.00"));
+        assert!(lat_row(2, 3, &l).contains(&"2.00".to_string()));
     }
 }

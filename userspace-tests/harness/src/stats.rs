@@ -1,4 +1,4 @@
-//! Statistics over latency samples and bandwidth runs, with the definitions perftest uses.
+//! perftest's figures: latency columns (over [`figures::stats`]) and bandwidth runs.
 
 use serde::Serialize;
 
@@ -16,45 +16,20 @@ pub struct LatencySummary {
     pub samples: usize,
 }
 
-/// Nearest-rank percentile of sorted samples: the smallest sample such that at least `p` percent
-/// of all samples are ≤ it. `p` in (0, 100].
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() || !(p > 0.0 && p <= 100.0) {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
-}
-
-/// Median of sorted samples (mean of the two middle ones for an even count).
-pub fn median_sorted(sorted: &[f64]) -> Option<f64> {
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
-    }
-}
-
-/// Summarises samples given in microseconds. NaNs are dropped. `None` when nothing is left.
+/// Summarises samples given in microseconds with the definitions of [`figures::stats`] (median
+/// as perftest's `t_typical`, nearest-rank percentiles). NaNs are dropped; `None` when nothing
+/// is left.
 pub fn summarize(samples_us: &[f64]) -> Option<LatencySummary> {
-    let mut s: Vec<f64> = samples_us.iter().copied().filter(|v| !v.is_nan()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len() as f64;
-    let avg = s.iter().sum::<f64>() / n;
-    let var = s.iter().map(|v| (v - avg) * (v - avg)).sum::<f64>() / n;
+    let s = figures::stats::summarize(samples_us)?;
     Some(LatencySummary {
-        t_min: s[0],
-        t_max: s[s.len() - 1],
-        t_typical: median_sorted(&s)?,
-        t_avg: avg,
-        t_stdev: var.sqrt(),
-        p99: percentile_sorted(&s, 99.0)?,
-        p99_9: percentile_sorted(&s, 99.9)?,
-        samples: s.len(),
+        t_min: s.min,
+        t_max: s.max,
+        t_typical: s.median,
+        t_avg: s.mean,
+        t_stdev: s.stdev,
+        p99: s.p99,
+        p99_9: s.p99_9,
+        samples: s.samples,
     })
 }
 
@@ -124,25 +99,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_nearest_rank() {
-        let s: Vec<f64> = (1..=100).map(|v| v as f64).collect();
-        assert_eq!(percentile_sorted(&s, 99.0), Some(99.0));
-        assert_eq!(percentile_sorted(&s, 50.0), Some(50.0));
-        assert_eq!(percentile_sorted(&s, 100.0), Some(100.0));
-        assert_eq!(percentile_sorted(&s, 99.9), Some(100.0));
-        assert_eq!(percentile_sorted(&[3.0], 99.0), Some(3.0));
-        assert_eq!(percentile_sorted(&[], 50.0), None);
-        assert_eq!(percentile_sorted(&s, 0.0), None);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median_sorted(&[1.0, 2.0, 10.0]), Some(2.0));
-        assert_eq!(median_sorted(&[1.0, 2.0, 4.0, 10.0]), Some(3.0));
-        assert_eq!(median_sorted(&[]), None);
-    }
-
-    #[test]
     fn summary_fields() {
         let s = summarize(&[4.0, 2.0, f64::NAN, 6.0, 4.0]).unwrap();
         assert_eq!(s.samples, 4);
@@ -171,6 +127,8 @@ mod tests {
 
     #[test]
     fn sweep() {
+        assert_eq!(sweep_sizes(u64::MAX).len(), 63);
+        assert_eq!(sweep_sizes(1 << 63).last(), Some(&(1 << 63)));
         assert_eq!(sweep_sizes(16), vec![2, 4, 8, 16]);
         assert_eq!(sweep_sizes(20), vec![2, 4, 8, 16]);
         assert_eq!(sweep_sizes(1), Vec::<u64>::new());

@@ -4,6 +4,8 @@
 
 use crate::causes;
 use crate::cli::{MemKind, Role, ValidateArgs};
+use crate::environment;
+use crate::junit;
 use crate::mem::{self, host::HostBackend, Backend, Buffer, MemError};
 use crate::pattern;
 use crate::peer::{self, Peer, RemoteBuf, Req, Target};
@@ -29,6 +31,15 @@ pub struct Suite {
     seed: u64,
     pub info: Vec<(String, String)>,
     pub results: Vec<CaseResult>,
+    /// The failed prerequisite (a `cap.*` or `oob.*` case) that keeps the rest from running.
+    blocker: Option<String>,
+    /// Cases not run because of the blocker, with the reason.
+    pub not_run: Vec<(String, String)>,
+}
+
+/// Whether a case is a prerequisite of the others: its failure means the suite could not run.
+pub fn is_setup_case(name: &str) -> bool {
+    name.starts_with("cap.") || name.starts_with("oob.")
 }
 
 fn errno_text(e: Option<i32>) -> String {
@@ -44,7 +55,10 @@ pub fn matrix_sizes(max: u64) -> Vec<u64> {
     let mut p = 1u64 << 17;
     while p <= max {
         v.push(p);
-        p <<= 1;
+        match p.checked_mul(2) {
+            Some(n) => p = n,
+            None => break,
+        }
     }
     v.push(max);
     v.retain(|s| *s <= max);
@@ -71,19 +85,21 @@ pub fn direction_pairs(local_gpu: bool, remote_gpu: bool) -> Vec<(bool, bool)> {
 pub const OFFSETS: [u64; 7] = [1, 4095, 4096, 65535, 65536, 65537, 3 * 65536 + 123];
 
 impl Suite {
-    /// Whether a case runs under `--only`. The two setup cases always run: every other case
-    /// needs the memory backend and the device they open.
+    /// Whether a case runs under `--only`. The prerequisites (`cap.*`) always run: every other
+    /// case needs what they open, and a failed one is the root cause to name.
     fn wanted(&self, name: &str) -> bool {
-        name == "cap.memory"
-            || name == "cap.rdma-device"
+        name.starts_with("cap.")
             || self.args.only.is_empty()
             || self.args.only.iter().any(|w| name.contains(w.as_str()))
     }
 
     fn record(&mut self, mut r: CaseResult, start: Instant) {
         r.duration_ms = start.elapsed().as_millis() as u64;
+        if r.status == report::Status::Fail && is_setup_case(&r.name) && self.blocker.is_none() {
+            self.blocker = Some(format!("{} failed", r.name));
+        }
         if !self.args.common.json {
-            println!("{}", report::case_line(&r));
+            report::say(&report::case_line(&r));
         }
         self.results.push(r);
     }
@@ -91,6 +107,11 @@ impl Suite {
     /// Runs `f` as case `name` unless filtered out.
     fn case(&mut self, name: &str, f: impl FnOnce(&mut Self) -> CaseResult) {
         if !self.wanted(name) {
+            return;
+        }
+        if let Some(b) = &self.blocker {
+            self.not_run
+                .push((name.to_string(), format!("not run: {b}")));
             return;
         }
         let t = Instant::now();
@@ -876,7 +897,7 @@ impl Suite {
             raddr: rbuf.addr,
         };
         for i in 0..n_inflight {
-            ep.post(op, i as u64, lmr.lkey(), lbuf.addr(), len as u32)
+            ep.post(op, i as u64, lmr.lkey(), lbuf.addr(), len)
                 .map_err(|e| fail(e.to_string(), "post failed"))?;
         }
         // Free the GPU memory under the live MR (and, in-flight, under queued DMA).
@@ -887,7 +908,7 @@ impl Suite {
             seen = ep.poll(n_inflight as usize, POLL).unwrap_or_default();
         }
         // The MR must stop working: a new transfer from it must not succeed.
-        let post = ep.post(op, 999, lmr.lkey(), lmr.addr, len as u32);
+        let post = ep.post(op, 999, lmr.lkey(), lmr.addr, len);
         let after_status = match post {
             Err(_) => None,
             Ok(()) => match ep.poll(1, Duration::from_secs(20)) {
@@ -959,19 +980,36 @@ impl Suite {
                 Role::Client(host) => match crate::oob::Channel::connect(&host, self.args.common.port, Duration::from_secs(30)) {
                     Ok(ch) => {
                         let mut p = Peer::Remote(ch);
-                        match p.call(Req::Hello { proto: peer::PROTO }) {
+                        match p.call(peer::hello(&self.args.common)) {
                             Ok(peer::Resp::Hello { mem, .. }) => {
                                 self.remote_mem = mem;
                                 self.peer = Some(p);
                             }
-                            Ok(_) | Err(_) => self.record(CaseResult::fail("oob.connect", "bad hello", "peer is not an nvpeer server of this version"), Instant::now()),
+                            Ok(r) => self.record(
+                                CaseResult::fail(
+                                    "oob.connect",
+                                    format!("unexpected answer to hello: {r:?}"),
+                                    "the peer is not an nvpeer server of this version",
+                                ),
+                                Instant::now(),
+                            ),
+                            Err(e) => self.record(
+                                CaseResult::fail(
+                                    "oob.connect",
+                                    e.to_string(),
+                                    "the server refused this client: give both sides the same \
+                                     --token (or NVPEER_TOKEN), and the same nvpeer version",
+                                ),
+                                Instant::now(),
+                            ),
                         }
                     }
                     Err(e) => self.record(CaseResult::fail("oob.connect", e.to_string(), "start `nvpeer validate --server` on the other node first; check the TCP port and firewall"), Instant::now()),
                 },
                 _ => {
                     self.remote_mem = be.kind().to_string();
-                    self.peer = Some(Peer::Local(Box::new(Target::new(dev, be, path))));
+                    let limit = self.args.common.serve.mem_limit;
+                    self.peer = Some(Peer::Local(Box::new(Target::new(dev, be, path, limit))));
                 }
             }
         }
@@ -987,26 +1025,69 @@ impl Suite {
         if let Some(Peer::Remote(_)) = self.peer.as_ref() {
             let _ = self.peer.as_mut().map(|p| p.unit(Req::Bye));
         }
-        let s = report::summarize(&self.results);
+        self.finish()
+    }
+
+    /// Prints the report (text or JSON), writes the JUnit file if asked; returns the exit status:
+    /// 0 all ran cases passed, 1 a case failed, 2 a prerequisite failed (the suite could not run).
+    fn finish(&self) -> u8 {
+        let mut s = report::summarize(&self.results);
+        s.not_run = self.not_run.len();
+        let gpu_bus = self
+            .info
+            .iter()
+            .find(|(k, _)| k == "pci bus id")
+            .map(|(_, v)| v.as_str());
+        let env = environment::collect(
+            Path::new("/"),
+            self.dev.as_ref().map(|d| d.name.as_str()),
+            gpu_bus,
+            environment::ofed_info(),
+        );
+        let mut code = if self.blocker.is_some() {
+            2
+        } else {
+            u8::from(s.failed > 0)
+        };
         if self.args.common.json {
             let r = report::ValidateReport {
                 tool: "nvpeer validate",
                 version: env!("CARGO_PKG_VERSION"),
                 mem: self.args.common.mem.to_string(),
                 role: format!("{:?}", self.args.common.role()).to_lowercase(),
+                environment: &env,
                 facts: self
                     .info
                     .iter()
                     .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                     .collect(),
                 cases: &self.results,
+                blocked_by: self.blocker.as_deref(),
+                not_run: self.not_run.iter().map(|(n, _)| n.as_str()).collect(),
                 summary: s,
             };
-            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            report::print_json(&r);
         } else {
-            println!("{}", report::summary_line(&s));
+            if let Some(b) = &self.blocker {
+                report::say(&format!(
+                    "NOT RUN {} case(s): {b}; fix that first (see its probable cause above)",
+                    self.not_run.len()
+                ));
+            }
+            report::say(&env.text());
+            report::say(&report::summary_line(&s));
         }
-        u8::from(s.failed > 0)
+        if let Some(f) = &self.args.junit {
+            let mut props = env.pairs();
+            props.extend(self.info.iter().cloned());
+            let written = junit::render("nvpeer validate", &self.results, &self.not_run, &props)
+                .and_then(|x| std::fs::write(f, x));
+            if let Err(e) = written {
+                eprintln!("nvpeer validate: writing {}: {e}", f.display());
+                code = 2;
+            }
+        }
+        code
     }
 }
 
@@ -1065,7 +1146,7 @@ impl Xfer<'_> {
         }
         let t = Instant::now();
         self.ep
-            .post(opv, 7, self.lkey, self.lbuf.addr() + lo, len as u32)
+            .post(opv, 7, self.lkey, self.lbuf.addr() + lo, len)
             .map_err(|e| self.fail(e.to_string(), "post failed"))?;
         let cs = self.ep.poll(1, POLL).map_err(|e| {
             self.fail(
@@ -1163,49 +1244,28 @@ pub fn run(args: ValidateArgs) -> u8 {
         remote_mem,
         seed,
         results: Vec::new(),
+        blocker: None,
+        not_run: Vec::new(),
     };
     if !s.args.common.json {
-        println!(
+        report::say(&format!(
             "nvpeer validate: mem={} role={:?} max-size={} seed={seed}",
             s.args.common.mem,
             s.args.common.role(),
             s.args.max_size
-        );
+        ));
     }
     s.run()
 }
 
 fn serve(args: &ValidateArgs) -> u8 {
     let c = &args.common;
-    let be: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
-        Ok(b) => Rc::from(b),
-        Err(e) => {
-            eprintln!("nvpeer validate --server: {e}");
-            return 2;
-        }
-    };
-    let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
-        Ok(d) => Rc::new(d),
-        Err(e) => {
-            eprintln!(
-                "nvpeer validate --server: {e}\n  probable cause: {}",
-                causes::device(&e)
-            );
-            return 2;
-        }
-    };
     let path = if c.mem == MemKind::CudaDmabuf {
         RegPath::DmaBuf
     } else {
         RegPath::VaMr
     };
-    match peer::serve(c.port, dev, be, path, c.json) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("nvpeer validate --server: {e}");
-            1
-        }
-    }
+    peer::run_server("nvpeer validate --server", c, path)
 }
 
 #[cfg(test)]
@@ -1243,5 +1303,34 @@ mod tests {
         let odd = matrix_sizes(100_000);
         assert_eq!(odd.last(), Some(&100_000));
         assert!(OFFSETS.iter().filter(|o| *o % 65536 != 0).count() >= 5);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matrix_never_overflows(max in 1u64..=u64::MAX) {
+            let m = matrix_sizes(max);
+            proptest::prop_assert_eq!(m.last(), Some(&max));
+            proptest::prop_assert!(m.windows(2).all(|w| w[0] < w[1]));
+            proptest::prop_assert!(m.len() <= 11 + 48);
+        }
+    }
+
+    #[test]
+    fn only_prerequisites_block() {
+        for n in [
+            "cap.memory",
+            "cap.rdma-device",
+            "cap.peer-client",
+            "oob.connect",
+        ] {
+            assert!(is_setup_case(n), "{n}");
+        }
+        for n in [
+            "reg.sizes[ibv_reg_mr]",
+            "xfer.write.host->host[ibv_reg_mr]",
+            "mem.alloc-free",
+        ] {
+            assert!(!is_setup_case(n), "{n}");
+        }
     }
 }

@@ -3,8 +3,10 @@
 //! (RDMA WRITE, WRITE_WITH_IMM, READ, SEND/RECV).
 
 use serde::{Deserialize, Serialize};
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::{BasicCompletionQueue, PollCompletionQueueError};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid, GidType};
+use sideway::ibverbs::completion::{
+    BasicCompletionQueue, PollCompletionQueueError, WorkCompletionStatus,
+};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -13,6 +15,7 @@ use sideway::ibverbs::queue_pair::{
     SetScatterGatherEntry, WorkRequestFlags,
 };
 use sideway::ibverbs::AccessFlags;
+use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +42,8 @@ pub enum VerbsError {
     },
     #[error("timed out after {0:?} waiting for completions")]
     Timeout(Duration),
+    #[error("{0}")]
+    TooLong(String),
 }
 
 impl VerbsError {
@@ -75,27 +80,20 @@ fn call_err(what: impl Into<String>, e: impl std::error::Error + 'static) -> Ver
     }
 }
 
-/// A GID table entry as read from sysfs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GidEntry {
-    pub index: u32,
-    pub gid: String,
-    pub kind: String,
+/// One usable GID of a port: sideway's address and type, with its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GidChoice {
+    pub index: u8,
+    pub gid: Gid,
+    pub kind: GidType,
 }
 
 /// Picks a GID like perftest does for RoCE: a RoCE v2 entry with an IPv4-mapped address first,
 /// then any RoCE v2 entry, then any non-zero entry. (InfiniBand ports use index 0.)
-pub fn choose_gid(entries: &[GidEntry]) -> Option<u32> {
-    let nonzero: Vec<&GidEntry> = entries
-        .iter()
-        .filter(|e| !e.gid.chars().all(|c| c == '0' || c == ':') && !e.gid.is_empty())
-        .collect();
-    let v2 = |e: &&&GidEntry| e.kind.to_ascii_lowercase().contains("v2");
-    let v4mapped = |e: &&&GidEntry| {
-        e.gid
-            .to_ascii_lowercase()
-            .starts_with("0000:0000:0000:0000:0000:ffff:")
-    };
+pub fn choose_gid(entries: &[GidChoice]) -> Option<u8> {
+    let nonzero: Vec<&GidChoice> = entries.iter().filter(|e| !e.gid.is_zero()).collect();
+    let v2 = |e: &&&GidChoice| e.kind == GidType::RoceV2;
+    let v4mapped = |e: &&&GidChoice| Ipv6Addr::from(e.gid).to_ipv4_mapped().is_some();
     nonzero
         .iter()
         .filter(v2)
@@ -105,28 +103,29 @@ pub fn choose_gid(entries: &[GidEntry]) -> Option<u32> {
         .map(|e| e.index)
 }
 
-/// Reads the GID table of a port from sysfs.
-pub fn read_gid_table(dev: &str, port: u8) -> Vec<GidEntry> {
-    let base = format!("/sys/class/infiniband/{dev}/ports/{port}");
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(format!("{base}/gids")) {
-        for e in rd.flatten() {
-            let Ok(index) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let gid = std::fs::read_to_string(e.path())
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            let kind = std::fs::read_to_string(format!("{base}/gid_attrs/types/{index}"))
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            out.push(GidEntry { index, gid, kind });
-        }
+/// The GIDs of `port` that an address handle can name (index 0-255), from libibverbs'
+/// `ibv_query_gid_table`. Empty when the table cannot be read (the caller falls back to index 0).
+fn gid_table(ctx: &DeviceContext, port: u8) -> Vec<GidChoice> {
+    // sideway panics on a GID type it does not know; a table it cannot decode is an empty one.
+    let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ctx.query_gid_table().map(|t| {
+            t.iter()
+                .filter(|e| e.port_num() == u32::from(port))
+                .filter_map(|e| {
+                    let index = u8::try_from(e.gid_index()).ok()?;
+                    Some(GidChoice {
+                        index,
+                        gid: e.gid(),
+                        kind: e.gid_type(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+    }));
+    match table {
+        Ok(Ok(v)) => v,
+        _ => Vec::new(),
     }
-    out.sort_by_key(|e| e.index);
-    out
 }
 
 /// Names of the RDMA devices libibverbs sees (empty when none or no library).
@@ -141,7 +140,7 @@ pub struct Device {
     pub pd: Arc<ProtectionDomain>,
     pub name: String,
     pub port: u8,
-    pub gid_index: u32,
+    pub gid_index: u8,
     pub gid: Gid,
     pub lid: u16,
     pub mtu: Mtu,
@@ -153,7 +152,7 @@ pub struct Device {
 
 impl Device {
     /// Opens `name` (or the first device with an active `port`), and picks the GID.
-    pub fn open(name: Option<&str>, port: u8, gid_index: Option<u32>) -> Result<Self, VerbsError> {
+    pub fn open(name: Option<&str>, port: u8, gid_index: Option<u8>) -> Result<Self, VerbsError> {
         let list = DeviceList::new().map_err(|e| VerbsError::NoLibrary(e.to_string()))?;
         if list.is_empty() {
             return Err(VerbsError::NoDevice);
@@ -192,10 +191,10 @@ impl Device {
             let gid_index = match gid_index {
                 Some(i) => i,
                 None if link_layer == "InfiniBand" => 0,
-                None => choose_gid(&read_gid_table(&dn, port)).unwrap_or(0),
+                None => choose_gid(&gid_table(&ctx, port)).unwrap_or(0),
             };
             let gid = ctx
-                .query_gid(port, gid_index)
+                .query_gid(port, gid_index.into())
                 .map_err(|e| call_err(format!("ibv_query_gid({dn}, {gid_index})"), e))?;
             let pd = ctx.alloc_pd().map_err(|e| call_err("ibv_alloc_pd", e))?;
             return Ok(Device {
@@ -264,34 +263,76 @@ impl Completion {
     }
 }
 
-/// `ibv_wc_status_str`-like names for completion statuses.
-pub fn wc_status_name(s: u32) -> &'static str {
-    const N: [&str; 23] = [
-        "success",
-        "local length error",
-        "local QP operation error",
-        "local EE context operation error",
-        "local protection error",
-        "work request flushed",
-        "memory window bind error",
-        "bad response",
-        "local access error",
-        "remote invalid request",
-        "remote access error",
-        "remote operation error",
-        "transport retry counter exceeded",
-        "RNR retry counter exceeded",
-        "local RDD violation",
-        "remote invalid RD request",
-        "remote aborted",
-        "invalid EE context number",
-        "invalid EE context state",
-        "fatal error",
-        "response timeout",
-        "general error",
-        "tag matching error",
+/// sideway's type for a completion status; `None` for a value libibverbs does not define (a
+/// status from a peer is untrusted input, and sideway's own conversion panics on those).
+pub fn wc_status(s: u32) -> Option<WorkCompletionStatus> {
+    use WorkCompletionStatus as W;
+    const KNOWN: [W; 24] = [
+        W::Success,
+        W::LocalLengthError,
+        W::LocalQueuePairOperationError,
+        W::LocalEndToEndContextOperationError,
+        W::LocalProtectionError,
+        W::WorkRequestFlushedError,
+        W::MemoryWindowBindError,
+        W::BadResponseError,
+        W::LocalAccessError,
+        W::RemoteInvalidRequestError,
+        W::RemoteAccessError,
+        W::RemoteOperationError,
+        W::RetryCounterExceededError,
+        W::ResponderNotReadyRetryCounterExceededError,
+        W::LocalReliableDatagramDomainViolationError,
+        W::RemoteInvalidReliableDatagramRequest,
+        W::RemoteAbortedError,
+        W::InvalidEndToEndContextNumberError,
+        W::InvalidEndToEndContextStateError,
+        W::FatalError,
+        W::ResponseTimeoutError,
+        W::GeneralError,
+        W::TagMatchingError,
+        W::TagMatchingRendezvousIncomplete,
     ];
-    N.get(s as usize).copied().unwrap_or("unknown status")
+    KNOWN.into_iter().find(|w| *w as u32 == s)
+}
+
+/// A completion status in words, as `ibv_wc_status_str` prints it.
+pub fn wc_status_name(s: u32) -> &'static str {
+    use WorkCompletionStatus as W;
+    match wc_status(s) {
+        Some(W::Success) => "success",
+        Some(W::LocalLengthError) => "local length error",
+        Some(W::LocalQueuePairOperationError) => "local QP operation error",
+        Some(W::LocalEndToEndContextOperationError) => "local EE context operation error",
+        Some(W::LocalProtectionError) => "local protection error",
+        Some(W::WorkRequestFlushedError) => "work request flushed",
+        Some(W::MemoryWindowBindError) => "memory window bind error",
+        Some(W::BadResponseError) => "bad response",
+        Some(W::LocalAccessError) => "local access error",
+        Some(W::RemoteInvalidRequestError) => "remote invalid request",
+        Some(W::RemoteAccessError) => "remote access error",
+        Some(W::RemoteOperationError) => "remote operation error",
+        Some(W::RetryCounterExceededError) => "transport retry counter exceeded",
+        Some(W::ResponderNotReadyRetryCounterExceededError) => "RNR retry counter exceeded",
+        Some(W::LocalReliableDatagramDomainViolationError) => "local RDD violation",
+        Some(W::RemoteInvalidReliableDatagramRequest) => "remote invalid RD request",
+        Some(W::RemoteAbortedError) => "remote aborted",
+        Some(W::InvalidEndToEndContextNumberError) => "invalid EE context number",
+        Some(W::InvalidEndToEndContextStateError) => "invalid EE context state",
+        Some(W::FatalError) => "fatal error",
+        Some(W::ResponseTimeoutError) => "response timeout",
+        Some(W::GeneralError) => "general error",
+        Some(W::TagMatchingError) => "tag matching error",
+        Some(W::TagMatchingRendezvousIncomplete) => "tag matching rendezvous incomplete",
+        None => "unknown status",
+    }
+}
+
+/// The length field of a scatter/gather entry: `len` if it fits one message, never truncated.
+pub fn sge_len(len: u64) -> Result<u32, VerbsError> {
+    figures::size::check_message(len).map_err(VerbsError::TooLong)?;
+    u32::try_from(len)
+        .map_err(|_| VerbsError::TooLong(format!("{len} bytes do not fit a work request")))
 }
 
 /// Access rights every test MR and QP gets.
@@ -305,7 +346,7 @@ pub struct Endpoint {
     pub cq: Arc<BasicCompletionQueue>,
     pub psn: u32,
     port: u8,
-    gid_index: u32,
+    gid_index: u8,
     lid: u16,
     gid: Gid,
     mtu: Mtu,
@@ -384,7 +425,7 @@ impl Endpoint {
         ah.setup_dest_lid(remote.lid)
             .setup_port(self.port)
             .setup_service_level(0)
-            .setup_grh_src_gid_index(self.gid_index as u8)
+            .setup_grh_src_gid_index(self.gid_index)
             .setup_grh_dest_gid(&Gid { raw: remote.gid })
             .setup_grh_hop_limit(64);
         a.setup_address_vector(&ah);
@@ -411,7 +452,7 @@ impl Endpoint {
         wr_id: u64,
         lkey: u32,
         laddr: u64,
-        len: u32,
+        len: u64,
     ) -> Result<(), VerbsError> {
         self.post_flagged(op, wr_id, lkey, laddr, len, true)
     }
@@ -425,9 +466,10 @@ impl Endpoint {
         wr_id: u64,
         lkey: u32,
         laddr: u64,
-        len: u32,
+        len: u64,
         signaled: bool,
     ) -> Result<(), VerbsError> {
+        let len = sge_len(len)?;
         let flags = if signaled {
             WorkRequestFlags::Signaled
         } else {
@@ -454,8 +496,9 @@ impl Endpoint {
         wr_id: u64,
         lkey: u32,
         laddr: u64,
-        len: u32,
+        len: u64,
     ) -> Result<(), VerbsError> {
+        let len = sge_len(len)?;
         let mut g = self.qp.start_post_recv();
         let wr = g.construct_wr(wr_id);
         // SAFETY: as for `post`: the buffer outlives the receive's completion.
@@ -527,30 +570,39 @@ impl Op {
 mod tests {
     use super::*;
 
-    fn e(i: u32, g: &str, k: &str) -> GidEntry {
-        GidEntry {
-            index: i,
-            gid: g.into(),
-            kind: k.into(),
+    fn e(index: u8, g: &str, kind: GidType) -> GidChoice {
+        GidChoice {
+            index,
+            gid: Gid::from(g.parse::<Ipv6Addr>().unwrap()),
+            kind,
         }
     }
 
     #[test]
     fn gid_choice_prefers_roce_v2_ipv4() {
         let t = vec![
-            e(0, "fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1"),
-            e(1, "fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2"),
-            e(2, "0000:0000:0000:0000:0000:ffff:0a63:0001", "IB/RoCE v1"),
-            e(3, "0000:0000:0000:0000:0000:ffff:0a63:0001", "RoCE v2"),
+            e(0, "fe80::2ff:fe00:1", GidType::RoceV1),
+            e(1, "fe80::2ff:fe00:1", GidType::RoceV2),
+            e(2, "::ffff:10.99.0.1", GidType::RoceV1),
+            e(3, "::ffff:10.99.0.1", GidType::RoceV2),
         ];
         assert_eq!(choose_gid(&t), Some(3));
         assert_eq!(choose_gid(&t[..2]), Some(1));
         assert_eq!(choose_gid(&t[..1]), Some(0));
-        assert_eq!(
-            choose_gid(&[e(0, "0000:0000:0000:0000:0000:0000:0000:0000", "RoCE v2")]),
-            None
-        );
+        assert_eq!(choose_gid(&[e(0, "::", GidType::RoceV2)]), None);
         assert_eq!(choose_gid(&[]), None);
+    }
+
+    #[test]
+    fn lengths_are_never_truncated() {
+        assert_eq!(sge_len(0).unwrap(), 0);
+        assert_eq!(sge_len(1 << 31).unwrap(), 1 << 31);
+        assert!(matches!(
+            sge_len((1 << 31) + 1),
+            Err(VerbsError::TooLong(_))
+        ));
+        assert!(matches!(sge_len(4 << 30), Err(VerbsError::TooLong(_))));
+        assert!(matches!(sge_len(u64::MAX), Err(VerbsError::TooLong(_))));
     }
 
     #[test]
@@ -559,5 +611,11 @@ mod tests {
         assert_eq!(wc_status_name(10), "remote access error");
         assert_eq!(wc_status_name(5), "work request flushed");
         assert_eq!(wc_status_name(999), "unknown status");
+        assert_eq!(wc_status_name(u32::MAX), "unknown status");
+        // Every defined status maps to sideway's type and back.
+        for v in 0..24 {
+            assert_eq!(wc_status(v).map(|w| w as u32), Some(v));
+        }
+        assert_eq!(wc_status(24), None);
     }
 }

@@ -3,6 +3,14 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// Exit statuses of `validate` and `bench`, shown under their `--help`.
+const EXIT_STATUSES: &str = "\
+Exit status:
+  0  every case that ran passed
+  1  a case or measurement failed (the node ran it and got a wrong or failed result)
+  2  could not run: bad arguments, a missing prerequisite (memory backend, RDMA device,
+     peer-memory client, the two-node server), or a report file that could not be written";
+
 #[derive(Parser)]
 #[command(
     name = "nvpeer",
@@ -19,14 +27,28 @@ enum Command {
     /// Check whether this node is ready for GPUDirect RDMA, and say why not.
     Doctor(doctor::Args),
     /// Run the conformance suite: registrations, transfers and invalidation on GPU memory.
+    #[command(after_help = EXIT_STATUSES)]
     Validate(harness::ValidateArgs),
     /// Measure registration cost, bandwidth and latency (perftest-compatible columns).
+    #[command(after_help = EXIT_STATUSES)]
     Bench(harness::BenchArgs),
     /// Drive the bench's emulators (provider and peer-memory core).
     Emu(emu_ctl::cli::Args),
 }
 
+/// Restores the default action of SIGPIPE, which the Rust runtime ignores: a reader that goes
+/// away (`nvpeer validate | head -1`) then ends this process quietly, as it ends `cat` or
+/// `ib_write_bw`, instead of a failed write turning into a panic (exit 101). Sockets are not
+/// affected: the standard library sends with `MSG_NOSIGNAL`, so a vanished two-node peer is still
+/// an error the server logs and survives.
+fn default_sigpipe() {
+    // SAFETY: called first thing in `main`, before any thread exists; SIG_DFL is a valid action
+    // and no Rust code relies on SIGPIPE being ignored for pipes.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Doctor(a) => doctor::run(a),

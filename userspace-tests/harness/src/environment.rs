@@ -1,0 +1,255 @@
+//! The environment block of a report: what a NIC or GPU developer needs to reproduce a run
+//! (host, kernel, NVIDIA driver, OFED, the loaded peer-memory module, NIC firmware, the PCIe paths
+//! of the GPU and the NIC, the command line and this tool's version). Read from sysfs/procfs
+//! under a root so tests can use a fake tree; a fact that cannot be read is left out, never
+//! guessed.
+
+use serde::Serialize;
+use std::path::Path;
+
+/// One run's environment.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Environment {
+    pub tool: String,
+    pub command_line: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvidia_driver: Option<String>,
+    /// `ofed_info -s`, or "inbox" when the kernel's own RDMA stack is loaded without OFED.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ofed: Option<String>,
+    /// Loaded peer-memory modules with their versions.
+    pub peer_modules: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_firmware: Option<String>,
+    /// PCIe path from the root port down to the device (`pci0000:00 > 0000:00:02.0 > ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_pcie_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_pcie_path: Option<String>,
+}
+
+fn read(root: &Path, rel: &str) -> Option<String> {
+    let s = std::fs::read_to_string(root.join(rel)).ok()?;
+    let line = s.lines().next()?.trim();
+    (!line.is_empty()).then(|| line.to_string())
+}
+
+/// The PCIe path of the device a sysfs link points at: every path component that is a PCI
+/// address or a host bridge, from the root down. `None` for a virtual device (rxe, siw).
+pub fn pcie_path(root: &Path, link: &str) -> Option<String> {
+    let real = std::fs::canonicalize(root.join(link)).ok()?;
+    let parts: Vec<String> = real
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .filter(|c| c.starts_with("pci") || is_pci_address(c))
+        .map(str::to_string)
+        .collect();
+    parts
+        .iter()
+        .any(|p| is_pci_address(p))
+        .then(|| parts.join(" > "))
+}
+
+/// `dddd:bb:dd.f`.
+fn is_pci_address(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 12
+        && b[4] == b':'
+        && b[7] == b':'
+        && b[10] == b'.'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+}
+
+/// The command line as typed, with the value of `--token` hidden.
+pub fn command_line(args: impl IntoIterator<Item = String>) -> String {
+    let mut out = Vec::new();
+    let mut hide = false;
+    for a in args {
+        if hide {
+            out.push("***".to_string());
+            hide = false;
+        } else if a == "--token" {
+            out.push(a);
+            hide = true;
+        } else if a.starts_with("--token=") {
+            out.push("--token=***".into());
+        } else if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
+            out.push(format!("'{}'", a.replace('\'', r"'\''")));
+        } else {
+            out.push(a);
+        }
+    }
+    out.join(" ")
+}
+
+/// `ofed_info -s` when OFED is installed.
+pub fn ofed_info() -> Option<String> {
+    let o = std::process::Command::new("ofed_info")
+        .arg("-s")
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .trim_end_matches(':')
+        .to_string();
+    (o.status.success() && !s.is_empty()).then_some(s)
+}
+
+/// Collects the environment under `root` for the RDMA device `nic` and the GPU at PCI bus id
+/// `gpu`; `ofed` is what [`ofed_info`] returned.
+pub fn collect(
+    root: &Path,
+    nic: Option<&str>,
+    gpu: Option<&str>,
+    ofed: Option<String>,
+) -> Environment {
+    let peer_modules = ["nvpeer", "nvidia_peermem", "nv_peer_mem"]
+        .iter()
+        .filter(|m| root.join(format!("sys/module/{m}")).exists())
+        .map(|m| match read(root, &format!("sys/module/{m}/version")) {
+            Some(v) => format!("{m} {v}"),
+            None => m.to_string(),
+        })
+        .collect();
+    let ofed = ofed.or_else(|| {
+        root.join("sys/module/ib_core")
+            .exists()
+            .then(|| "inbox".to_string())
+    });
+    Environment {
+        tool: format!("nvpeer {}", env!("CARGO_PKG_VERSION")),
+        command_line: command_line(std::env::args()),
+        host: read(root, "proc/sys/kernel/hostname"),
+        kernel: read(root, "proc/sys/kernel/osrelease"),
+        nvidia_driver: read(root, "sys/module/nvidia/version")
+            .or_else(|| read(root, "proc/driver/nvidia/version")),
+        ofed,
+        peer_modules,
+        nic: nic.map(str::to_string),
+        nic_firmware: nic.and_then(|n| read(root, &format!("sys/class/infiniband/{n}/fw_ver"))),
+        nic_pcie_path: nic
+            .and_then(|n| pcie_path(root, &format!("sys/class/infiniband/{n}/device"))),
+        gpu_pcie_path: gpu.and_then(|g| pcie_path(root, &format!("sys/bus/pci/devices/{g}"))),
+    }
+}
+
+impl Environment {
+    /// `(key, value)` pairs in report order (text block, JUnit properties).
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let mut v = vec![
+            ("tool".to_string(), self.tool.clone()),
+            ("command line".into(), self.command_line.clone()),
+        ];
+        let opt = [
+            ("host", &self.host),
+            ("kernel", &self.kernel),
+            ("nvidia driver", &self.nvidia_driver),
+            ("ofed", &self.ofed),
+            ("nic", &self.nic),
+            ("nic firmware", &self.nic_firmware),
+            ("nic pcie path", &self.nic_pcie_path),
+            ("gpu pcie path", &self.gpu_pcie_path),
+        ];
+        for (k, val) in opt {
+            if let Some(val) = val {
+                v.push((k.to_string(), val.clone()));
+            }
+        }
+        if !self.peer_modules.is_empty() {
+            v.push(("peer modules".into(), self.peer_modules.join(", ")));
+        }
+        v
+    }
+
+    /// The text block: one `key: value` line each, indented under `environment:`.
+    pub fn text(&self) -> String {
+        let mut s = String::from("environment:");
+        for (k, v) in self.pairs() {
+            s.push_str(&format!("\n  {k:<14} {v}"));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write(root: &Path, rel: &str, s: &str) {
+        let f = root.join(rel);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, s).unwrap();
+    }
+
+    #[test]
+    fn facts_from_a_fake_tree() {
+        let d = std::env::temp_dir().join(format!("nvpeer-env-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        write(&d, "proc/sys/kernel/hostname", "gpu-node-7\n");
+        write(&d, "proc/sys/kernel/osrelease", "6.12.48+deb13-amd64\n");
+        write(&d, "sys/module/nvidia/version", "580.82.07\n");
+        write(&d, "sys/module/nvpeer/version", "0.1.0\n");
+        write(&d, "sys/module/ib_core/refcnt", "1\n");
+        let nic_dev = "sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0";
+        write(&d, &format!("{nic_dev}/vendor"), "0x15b3\n");
+        write(&d, "sys/class/infiniband/mlx5_0/fw_ver", "28.39.1002\n");
+        std::os::unix::fs::symlink(
+            d.join(nic_dev),
+            d.join("sys/class/infiniband/mlx5_0/device"),
+        )
+        .unwrap();
+        let e = collect(&d, Some("mlx5_0"), Some("0000:3b:00.0"), None);
+        assert_eq!(e.host.as_deref(), Some("gpu-node-7"));
+        assert_eq!(e.kernel.as_deref(), Some("6.12.48+deb13-amd64"));
+        assert_eq!(e.nvidia_driver.as_deref(), Some("580.82.07"));
+        assert_eq!(e.ofed.as_deref(), Some("inbox"));
+        assert_eq!(e.peer_modules, vec!["nvpeer 0.1.0".to_string()]);
+        assert_eq!(e.nic_firmware.as_deref(), Some("28.39.1002"));
+        assert_eq!(
+            e.nic_pcie_path.as_deref(),
+            Some("pci0000:00 > 0000:00:02.0 > 0000:01:00.0")
+        );
+        assert_eq!(e.gpu_pcie_path, None);
+        assert!(e.tool.starts_with("nvpeer "));
+        let t = e.text();
+        assert!(t.starts_with("environment:\n  tool"));
+        assert!(t.contains("  nic pcie path  pci0000:00 > 0000:00:02.0 > 0000:01:00.0"));
+        let j = serde_json::to_value(&e).unwrap();
+        assert_eq!(j["nic_firmware"], "28.39.1002");
+        assert!(j.get("gpu_pcie_path").is_none());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn command_lines_hide_the_token() {
+        let a = |v: &[&str]| command_line(v.iter().map(|s| s.to_string()));
+        assert_eq!(
+            a(&["nvpeer", "validate", "--token", "s3cret", "-d", "mlx5_0"]),
+            "nvpeer validate --token *** -d mlx5_0"
+        );
+        assert_eq!(a(&["nvpeer", "--token=s3cret"]), "nvpeer --token=***");
+        assert_eq!(a(&["nvpeer", "--machine", "a b"]), "nvpeer --machine 'a b'");
+    }
+
+    proptest! {
+        #[test]
+        fn pci_address_check_never_panics(s in "\\PC{0,16}") {
+            let _ = is_pci_address(&s);
+        }
+
+        #[test]
+        fn pci_addresses_recognised(d in 0u32..0x10000, b in 0u32..256, dev in 0u32..32, f in 0u32..8) {
+            let s = format!("{d:04x}:{b:02x}:{dev:02x}.{f}");
+            prop_assert!(is_pci_address(&s));
+        }
+    }
+}

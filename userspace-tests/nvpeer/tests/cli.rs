@@ -1,0 +1,68 @@
+//! The `nvpeer` binary as a user meets it: version, exit statuses of bad arguments, a closed
+//! pipe.
+
+use std::process::{Command, Stdio};
+
+fn nvpeer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+}
+
+#[test]
+fn reports_its_version() {
+    let o = nvpeer().arg("--version").output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("nvpeer {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_with_a_message() {
+    for args in [
+        &["bench", "-s", "4G"][..],
+        &["bench", "-x", "300"],
+        &["validate", "--xfer-size", "4G"],
+        &["validate", "--max-size", "0"],
+        &["validate", "--server", "--bind", "0.0.0.0"],
+    ] {
+        let o = nvpeer().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.trim().is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn help_names_the_exit_statuses() {
+    let o = nvpeer().args(["validate", "--help"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("Exit status:") && out.contains("2  could not run"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_it_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    // `nvpeer validate --help | head -0`: the reader is gone before the first write.
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe() returns.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors are fresh from pipe() and owned here exactly once.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(reader);
+    let o = nvpeer()
+        .args(["validate", "--help"])
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(o.status.code(), Some(101));
+    assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}", o.status);
+}
