@@ -1,6 +1,5 @@
 //! `nvpeer emu steps ...`: registration steps in one process, from the command line.
 
-use super::parse_size;
 use crate::core::{self, Core, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::Gpu;
@@ -26,9 +25,11 @@ fn parse_step(s: &str) -> Result<Step> {
     };
     let num = |v: Option<&str>| -> Result<Option<u64>> {
         v.map(|x| {
-            parse_size(x)
-                .or_else(|_| if x == "0" { Ok(0) } else { Err(()) })
-                .map_err(|_| bad())
+            // Offsets are often written in hex (`reg:0x1234:300K`); sizes take units.
+            match x.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).map_err(|_| bad()),
+                None => figures::size::parse_or_zero(x).map_err(|_| bad()),
+            }
         })
         .transpose()
     };

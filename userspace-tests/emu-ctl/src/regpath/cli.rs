@@ -3,10 +3,10 @@
 use super::check::check;
 use super::json_file::{read_json, write_json};
 use super::measure::measure;
-use super::report::report;
+use super::report::{malformed, report};
 use super::tables::tables;
 use crate::cli::parse_size;
-use crate::error::Result;
+use crate::error::{EmuError, Result};
 use std::path::PathBuf;
 
 /// Arguments of `nvpeer emu regpath`.
@@ -149,6 +149,14 @@ pub fn run(args: Args) -> Result<u8> {
             machine,
         } => {
             let paths = inputs.iter().map(read_json).collect::<Result<Vec<_>>>()?;
+            for (file, doc) in inputs.iter().zip(&paths) {
+                if let Some(why) = malformed(doc) {
+                    return Err(EmuError::Invalid(format!(
+                        "{}: not a `regpath measure` output: {why}",
+                        file.display()
+                    )));
+                }
+            }
             let doc = report(paths, &machine);
             write_json(&out, &doc)?;
             print!("{}", tables(&doc));

@@ -36,8 +36,27 @@ fn excess_split(cell: &Value, floor: &Value) -> Value {
     json!({"ratio": r3(mean), "provider": r3(provider), "core": r3(rest), "client": r3(client)})
 }
 
+/// Why a document read from disk is not a path's `measure` output, if it is not: a JSON object
+/// whose `cells` and `invalidation`, when present, are arrays of objects.
+pub(super) fn malformed(doc: &Value) -> Option<String> {
+    if !doc.is_object() {
+        return Some("not a JSON object".into());
+    }
+    for key in ["cells", "invalidation"] {
+        match &doc[key] {
+            Value::Null => {}
+            Value::Array(rows) if rows.iter().all(Value::is_object) => {}
+            _ => return Some(format!("'{key}' is not a list of objects")),
+        }
+    }
+    None
+}
+
 /// Adds `ratios` (to the path's floor) to every cell, invalidation row and memory figure.
+/// Documents that are not objects are left out, and rows that are not objects left as they are
+/// (the CLI refuses such files first, with [`malformed`]).
 pub(super) fn report(mut paths: Vec<Value>, machine: &str) -> Value {
+    paths.retain(Value::is_object);
     let floors: BTreeMap<String, Value> = paths
         .iter()
         .filter(|p| p["via"] == "floor")
@@ -54,7 +73,7 @@ pub(super) fn report(mut paths: Vec<Value>, machine: &str) -> Value {
         };
         let via_core = p["via"] == "core";
         if let Some(cells) = p["cells"].as_array_mut() {
-            for c in cells {
+            for c in cells.iter_mut().filter(|c| c.is_object()) {
                 let (s, t) = (
                     c["size"].as_u64().unwrap_or(0),
                     c["threads"].as_u64().unwrap_or(0),
@@ -93,7 +112,7 @@ pub(super) fn report(mut paths: Vec<Value>, machine: &str) -> Value {
             }
         }
         if let Some(rows) = p["invalidation"].as_array_mut() {
-            for row in rows {
+            for row in rows.iter_mut().filter(|r| r.is_object()) {
                 let f = find_size(&fl, "invalidation", row["size"].as_u64().unwrap_or(0));
                 let keys = ["free_with_live_mr", "median_ns"];
                 row["ratios"] = json!({"free_with_live_mr_median": ratio(num(row, &keys), f.and_then(|f| num(f, &keys)))});
@@ -184,5 +203,62 @@ mod tests {
         bad["paths"][0]["cells"][0]["time_split_ns_per_cycle"] = json!(null);
         bad["paths"][2]["cells"][0]["time_split_ns_per_cycle"] = time_split(&[150], 75, Some(10));
         assert_eq!(check(&bad, &[]).len(), 2);
+    }
+
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| json!(f)),
+            prop_oneof![Just("floor"), Just("core"), Just("p"), Just("x")].prop_map(Value::from),
+        ];
+        let key = prop_oneof![
+            Just("path"),
+            Just("via"),
+            Just("cells"),
+            Just("invalidation"),
+            Just("memory"),
+            Just("scale"),
+            Just("size"),
+            Just("threads"),
+            Just("floor_ref"),
+            Just("classic_ref"),
+            Just("adjacent_floor"),
+            Just("time_split_ns_per_cycle"),
+            Just("mean"),
+            Just("provider"),
+            Just("client_own"),
+        ];
+        leaf.prop_recursive(4, 64, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever files `report` is given, it, `tables` and `check` answer without panicking.
+        #[test]
+        fn any_document_is_handled(docs in proptest::collection::vec(any_json(), 0..4)) {
+            let _ = docs.iter().map(malformed).count();
+            let doc = report(docs, "m");
+            let _ = tables(&doc);
+            let _ = check(&doc, &["p=1".to_string(), "bad".to_string()]);
+        }
+    }
+
+    #[test]
+    fn malformed_documents_are_named() {
+        assert!(malformed(&json!(5)).unwrap().contains("object"));
+        assert!(malformed(&json!({"cells": [1]})).unwrap().contains("cells"));
+        assert!(malformed(&json!({"invalidation": {}}))
+            .unwrap()
+            .contains("invalidation"));
+        assert_eq!(malformed(&json!({"path": "p", "cells": [{}]})), None);
     }
 }
