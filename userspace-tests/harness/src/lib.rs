@@ -1,9 +1,11 @@
 //! Validation harness and benchmarks: `nvpeer validate` and `nvpeer bench`.
 //!
 //! Files by concept: `mem/` (memory backends), `reg` (registration paths), `verbs` (RDMA
-//! transport), `oob` (TCP out-of-band exchange), `peer` (the far side of transfers), `validate`
-//! (conformance cases), `bench` (measurements), `report` / `stats` (output), `causes` / `sysfs`
-//! (failure analysis).
+//! transport), `oob` (TCP out-of-band exchange), `peer` (the far side of transfers), `server` /
+//! `limits` (the two-node server: admission, and what a client may ask for), `validate`
+//! (conformance cases), `bench` (measurements), `report` / `stats` / `junit` / `environment`
+//! (output), `causes` / `sysfs` (failure analysis). Sizes and statistics come from the `figures`
+//! crate shared with emu-ctl.
 
 pub mod bench;
 pub mod causes;

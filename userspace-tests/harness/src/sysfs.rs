@@ -318,4 +318,27 @@ mod tests {
         );
         assert_eq!(persistent_mode(&d.0), Some(false));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the kernel (or a crafted tree) puts in these files, the readers answer.
+        #[test]
+        fn crafted_files_never_panic(
+            counter in "\\PC{0,40}",
+            config in "\\PC{0,80}",
+            syms in "\\PC{0,120}",
+        ) {
+            let d = tree();
+            write(&d.0, "sys/kernel/mm/memory_peers/nv_mem/num_alloc_mrs", &counter);
+            write(&d.0, "sys/kernel/mm/memory_peers/nv_mem/version", &counter);
+            write(&d.0, "sys/kernel/debug/nvpeer/config", &config);
+            write(&d.0, "sys/module/nvidia_peermem/parameters/persistent_api_support", &counter);
+            write(&d.0, "proc/kallsyms", &syms);
+            write(&d.0, "proc/driver/nvidia/version", &syms);
+            let _ = node_facts(&d.0);
+            let c = main_client(&d.0.join("sys/kernel/mm/memory_peers"));
+            let n = counter.trim().parse::<u64>().ok();
+            proptest::prop_assert_eq!(c.map(|c| c.values.get("num_alloc_mrs").copied()), Some(n));
+        }
+    }
 }

@@ -38,11 +38,9 @@ pub(super) fn nominal(name: &str, objsize: i64) -> i64 {
     name.rsplit('-')
         .next()
         .filter(|_| name.starts_with("kmalloc"))
-        .and_then(|n| {
-            n.strip_suffix('k')
-                .map(|k| k.parse::<i64>().map(|v| v * 1024))
-                .unwrap_or_else(|| n.parse())
-                .ok()
+        .and_then(|n| match n.strip_suffix('k') {
+            Some(k) => k.parse::<i64>().ok()?.checked_mul(1024),
+            None => n.parse().ok(),
         })
         .unwrap_or(objsize)
 }
