@@ -589,12 +589,15 @@ pub fn run(args: BenchArgs) -> u8 {
         .into_iter()
         .find(|(k, _)| k == "pci bus id")
         .map(|(_, v)| v);
-    let env = crate::environment::collect(
+    let mut env = crate::environment::collect(
         std::path::Path::new("/"),
         b.dev.as_ref().map(|d| d.name.as_str()),
         gpu_bus.as_deref(),
         crate::environment::ofed_info(),
     );
+    if c.json || b.args.out_json_file.is_some() {
+        env.doctor = crate::environment::doctor_snapshot(std::path::Path::new("/"));
+    }
     b.say(&format!("\n{}", env.text()));
     let doc = json!({
         "tool": "nvpeer bench",

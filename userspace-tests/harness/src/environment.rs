@@ -32,6 +32,23 @@ pub struct Environment {
     pub nic_pcie_path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_pcie_path: Option<String>,
+    /// `nvpeer doctor`'s report from its file-based checks, when asked for ([`doctor_snapshot`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doctor: Option<serde_json::Value>,
+}
+
+/// `nvpeer doctor --no-probes` under `root` as JSON: every check it reads from files (the live
+/// CUDA and verbs probes are what the run itself exercises). `None` when it cannot run.
+pub fn doctor_snapshot(root: &Path) -> Option<serde_json::Value> {
+    #[derive(clap::Parser)]
+    struct Doctor {
+        #[command(flatten)]
+        args: doctor::Args,
+    }
+    let root = root.to_str()?;
+    let d =
+        <Doctor as clap::Parser>::try_parse_from(["doctor", "--root", root, "--no-probes"]).ok()?;
+    serde_json::to_value(doctor::diagnose(&d.args, doctor::probes::Probes::none())).ok()
 }
 
 fn read(root: &Path, rel: &str) -> Option<String> {
@@ -138,6 +155,7 @@ pub fn collect(
         nic_pcie_path: nic
             .and_then(|n| pcie_path(root, &format!("sys/class/infiniband/{n}/device"))),
         gpu_pcie_path: gpu.and_then(|g| pcie_path(root, &format!("sys/bus/pci/devices/{g}"))),
+        doctor: None,
     }
 }
 
@@ -165,6 +183,9 @@ impl Environment {
         }
         if !self.peer_modules.is_empty() {
             v.push(("peer modules".into(), self.peer_modules.join(", ")));
+        }
+        if let Some(verdict) = self.doctor.as_ref().and_then(|d| d["verdict"].as_str()) {
+            v.push(("doctor".into(), verdict.to_string()));
         }
         v
     }
@@ -226,6 +247,17 @@ mod tests {
         let j = serde_json::to_value(&e).unwrap();
         assert_eq!(j["nic_firmware"], "28.39.1002");
         assert!(j.get("gpu_pcie_path").is_none());
+        // The doctor reads the same tree; an empty node is not ready.
+        let snap = doctor_snapshot(&d).unwrap();
+        assert!(
+            snap["verdict"].is_string() && snap["checks"].is_array(),
+            "{snap}"
+        );
+        let with = Environment {
+            doctor: Some(snap),
+            ..e
+        };
+        assert!(with.pairs().iter().any(|(k, _)| k == "doctor"));
         let _ = std::fs::remove_dir_all(&d);
     }
 
