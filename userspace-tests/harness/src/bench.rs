@@ -561,13 +561,18 @@ pub fn run(args: BenchArgs) -> u8 {
     };
     let mut out = Vec::new();
     let mut failed = false;
+    // A test this node cannot run at all makes the exit status 2 (could not run), not 1.
+    let mut could_not_run = false;
     for t in b.args.tests.clone() {
         let r = match t {
             BenchTest::Reg => b.reg(),
-            _ if b.peer.is_none() || c.mem == MemKind::Emu => Err(BenchError(
-                "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
-                    .into(),
-            )),
+            _ if b.peer.is_none() || c.mem == MemKind::Emu => {
+                could_not_run = true;
+                Err(BenchError(
+                    "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
+                        .into(),
+                ))
+            }
             BenchTest::WriteLat => b.lat(),
             t => b.bw(t),
         };
@@ -614,10 +619,14 @@ pub fn run(args: BenchArgs) -> u8 {
     if let Some(f) = &b.args.out_json_file {
         if let Err(e) = std::fs::write(f, &text) {
             eprintln!("nvpeer bench: writing {}: {e}", f.display());
-            failed = true;
+            could_not_run = true;
         }
     }
-    u8::from(failed)
+    if could_not_run {
+        2
+    } else {
+        u8::from(failed)
+    }
 }
 
 #[cfg(test)]
