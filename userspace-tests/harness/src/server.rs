@@ -71,16 +71,29 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// Log lines on stderr, stamped with the seconds since the server started.
 pub struct Log {
     start: Instant,
+    quiet: bool,
 }
 
 impl Log {
     pub fn new() -> Self {
         Log {
             start: Instant::now(),
+            quiet: false,
+        }
+    }
+
+    /// A log that writes nothing (unit tests).
+    pub fn silent() -> Self {
+        Log {
+            start: Instant::now(),
+            quiet: true,
         }
     }
 
     pub fn say(&self, msg: &str) {
+        if self.quiet {
+            return;
+        }
         let t = self.start.elapsed().as_secs_f64();
         // A closed stderr must not stop the server.
         let _ = writeln!(std::io::stderr(), "[{t:9.3}s] nvpeer server: {msg}");
@@ -316,7 +329,7 @@ mod tests {
                 Ok(Resp::Err { .. })
             ));
         });
-        let log = Log::new();
+        let log = Log::silent();
         let s2 = seen.clone();
         for _ in 0..4 {
             let (st, peer) = l.accept().unwrap();
@@ -337,7 +350,7 @@ mod tests {
             drop(c);
         });
         let seen = std::rc::Rc::new(std::cell::Cell::new(0));
-        serve(&l, &a, &Log::new(), || Counting(seen.clone())).unwrap();
+        serve(&l, &a, &Log::silent(), || Counting(seen.clone())).unwrap();
         t.join().unwrap();
         assert_eq!(seen.get(), 0);
     }
