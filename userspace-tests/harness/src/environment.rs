@@ -48,7 +48,10 @@ pub fn doctor_snapshot(root: &Path) -> Option<serde_json::Value> {
     let root = root.to_str()?;
     let d =
         <Doctor as clap::Parser>::try_parse_from(["doctor", "--root", root, "--no-probes"]).ok()?;
-    serde_json::to_value(doctor::diagnose(&d.args, doctor::probes::Probes::none())).ok()
+    // The snapshot is an extra of the report: a doctor bug must not cost the run its results.
+    let report =
+        std::panic::catch_unwind(|| doctor::diagnose(&d.args, doctor::probes::Probes::none()));
+    serde_json::to_value(report.ok()?).ok()
 }
 
 fn read(root: &Path, rel: &str) -> Option<String> {
