@@ -11,36 +11,13 @@ OUT=${3:-/bench/harness}
 ROUNDS=${4:-5}
 NVPEER=${NVPEER:-/bench/bin/nvpeer}
 A=10.99.1.1
-mkdir -p "$OUT" /run/netns
+mkdir -p "$OUT"
 
-up() {
-    modprobe rdma_rxe || return 1
-    ip netns add bwa && ip netns add bwb || return 1
-    # Jumbo frames, as RoCE fabrics run them: rxe then uses a 4096-byte path MTU (both tools
-    # take the port's active MTU), a quarter of the packets per message of a 1500-byte link.
-    ip link add bweth-a mtu 9000 type veth peer name bweth-b mtu 9000 || return 1
-    ip link set bweth-a netns bwa && ip link set bweth-b netns bwb
-    ip -n bwa addr add $A/24 dev bweth-a && ip -n bwb addr add 10.99.1.2/24 dev bweth-b
-    ip -n bwa link set bweth-a up && ip -n bwb link set bweth-b up
-    ip netns exec bwa rdma link add rxebwa type rxe netdev bweth-a || return 1
-    ip netns exec bwb rdma link add rxebwb type rxe netdev bweth-b || return 1
-    local i
-    for i in $(seq 1 30); do
-        grep -qi active /sys/class/infiniband/rxebwa/ports/1/state 2>/dev/null &&
-            grep -qi active /sys/class/infiniband/rxebwb/ports/1/state 2>/dev/null && return 0
-        sleep 1
-    done
-    return 1
-}
-down() {
-    ip netns exec bwa rdma link delete rxebwa 2>/dev/null
-    ip netns exec bwb rdma link delete rxebwb 2>/dev/null
-    ip netns del bwa 2>/dev/null; ip netns del bwb 2>/dev/null
-    true
-}
+. "$(dirname "$0")/rxe-pair.inc"
+down() { rxe_pair_down bwa bwb; }
 trap down EXIT
 
-up || { echo "bw-vs-perftest: rxe setup failed"; exit 1; }
+rxe_pair_up bwa bwb $A 10.99.1.2 || { echo "bw-vs-perftest: rxe setup failed"; exit 1; }
 
 # One measurement of each tool; both print "<figure>" (BW average, MiB/s) or nothing.
 perftest_once() { # round
@@ -59,12 +36,12 @@ nvpeer_once() { # round
     NVPEER_TOKEN=bw-vs-perftest ip netns exec bwa "$NVPEER" bench --server --bind $A --once -d rxebwa -p 18702 \
         >"$OUT/nvpeer-server.$1.txt" 2>&1 &
     local srv=$!
-    NVPEER_TOKEN=bw-vs-perftest ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host -t write_bw -s "$SIZE" -n "$ITERS" \
-        --no-progress --out-json-file "$OUT/nvpeer-bw.$1.json" >"$OUT/nvpeer-client.$1.txt" 2>&1
+    NVPEER_TOKEN=bw-vs-perftest ip netns exec bwb "$NVPEER" bench --client $A -p 18702 -d rxebwb --mem host --test write_bw -s "$SIZE" -n "$ITERS" \
+        --no-progress --out_json_file "$OUT/nvpeer-bw.$1.json" >"$OUT/nvpeer-client.$1.txt" 2>&1
     local rc=$?
     wait $srv
     [ $rc = 0 ] || { echo "nvpeer bench exited $rc (round $1)" >&2; return 1; }
-    python3 -S -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % float(d["tests"][0]["results"][0]["BW_average"]))' \
+    python3 -S -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % float(d["results"]["BW_average"]))' \
         "$OUT/nvpeer-bw.$1.json"
 }
 

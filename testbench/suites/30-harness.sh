@@ -105,36 +105,57 @@ PY
 }
 
 hv_bench_two_node() {
+    # All five tests against the server, -m 1024 negotiated down from nothing higher; the JSON
+    # document carries perftest's test_info + results per test.
     NVPEER_TOKEN=hv-secret ip netns exec hva "$NVPEER" bench --server --bind $HV_A --once -d rxea -p 18602 \
         >"$OUT/bench-server.txt" 2>&1 &
     local srv=$!
     NVPEER_TOKEN=hv-secret ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18602 --mem host -d rxeb \
-        -t reg,write_bw,read_bw,send_bw,write_lat -s 4096 -n 20 --tx-depth 8 --no-progress \
-        --out-json-file "$OUT/bench.json" | tee "$OUT/bench-client.txt"
-    local rc=${PIPESTATUS[0]}
+        --test reg,write_bw,read_bw,send_bw,write_lat -s 4096 -n 20 -t 8 -m 1024 --no-progress \
+        --json >"$OUT/bench.json"
+    local rc=$?
     wait $srv; local src=$?
     [ "$rc" = 0 ] && [ "$src" = 0 ] || { echo "client $rc server $src"; cat "$OUT/bench-server.txt"; return 1; }
-    grep -q 'BW peak\[MiB/sec\]' "$OUT/bench-client.txt" && grep -q 't_typical\[usec\]' "$OUT/bench-client.txt" || return 1
     python3 -S - "$OUT/bench.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 t = {x["test"]: x for x in d["tests"]}
 for k in ("reg", "write_bw", "read_bw", "send_bw", "write_lat"):
     assert k in t and "error" not in t[k], (k, t.get(k))
-for k in ("write_bw", "read_bw", "send_bw"):
+for k, name in (("write_bw", "RDMA_Write_BW_Test"), ("read_bw", "RDMA_Read_BW_Test"), ("send_bw", "Send_BW_Test")):
     r = t[k]["results"][0]
     assert r["MsgSize"] == 4096 and r["n_iterations"] == 20 and r["BW_average"] > 0, r
-assert t["write_lat"]["results"][0]["t_typical"] > 0
+    assert set(r) == {"MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"}, r
+    i = t[k]["test_info"]
+    assert i["test"] == name and i["Mtu"] == 1024 and i["TX_depth"] == 8 and i["Link_type"] == "Ethernet", i
+assert t["read_bw"]["test_info"]["Outstand_reads"] >= 1
+lat = t["write_lat"]["results"][0]
+assert lat["t_typical"] > 0 and "percentile_99.9" in lat, lat
 print("bench json ok")
 PY
 }
 
 hv_bench_sweep() {
-    ip netns exec hva "$NVPEER" bench --mem host -d rxea -t write_bw -a --max-size 16K -n 5 --no-progress |
+    ip netns exec hva "$NVPEER" bench --mem host -d rxea --test write_bw -a --max-size 16K -n 5 --no-progress |
         tee "$OUT/bench-sweep.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || return 1
+    grep -q 'BW peak\[MiB/sec\]' "$OUT/bench-sweep.txt" || return 1
     # 2 .. 16384: 14 rows.
     [ "$(grep -cE '^ [0-9]+ +5 ' "$OUT/bench-sweep.txt")" = 14 ]
+}
+
+hv_bench_duration() {
+    # perftest's -D: a timed run (no margin here), no peak, iterations counted.
+    ip netns exec hva "$NVPEER" bench --mem host -d rxea --test read_bw -D 2 -f 0 -t 16 -o 4 --no-progress \
+        --json >"$OUT/bench-duration.json" || return 1
+    python3 -S - "$OUT/bench-duration.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["tests"][0]
+r = t["results"][0]
+assert r["BW_peak"] == 0 and r["n_iterations"] > 0 and r["BW_average"] > 0, r
+assert t["test_info"]["Outstand_reads"] <= 4, t["test_info"]
+print("duration run:", r)
+PY
 }
 
 hv_bad_input() {
@@ -143,6 +164,11 @@ hv_bad_input() {
     echo "$out" | grep -q 'at least 1 byte' || { echo "$out"; return 1; }
     out=$("$NVPEER" bench --gpu zz:00 2>&1) && { echo "accepted --gpu zz:00"; return 1; }
     echo "$out" | grep -q 'PCI bus id' || { echo "$out"; return 1; }
+    # -t is perftest's TX depth now; the tests are --test.
+    out=$("$NVPEER" bench -t write_bw 2>&1) && { echo "accepted -t write_bw"; return 1; }
+    echo "$out" | grep -q "invalid value .write_bw. for .--tx-depth" || { echo "$out"; return 1; }
+    out=$("$NVPEER" bench -m 1500 2>&1) && { echo "accepted -m 1500"; return 1; }
+    echo "$out" | grep -q "256, 512, 1024, 2048, 4096" || { echo "$out"; return 1; }
     out=$("$NVPEER" validate --mem host -d nosuchdev 2>&1); rc=$?
     [ "$rc" = 2 ] || { echo "missing device: exit $rc, expected 2 (could not run)"; return 1; }
     echo "$out" | grep -q "not found" || { echo "$out"; return 1; }
@@ -151,7 +177,7 @@ hv_bad_input() {
         { echo "$out"; return 1; }
     # Sizes and indexes are refused, never truncated.
     local a
-    for a in "bench -s 4G" "bench -x 300" "validate --xfer-size 4G" "bench -a --max-size 4G -t write_bw"; do
+    for a in "bench -s 4G" "bench -x 300" "validate --xfer-size 4G" "bench -a --max-size 4G --test write_bw"; do
         # shellcheck disable=SC2086
         out=$("$NVPEER" $a 2>&1); rc=$?
         [ "$rc" = 2 ] || { echo "$a: exit $rc: $out"; return 1; }
@@ -208,7 +234,7 @@ hv_validate_emu_invalidating() {
 }
 
 hv_bench_emu() {
-    "$NVPEER" bench --mem emu -t reg -a --max-size 1M -n 10 --no-progress | tee "$OUT/bench-emu.txt"
+    "$NVPEER" bench --mem emu --test reg -a --max-size 1M -n 10 --no-progress | tee "$OUT/bench-emu.txt"
     [ "${PIPESTATUS[0]}" = 0 ] && grep -q '^ 1048576 ' "$OUT/bench-emu.txt"
 }
 
@@ -225,6 +251,7 @@ if hv_rxe_up >"$OUT/rxe-setup.txt" 2>&1; then
     tb_case validate-host-json hv_validate_json
     tb_case bench-host-two-node hv_bench_two_node
     tb_case bench-host-sweep hv_bench_sweep
+    tb_case bench-host-duration hv_bench_duration
 else
     tb_result rxe-setup fail "$(tail -n 5 "$OUT/rxe-setup.txt")"
 fi

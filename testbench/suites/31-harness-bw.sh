@@ -1,4 +1,5 @@
-# Benchmark, not a timed test: host-memory RDMA WRITE bandwidth of `nvpeer bench` vs `ib_write_bw`
+# perftest-interop: nvpeer bench paired with Debian's perftest in both roles (a test).
+# bw-vs-perftest, a benchmark, not a timed test: host-memory RDMA WRITE bandwidth of `nvpeer bench` vs `ib_write_bw`
 # over rxe in this VM, five alternating rounds of 200 writes each (one in make check's sampled
 # debug-kernel run, NVPEER_SLICE set: the figures are printed, not compared), medians compared (testbench/bench/bw-vs-perftest.sh). The
 # case passes when both tools produced a figure; the figures and their ratio are in the details
@@ -10,7 +11,13 @@ hbw_run() {
     bash /src/testbench/bench/bw-vs-perftest.sh 65536 200 /bench/harness "$rounds" | tee /bench/harness/bw-vs-perftest.txt
     [ "${PIPESTATUS[0]}" = 0 ] && grep -q '^ratio' /bench/harness/bw-vs-perftest.txt
 }
+# Pairing with perftest (seconds): nvpeer's client against ib_write_bw / ib_read_bw servers and
+# their clients against nvpeer's server (testbench/bench/perftest-interop.sh).
+hbw_interop() {
+    bash /src/testbench/bench/perftest-interop.sh 65536 100 /bench/harness
+}
 mkdir -p /bench/harness
+tb_case perftest-interop hbw_interop
 tb_case bw-vs-perftest hbw_run
 modprobe -r rdma_rxe 2>/dev/null
 true

@@ -4,8 +4,10 @@
 use crate::cli::{BenchArgs, BenchTest, MemKind, Role};
 use crate::mem::{self, Backend};
 use crate::peer::{self, Peer, Req, Target};
+use crate::perftest_peer::{self, PerftestServer};
+use crate::perftest_wire::Report;
 use crate::reg::{RegPath, Registrar};
-use crate::report;
+use crate::report::{self, TestInfo};
 use crate::stats::{self, BwResult};
 use crate::verbs::{self, Completion, Device, Endpoint, Op};
 use serde_json::{json, Value};
@@ -24,6 +26,7 @@ fn be<E: std::fmt::Display>(ctx: &str) -> impl Fn(E) -> BenchError + '_ {
 
 struct Bench {
     args: BenchArgs,
+    mem: MemKind,
     backend: Rc<dyn Backend>,
     dev: Option<Rc<Device>>,
     reg: Registrar,
@@ -52,7 +55,7 @@ impl Bench {
         } else {
             vec![self.args.size]
         };
-        let iters = self.args.iters;
+        let iters = self.args.iters_for(BenchTest::Reg);
         let max = *sz.iter().max().unwrap_or(&1);
         let buf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
         self.say(&format!(
@@ -109,15 +112,48 @@ impl Bench {
         }
         pb.finish_and_clear();
         self.say(&report::table(&header, &cells));
-        Ok(json!({"test": "reg", "path": self.reg.path.label(), "results": rows}))
+        let mut info = self.info("Registration_Latency_Test", None, None, None);
+        if let Some(m) = info.as_object_mut() {
+            m.insert("Registration_path".into(), self.reg.path.label().into());
+        }
+        Ok(json!({"test": "reg", "test_info": info, "results": rows}))
     }
 
+    /// perftest's `test_info` for this run (`ep`: the connected endpoint, for the negotiated MTU
+    /// and READ depth).
+    fn info(
+        &self,
+        test: &str,
+        ep: Option<&Endpoint>,
+        cq_mod: Option<u64>,
+        reads: Option<bool>,
+    ) -> Value {
+        let dev = self.dev.as_deref();
+        let (mtu, out_reads) = ep.map_or((dev.map_or(0, |d| d.mtu as u8), 0), Endpoint::offer);
+        report::test_info_json(&TestInfo {
+            test: test.into(),
+            device: dev.map(|d| d.name.clone()).unwrap_or_default(),
+            link_layer: dev.map(|d| d.link_layer.clone()).unwrap_or_default(),
+            tx_depth: cq_mod.map(|_| self.args.tx_depth),
+            cq_mod,
+            mtu: verbs::mtu_bytes(mtu),
+            gid_index: dev.map_or(0, |d| u32::from(d.gid_index)),
+            out_reads: reads.filter(|r| *r).map(|_| out_reads),
+            mem: self.mem.to_string(),
+            cuda_device: matches!(self.mem, MemKind::Cuda | MemKind::CudaDmabuf)
+                .then(|| self.args.memory().1.to_string()),
+            gbits: self.args.report_gbits,
+        })
+    }
+
+    /// A QP connected to the far side's, with `-m` and `-o` applied before the negotiation.
     fn connect(&mut self, depth: u32) -> Result<Endpoint, BenchError> {
         let dev = self
             .dev
             .clone()
             .ok_or_else(|| BenchError("no RDMA device".into()))?;
         let mut ep = Endpoint::new(&dev, depth).map_err(be("QP"))?;
+        self.limit(&mut ep);
         let p = self
             .peer
             .as_mut()
@@ -127,13 +163,38 @@ impl Bench {
         Ok(ep)
     }
 
+    fn limit(&self, ep: &mut Endpoint) {
+        if let Some(code) = self.args.mtu.and_then(verbs::mtu_code) {
+            ep.limit_mtu(code);
+        }
+        if let Some(n) = self.args.out_reads {
+            ep.limit_out_reads(n);
+        }
+    }
+
+    /// How one size of a bandwidth test runs.
+    fn plan(&self, test: BenchTest, size: u64) -> BwPlan {
+        let iters = u64::from(self.args.iters_for(test));
+        let duration = self
+            .args
+            .duration
+            .map(|d| (f64::from(d), f64::from(self.args.margin)));
+        BwPlan {
+            iters,
+            depth: u64::from(self.args.tx_depth),
+            cq_mod: cq_mod(u64::from(self.args.tx_depth), size, self.args.all),
+            peak: !self.args.no_peak && duration.is_none() && iters <= PEAK_MAX_ITERS,
+            duration,
+        }
+    }
+
     /// Bandwidth of one operation over all sizes.
     fn bw(&mut self, test: BenchTest) -> Result<Value, BenchError> {
         let sz = sizes(&self.args);
         let max = *sz.iter().max().unwrap_or(&2);
-        let iters = self.args.iters as u64;
+        let iters = self.args.iters_for(test);
         let depth = if test == BenchTest::SendBw {
-            self.args.tx_depth.max(self.args.iters)
+            self.args.tx_depth.max(iters)
         } else {
             self.args.tx_depth
         };
@@ -149,15 +210,10 @@ impl Bench {
             .alloc(max, false)
             .map_err(be("peer alloc"))?;
         let mut ep = self.connect(depth)?;
-        let title = match test {
-            BenchTest::ReadBw => "RDMA_Read BW Test",
-            BenchTest::SendBw => "Send BW Test",
-            _ => "RDMA_Write BW Test",
-        };
+        let title = perftest_title(test);
         self.say(&format!(
             "\n {title} (mem {}, {} outstanding)",
-            self.args.common.mem,
-            depth.min(self.args.tx_depth.max(1))
+            self.mem, self.args.tx_depth
         ));
         let mut cells = Vec::new();
         let pb = report::progress(
@@ -166,7 +222,7 @@ impl Bench {
             self.args.no_progress || self.args.common.json,
         );
         let mut rows = Vec::new();
-        for s in sz {
+        for &s in &sz {
             let op = match test {
                 BenchTest::ReadBw => Op::Read {
                     rkey: rb.rkey,
@@ -187,26 +243,18 @@ impl Bench {
                     id: rb.id,
                     off: 0,
                     len: s,
-                    count: iters as u32,
+                    count: iters,
                 })
                 .map_err(be("peer post_recv"))?;
             }
-            let r = run_bw(
-                &mut ep,
-                op,
-                lmr.lkey(),
-                lbuf.addr(),
-                s,
-                iters,
-                self.args.tx_depth as u64,
-            )?;
+            let r = run_bw(&mut ep, op, lmr.lkey(), lbuf.addr(), s, &self.plan(test, s))?;
             if test == BenchTest::SendBw {
                 let p = self
                     .peer
                     .as_mut()
                     .ok_or_else(|| BenchError("no peer".into()))?;
                 let mut got = 0usize;
-                while (got as u64) < iters {
+                while got < iters as usize {
                     let c = p
                         .wait_recv((iters as usize - got) as u32, POLL.as_millis() as u64)
                         .map_err(be("peer recv"))?;
@@ -231,16 +279,108 @@ impl Bench {
             &report::bw_header(self.args.report_gbits),
             &cells,
         ));
+        let last = *sz.last().unwrap_or(&max);
+        let info = self.info(
+            &perftest_name(test),
+            Some(&ep),
+            Some(self.plan(test, last).cq_mod),
+            Some(test == BenchTest::ReadBw),
+        );
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
-        Ok(json!({"test": test.name(), "results": rows}))
+        Ok(json!({"test": test.name(), "test_info": info, "results": rows}))
+    }
+
+    /// write_bw or read_bw against perftest's server at `host` (`--perftest`): its buffer is the
+    /// far side, its exchange sets the test up, and it gets this side's report at the end.
+    fn bw_perftest(&mut self, test: BenchTest, host: &str) -> Result<Value, BenchError> {
+        let sz = sizes(&self.args);
+        let max = *sz.iter().max().unwrap_or(&2);
+        let dev = self
+            .dev
+            .clone()
+            .ok_or_else(|| BenchError("no RDMA device".into()))?;
+        let lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
+        let lmr = self
+            .reg
+            .register(lbuf.as_ref(), 0, max as usize)
+            .map_err(|e| BenchError(format!("registration: {}", e.msg)))?;
+        let mut ep = Endpoint::new(&dev, self.args.tx_depth).map_err(be("QP"))?;
+        self.limit(&mut ep);
+        let gid = perftest_peer::sends_gid(&dev, self.args.common.gid_index.is_some());
+        let srv = PerftestServer::connect(
+            host,
+            self.args.common.port,
+            &dev,
+            &mut ep,
+            gid,
+            lmr.rkey(),
+            lbuf.addr(),
+        )
+        .map_err(be("perftest"))?;
+        let title = perftest_title(test);
+        self.say(&format!(
+            "\n {title} against perftest {} at {host} (mem {}, {} outstanding, MTU {})",
+            srv.version,
+            self.mem,
+            self.args.tx_depth,
+            verbs::mtu_bytes(srv.mtu)
+        ));
+        let op = match test {
+            BenchTest::ReadBw => Op::Read {
+                rkey: srv.theirs.rkey,
+                raddr: srv.theirs.vaddr,
+            },
+            _ => Op::Write {
+                rkey: srv.theirs.rkey,
+                raddr: srv.theirs.vaddr,
+            },
+        };
+        let mut rows = Vec::new();
+        let mut cells = Vec::new();
+        let mut last = None;
+        for &s in &sz {
+            let r = run_bw(&mut ep, op, lmr.lkey(), lbuf.addr(), s, &self.plan(test, s))?;
+            cells.push(report::bw_row(&r, self.args.report_gbits));
+            rows.push(report::bw_json(&r, self.args.report_gbits));
+            last = Some(r);
+        }
+        self.say(&report::table(
+            &report::bw_header(self.args.report_gbits),
+            &cells,
+        ));
+        // perftest's client hands its server the report of its last size, in its own unit.
+        let conv = |v: f64| {
+            if self.args.report_gbits {
+                stats::mib_to_gbits(v)
+            } else {
+                v
+            }
+        };
+        let rep = last.map_or_else(Report::default, |r| Report {
+            size: r.msg_size,
+            iters: r.iterations,
+            bw_peak: conv(r.bw_peak_mib),
+            bw_avg: conv(r.bw_avg_mib),
+            msg_rate: r.msg_rate_mpps,
+        });
+        srv.finish(&rep).map_err(be("perftest end of test"))?;
+        let cq = self.plan(test, *sz.last().unwrap_or(&max)).cq_mod;
+        let info = self.info(
+            &perftest_name(test),
+            Some(&ep),
+            Some(cq),
+            Some(test == BenchTest::ReadBw),
+        );
+        drop(lmr);
+        Ok(json!({"test": test.name(), "test_info": info, "results": rows}))
     }
 
     /// WRITE_WITH_IMM ping-pong latency (valid on GPU memory: nobody polls the payload).
     fn lat(&mut self) -> Result<Value, BenchError> {
         let sz = sizes(&self.args);
         let max = *sz.iter().max().unwrap_or(&2);
-        let iters = self.args.iters;
+        let iters = self.args.iters_for(BenchTest::WriteLat);
         let lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
         let lmr = self
             .reg
@@ -255,7 +395,7 @@ impl Bench {
         let mut ep = self.connect(iters.min(1024) + 4)?;
         self.say(&format!(
             "\n RDMA_Write Latency Test, WRITE_WITH_IMM ping-pong (mem {})",
-            self.args.common.mem
+            self.mem
         ));
         let mut cells = Vec::new();
         let mut rows = Vec::new();
@@ -339,9 +479,10 @@ impl Bench {
         }
         pb.finish_and_clear();
         self.say(&report::table(&report::lat_header(), &cells));
+        let info = self.info(&perftest_name(BenchTest::WriteLat), Some(&ep), None, None);
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
-        Ok(json!({"test": "write_lat", "results": rows}))
+        Ok(json!({"test": "write_lat", "test_info": info, "results": rows}))
     }
 }
 
@@ -391,36 +532,87 @@ fn pong_once(
     }
 }
 
-/// How many requests one signalled completion stands for: perftest's default `--cq-mod` of 100,
-/// bounded by the depth so the queue never stalls.
-pub fn cq_mod(depth: u64) -> u64 {
-    depth.clamp(1, 100)
+/// perftest's title of a test's table.
+fn perftest_title(test: BenchTest) -> &'static str {
+    match test {
+        BenchTest::ReadBw => "RDMA_Read BW Test",
+        BenchTest::SendBw => "Send BW Test",
+        BenchTest::WriteLat => "RDMA_Write_imm Latency Test",
+        BenchTest::Reg => "Registration Latency Test",
+        BenchTest::WriteBw => "RDMA_Write BW Test",
+    }
 }
 
-/// Posts `iters` requests keeping `depth` outstanding, signalling every `cq_mod(depth)`-th and
-/// the last; returns perftest-style figures.
+/// perftest's `test_info.test` of a test (`RDMA_Write_BW_Test`, ...).
+pub fn perftest_name(test: BenchTest) -> String {
+    perftest_title(test).replace(' ', "_")
+}
+
+/// Above this many iterations perftest does not compute the peak (its `-N` is implied).
+pub const PEAK_MAX_ITERS: u64 = 20000;
+
+/// How many requests one signalled completion stands for, as perftest decides it: its default
+/// `--cq-mod` of 100, one (every request signalled) for messages above 8 KiB unless sweeping,
+/// never more than the TX depth.
+pub fn cq_mod(depth: u64, size: u64, sweep: bool) -> u64 {
+    let m = if size > 8192 && !sweep { 1 } else { 100 };
+    m.min(depth).max(1)
+}
+
+/// One size of a bandwidth test.
+#[derive(Debug, Clone, Copy)]
+pub struct BwPlan {
+    pub iters: u64,
+    pub depth: u64,
+    pub cq_mod: u64,
+    /// Record every post and completion time for perftest's peak.
+    pub peak: bool,
+    /// `-D`: (seconds, margin) instead of `iters`.
+    pub duration: Option<(f64, f64)>,
+}
+
+/// Posts requests keeping `plan.depth` outstanding, signalling every `plan.cq_mod`-th and the
+/// last, for `plan.iters` requests or `-D` seconds; returns perftest's figures (average over the
+/// first post to the last completion, or over the middle of a `-D` run; peak as
+/// [`stats::peak_time_per_msg`]).
 fn run_bw(
     ep: &mut Endpoint,
     op: Op,
     lkey: u32,
     addr: u64,
     size: u64,
-    iters: u64,
-    depth: u64,
+    plan: &BwPlan,
 ) -> Result<BwResult, BenchError> {
-    let m = cq_mod(depth);
+    let (m, endless) = (plan.cq_mod, plan.duration.is_some());
     let (mut posted, mut done) = (0u64, 0u64);
-    let mut windows = Vec::new();
+    let mut tposted: Vec<f64> = Vec::with_capacity(if plan.peak { plan.iters as usize } else { 0 });
+    let mut tcompleted: Vec<(u64, f64)> = Vec::new();
     let mut cs = Vec::new();
     let start = Instant::now();
-    let mut win_start = start;
-    let mut win_n = 0u64;
-    while done < iters {
-        while posted < iters && posted - done < depth {
-            let signaled = (posted + 1) % m == 0 || posted + 1 == iters;
+    // -D: when the measured middle began (and the completions by then), and what it measured.
+    let mut sample: Option<(Instant, u64)> = None;
+    let mut measured: Option<(f64, u64)> = None;
+    loop {
+        let t = start.elapsed().as_secs_f64();
+        // A -D run stops posting once its time is up and its last request was a signalled one.
+        let posting = match plan.duration {
+            Some((d, _)) => t < d || posted % m != 0,
+            None => posted < plan.iters,
+        };
+        while posting && posted - done < plan.depth && (endless || posted < plan.iters) {
+            let signaled = (posted + 1) % m == 0 || (!endless && posted + 1 == plan.iters);
+            if plan.peak {
+                tposted.push(start.elapsed().as_secs_f64());
+            }
             ep.post_flagged(op, posted, lkey, addr, size, signaled)
                 .map_err(be("post"))?;
             posted += 1;
+            if endless
+                && posted % m == 0
+                && start.elapsed().as_secs_f64() >= plan.duration.map_or(0.0, |d| d.0)
+            {
+                break;
+            }
         }
         cs.clear();
         ep.poll_now(64, &mut cs).map_err(be("poll"))?;
@@ -433,28 +625,48 @@ fn run_bw(
                 )));
             }
             // wr_id is the index of the signalled request: everything up to it is done.
-            let upto = c.wr_id + 1;
-            if upto > done {
-                win_n += upto - done;
-                done = upto;
+            if c.wr_id + 1 > done {
+                done = c.wr_id + 1;
+                if plan.peak {
+                    tcompleted.push((c.wr_id, start.elapsed().as_secs_f64()));
+                }
             }
         }
-        if win_n >= 64 || (done == iters && win_n > 0) {
-            let now = Instant::now();
-            windows.push((win_n, (now - win_start).as_secs_f64()));
-            win_start = now;
-            win_n = 0;
+        if let Some((d, margin)) = plan.duration {
+            let t = start.elapsed().as_secs_f64();
+            if sample.is_none() && measured.is_none() && t >= margin {
+                sample = Some((Instant::now(), done));
+            }
+            if let Some((s0, d0)) = sample {
+                if t >= d - margin {
+                    measured = Some((s0.elapsed().as_secs_f64(), done - d0));
+                    sample = None;
+                }
+            }
+            if !posting && done == posted && measured.is_some() {
+                break;
+            }
+        } else if done >= plan.iters {
+            break;
         }
-        if cs.is_empty() && start.elapsed() > POLL * 4 {
+        if cs.is_empty()
+            && start.elapsed()
+                > POLL * 4 + Duration::from_secs(plan.duration.map_or(0, |d| d.0 as u64))
+        {
             return Err(BenchError("timed out waiting for completions".into()));
         }
     }
-    Ok(stats::bandwidth(
-        size,
-        iters,
-        start.elapsed().as_secs_f64(),
-        &windows,
-    ))
+    Ok(match measured {
+        Some((secs, n)) => stats::bandwidth(size, n, secs, None),
+        None => {
+            let peak = if plan.peak {
+                stats::peak_time_per_msg(&tposted, &tcompleted)
+            } else {
+                None
+            };
+            stats::bandwidth(size, plan.iters, start.elapsed().as_secs_f64(), peak)
+        }
+    })
 }
 
 /// Registration sweep sizes: 4 KiB .. max in powers of four, plus max.
@@ -474,14 +686,25 @@ fn matrix(max: u64) -> Vec<u64> {
 
 /// Entry point of `nvpeer bench`.
 pub fn run(args: BenchArgs) -> u8 {
-    let c = args.common.clone();
+    if let Err(e) = args.check() {
+        eprintln!("nvpeer bench: {e}");
+        return 2;
+    }
+    let mut c = args.common.clone();
+    // perftest's --use_cuda* choose the memory as --mem/--gpu do.
+    (c.mem, c.gpu) = args.memory();
     let path = match c.mem {
         MemKind::CudaDmabuf => RegPath::DmaBuf,
         MemKind::Emu => RegPath::EmuCore,
         _ => RegPath::VaMr,
     };
     if c.server {
-        return peer::run_server("nvpeer bench --server", &c, path);
+        let opts = perftest_peer::ServeOpts {
+            size: if args.all { args.max_size } else { args.size },
+            gid_given: c.gid_index.is_some(),
+            mtu: args.mtu.and_then(verbs::mtu_code),
+        };
+        return peer::run_server("nvpeer bench --server", &c, path, Some(opts));
     }
     // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
     // larger).
@@ -491,6 +714,7 @@ pub fn run(args: BenchArgs) -> u8 {
             return 2;
         }
     }
+    let mem_kind = c.mem;
     let backend: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
         Ok(b) => Rc::from(b),
         Err(e) => {
@@ -500,7 +724,7 @@ pub fn run(args: BenchArgs) -> u8 {
     };
     let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
         Ok(d) => Some(Rc::new(d)),
-        Err(e) if c.mem == MemKind::Emu && !c.server => {
+        Err(e) if mem_kind == MemKind::Emu && !c.server => {
             if !c.json {
                 eprintln!(
                     "nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu only"
@@ -527,7 +751,7 @@ pub fn run(args: BenchArgs) -> u8 {
         path,
     };
     let peer = match (&dev, c.role()) {
-        (Some(d), Role::Client(h)) => {
+        (Some(_), Role::Client(h)) => {
             match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
                 Ok(ch) => {
                     let mut p = Peer::Remote(ch);
@@ -535,7 +759,6 @@ pub fn run(args: BenchArgs) -> u8 {
                         eprintln!("nvpeer bench: {e}");
                         return 2;
                     }
-                    let _ = d;
                     Some(p)
                 }
                 Err(e) => {
@@ -554,6 +777,7 @@ pub fn run(args: BenchArgs) -> u8 {
     };
     let mut b = Bench {
         args,
+        mem: mem_kind,
         backend,
         dev,
         reg,
@@ -564,17 +788,20 @@ pub fn run(args: BenchArgs) -> u8 {
     // A test this node cannot run at all makes the exit status 2 (could not run), not 1.
     let mut could_not_run = false;
     for t in b.args.tests.clone() {
-        let r = match t {
-            BenchTest::Reg => b.reg(),
-            _ if b.peer.is_none() || c.mem == MemKind::Emu => {
-                could_not_run = true;
-                Err(BenchError(
-                    "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
-                        .into(),
-                ))
-            }
-            BenchTest::WriteLat => b.lat(),
-            t => b.bw(t),
+        let r = match (t, c.role()) {
+            (t, Role::Client(h)) if b.args.perftest => b.bw_perftest(t, &h),
+            (t, _) => match t {
+                BenchTest::Reg => b.reg(),
+                _ if b.peer.is_none() || c.mem == MemKind::Emu => {
+                    could_not_run = true;
+                    Err(BenchError(
+                        "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
+                            .into(),
+                    ))
+                }
+                BenchTest::WriteLat => b.lat(),
+                t => b.bw(t),
+            },
         };
         match r {
             Ok(v) => out.push(v),
@@ -600,27 +827,12 @@ pub fn run(args: BenchArgs) -> u8 {
         gpu_bus.as_deref(),
         crate::environment::ofed_info(),
     );
-    if c.json || b.args.out_json_file.is_some() {
+    if c.json || b.args.json_file().is_some() {
         env.doctor = crate::environment::doctor_snapshot(std::path::Path::new("/"));
     }
     b.say(&format!("\n{}", env.text()));
-    let doc = json!({
-        "tool": "nvpeer bench",
-        "version": env!("CARGO_PKG_VERSION"),
-        "mem": c.mem.to_string(),
-        "device": b.dev.as_ref().map(|d| d.name.clone()),
-        "environment": env,
-        "tests": out,
-    });
-    let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-    if c.json {
-        report::say(&text);
-    }
-    if let Some(f) = &b.args.out_json_file {
-        if let Err(e) = std::fs::write(f, &text) {
-            eprintln!("nvpeer bench: writing {}: {e}", f.display());
-            could_not_run = true;
-        }
+    if !write_reports(&b.args, c.mem, b.dev.as_deref(), &env, &out) {
+        could_not_run = true;
     }
     if could_not_run {
         2
@@ -629,15 +841,61 @@ pub fn run(args: BenchArgs) -> u8 {
     }
 }
 
+/// Prints the `--json` document (nvpeer's: every test, the environment) and writes the
+/// `--out_json` file (perftest's document of the one test); false when the file could not be
+/// written or its test did not run.
+fn write_reports(
+    args: &BenchArgs,
+    mem_kind: MemKind,
+    dev: Option<&Device>,
+    env: &crate::environment::Environment,
+    tests: &[Value],
+) -> bool {
+    let mut ok = true;
+    if args.common.json {
+        let doc = json!({
+            "tool": "nvpeer bench",
+            "version": env!("CARGO_PKG_VERSION"),
+            "mem": mem_kind.to_string(),
+            "device": dev.map(|d| d.name.clone()),
+            "environment": env,
+            "tests": tests,
+        });
+        report::say(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+    }
+    if let Some(f) = args.json_file() {
+        // One test per file (BenchArgs::check); a failed test leaves no file, as in perftest.
+        match tests.first() {
+            Some(t) if t.get("error").is_none() => {
+                let rows = t["results"].as_array().cloned().unwrap_or_default();
+                let doc = report::perftest_doc(&t["test_info"], &rows);
+                if let Err(e) =
+                    std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap_or_default())
+                {
+                    eprintln!("nvpeer bench: writing {}: {e}", f.display());
+                    ok = false;
+                }
+            }
+            _ => ok = false,
+        }
+    }
+    ok
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn signalling_period() {
-        assert_eq!(cq_mod(128), 100);
-        assert_eq!(cq_mod(8), 8);
-        assert_eq!(cq_mod(0), 1);
+        assert_eq!(cq_mod(128, 8192, false), 100);
+        assert_eq!(cq_mod(8, 2, false), 8);
+        assert_eq!(cq_mod(0, 2, false), 1);
+        // perftest signals every request above 8 KiB, except in a sweep.
+        assert_eq!(cq_mod(128, 65536, false), 1);
+        assert_eq!(cq_mod(128, 65536, true), 100);
+        assert_eq!(perftest_name(BenchTest::WriteBw), "RDMA_Write_BW_Test");
+        assert_eq!(perftest_name(BenchTest::ReadBw), "RDMA_Read_BW_Test");
     }
 
     #[test]

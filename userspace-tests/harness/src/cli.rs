@@ -225,44 +225,168 @@ impl BenchTest {
     }
 }
 
-/// Arguments of `nvpeer bench`.
+/// Parses perftest's `-m`: a path MTU in bytes, one of 256, 512, 1024, 2048, 4096.
+pub fn parse_mtu(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}': expected an MTU in bytes (256, 512, 1024, 2048 or 4096)"))?;
+    crate::verbs::mtu_code(v)
+        .map(|_| v)
+        .ok_or_else(|| format!("'{s}': the MTU must be one of 256, 512, 1024, 2048, 4096"))
+}
+
+/// Arguments of `nvpeer bench`. Where an option exists in perftest (`ib_write_bw` and friends) it
+/// has perftest's letter, long name and default; `--test` picks the measurement (perftest has one
+/// binary per test, and its `-t` is the TX depth).
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Tests to run (comma-separated).
     #[arg(
-        short = 't',
         long = "test",
         value_enum,
         value_delimiter = ',',
         default_value = "reg,write_bw,write_lat"
     )]
     pub tests: Vec<BenchTest>,
-    /// Sweep all sizes from 2 bytes to `--max-size` in powers of two (like perftest `-a`).
+    /// Sweep all sizes from 2 bytes to `--max-size` in powers of two (perftest `-a`: 2 .. 2^23).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
-    /// Message size when not sweeping (at most 2G, the InfiniBand maximum message size).
+    /// Message size when not sweeping (perftest `-s`, default 65536; at most 2G, the InfiniBand
+    /// maximum message size).
     #[arg(short = 's', long = "size", default_value = "65536", value_parser = figures::size::parse_message)]
     pub size: u64,
     /// Largest size of a sweep (perftest: 8 MiB).
     #[arg(long = "max-size", default_value = "8M", value_parser = parse_size)]
     pub max_size: u64,
-    /// Iterations per size (perftest: 1000, at least 5).
-    #[arg(short = 'n', long = "iters", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(5..))]
-    pub iters: u32,
-    /// Outstanding work requests for bandwidth tests (perftest `-t`).
-    #[arg(long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// Iterations per size, at least 5 (perftest `-n`: 5000 for write_bw, 1000 for the others).
+    #[arg(short = 'n', long = "iters", value_parser = clap::value_parser!(u32).range(5..))]
+    pub iters: Option<u32>,
+    /// Outstanding work requests of the bandwidth tests (perftest `-t`, `--tx-depth`).
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
+    /// Run each bandwidth measurement for SECS seconds instead of `-n` iterations (perftest `-D`):
+    /// the figures cover the middle `SECS - 2 * margin` seconds, and no peak is measured.
+    #[arg(short = 'D', long = "duration", value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=86400))]
+    pub duration: Option<u32>,
+    /// Seconds left out at each end of a `-D` run (perftest `-f`, `--margin`, default 2).
+    #[arg(short = 'f', long = "margin", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=3600))]
+    pub margin: u32,
+    /// Do not compute the peak bandwidth (perftest `-N`; it is also skipped above 20000 iterations).
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
+    /// Path MTU in bytes (perftest `-m`; default: the port's active MTU). The smaller of the two
+    /// sides' MTUs is used.
+    #[arg(short = 'm', long = "mtu", value_parser = parse_mtu)]
+    pub mtu: Option<u32>,
+    /// RDMA READs in flight (perftest `-o`, `--outs_num`; default: the device maximum). The far
+    /// side's limit also applies.
+    #[arg(short = 'o', long = "outs_num", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub out_reads: Option<u8>,
     /// Report bandwidth in Gb/s instead of MiB/s (perftest `--report_gbits`).
-    #[arg(long = "report-gbits")]
+    #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
-    /// Also write the JSON to this file (perftest `--out_json_file`).
-    #[arg(long = "out-json-file")]
+    /// Write the report as perftest's `--out_json` does (to `--out_json_file`, default
+    /// `perftest_out.json`); one test per run, as a perftest binary measures one.
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+    /// File of `--out_json` (perftest `--out_json_file`); implies `--out_json`.
+    #[arg(long = "out_json_file", alias = "out-json-file", value_name = "FILE")]
     pub out_json_file: Option<std::path::PathBuf>,
+    /// GPU memory on CUDA device ID (perftest `--use_cuda`): the same as `--mem cuda --gpu ID`.
+    #[arg(long = "use_cuda", value_name = "ID", conflicts_with_all = ["mem", "gpu"])]
+    pub use_cuda: Option<u32>,
+    /// GPU memory on the CUDA device at this PCI bus id (perftest `--use_cuda_bus_id`).
+    #[arg(long = "use_cuda_bus_id", value_name = "BUS_ID", conflicts_with_all = ["mem", "gpu", "use_cuda"])]
+    pub use_cuda_bus_id: Option<GpuSelector>,
+    /// With `--use_cuda`/`--use_cuda_bus_id`: register through dma-buf (perftest
+    /// `--use_cuda_dmabuf`), the same as `--mem cuda-dmabuf`.
+    #[arg(long = "use_cuda_dmabuf")]
+    pub use_cuda_dmabuf: bool,
+    /// The far side is perftest (`ib_write_bw` / `ib_read_bw` started as a server with the same
+    /// `-s`/`-a`): speak its out-of-band exchange instead of nvpeer's (with `--client`; one
+    /// `--test`, write_bw or read_bw). A `--server` recognises perftest clients by itself.
+    #[arg(long = "perftest", requires = "client")]
+    pub perftest: bool,
+    /// Accepted for perftest command lines (perftest `-F`, `--CPU-freq`: no cpufreq warning);
+    /// nvpeer times with the monotonic clock, not CPU cycles, and never warns about the governor.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
     /// Never draw progress bars.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+}
+
+impl BenchArgs {
+    /// Iterations of `test` (perftest's defaults where `-n` is not given).
+    pub fn iters_for(&self, test: BenchTest) -> u32 {
+        self.iters.unwrap_or(if test == BenchTest::WriteBw {
+            5000
+        } else {
+            1000
+        })
+    }
+
+    /// `--mem` and `--gpu` with perftest's `--use_cuda*` options applied.
+    pub fn memory(&self) -> (MemKind, GpuSelector) {
+        let gpu = match (&self.use_cuda, &self.use_cuda_bus_id) {
+            (Some(i), _) => Some(GpuSelector::Index(*i)),
+            (None, Some(b)) => Some(b.clone()),
+            (None, None) => None,
+        };
+        match gpu {
+            Some(g) if self.use_cuda_dmabuf => (MemKind::CudaDmabuf, g),
+            Some(g) => (MemKind::Cuda, g),
+            None => (self.common.mem, self.common.gpu.clone()),
+        }
+    }
+
+    /// The file `--out_json` writes, if any.
+    pub fn json_file(&self) -> Option<std::path::PathBuf> {
+        match &self.out_json_file {
+            Some(f) => Some(f.clone()),
+            None if self.out_json => Some("perftest_out.json".into()),
+            None => None,
+        }
+    }
+
+    /// Checks the combinations clap cannot express; the message says what to change.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(d) = self.duration {
+            if d <= 2 * self.margin {
+                return Err(format!("-D {d} must be longer than twice the margin (-f {}): nothing would be measured", self.margin));
+            }
+            if let Some(t) = self
+                .tests
+                .iter()
+                .find(|t| !matches!(t, BenchTest::WriteBw | BenchTest::ReadBw))
+            {
+                return Err(format!(
+                    "-D runs write_bw and read_bw only, not {}",
+                    t.name()
+                ));
+            }
+        }
+        if self.json_file().is_some() && self.tests.len() != 1 {
+            return Err(
+                "--out_json writes one test's report, as perftest does: give one --test".into(),
+            );
+        }
+        if self.perftest
+            && !matches!(
+                self.tests.as_slice(),
+                [BenchTest::WriteBw] | [BenchTest::ReadBw]
+            )
+        {
+            return Err("--perftest pairs with ib_write_bw or ib_read_bw: give --test write_bw or --test read_bw".into());
+        }
+        if self.use_cuda_dmabuf && self.use_cuda.is_none() && self.use_cuda_bus_id.is_none() {
+            return Err("--use_cuda_dmabuf needs --use_cuda or --use_cuda_bus_id".into());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -301,7 +425,7 @@ mod tests {
             "-a",
             "-n",
             "5",
-            "-t",
+            "--test",
             "write_bw,reg",
             "--client",
             "10.0.0.1",
@@ -313,6 +437,51 @@ mod tests {
         assert_eq!(t.b.common.role(), Role::Client("10.0.0.1".into()));
         assert!(T::try_parse_from(["x", "-n", "4"]).is_err());
         assert!(T::try_parse_from(["x", "--server", "--client", "h"]).is_err());
+        // perftest's letters and defaults.
+        let t = T::try_parse_from([
+            "x",
+            "-t",
+            "64",
+            "-m",
+            "1024",
+            "-D",
+            "5",
+            "--test",
+            "read_bw",
+            "--report_gbits",
+            "--out_json",
+        ])
+        .unwrap();
+        assert_eq!(
+            (t.b.tx_depth, t.b.mtu, t.b.duration, t.b.margin),
+            (64, Some(1024), Some(5), 2)
+        );
+        assert!(t.b.report_gbits && t.b.check().is_ok());
+        assert_eq!(t.b.json_file(), Some("perftest_out.json".into()));
+        assert_eq!(t.b.iters_for(BenchTest::WriteBw), 5000);
+        assert_eq!(t.b.iters_for(BenchTest::ReadBw), 1000);
+        assert!(T::try_parse_from(["x", "-t", "write_bw"]).is_err());
+        assert!(T::try_parse_from(["x", "-m", "1500"]).is_err());
+        let t = T::try_parse_from(["x", "-D", "4", "--test", "write_bw"]).unwrap();
+        assert!(t.b.check().is_err());
+        let t = T::try_parse_from(["x", "-D", "9", "--test", "write_lat"]).unwrap();
+        assert!(t.b.check().is_err());
+        let t = T::try_parse_from(["x", "--out_json_file", "f.json"]).unwrap();
+        assert!(t.b.check().is_err());
+        let t = T::try_parse_from(["x", "--use_cuda", "1", "--use_cuda_dmabuf"]).unwrap();
+        assert_eq!(t.b.memory(), (MemKind::CudaDmabuf, GpuSelector::Index(1)));
+        assert!(T::try_parse_from(["x", "--use_cuda", "1", "--mem", "host"]).is_err());
+        assert!(T::try_parse_from(["x", "--perftest"]).is_err());
+        let t = T::try_parse_from([
+            "x",
+            "--perftest",
+            "--client",
+            "h",
+            "--test",
+            "write_bw,read_bw",
+        ])
+        .unwrap();
+        assert!(t.b.check().is_err());
     }
 
     #[test]

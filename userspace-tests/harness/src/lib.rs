@@ -1,7 +1,8 @@
 //! Validation harness and benchmarks: `nvpeer validate` and `nvpeer bench`.
 //!
 //! Files by concept: `mem/` (memory backends), `reg` (registration paths), `verbs` (RDMA
-//! transport), `oob` (TCP out-of-band exchange), `peer` (the far side of transfers), `server` /
+//! transport), `oob` (TCP out-of-band exchange), `peer` (the far side of transfers), `perftest_wire` /
+//! `perftest_peer` (perftest's exchange, pairing with `ib_write_bw` / `ib_read_bw`), `server` /
 //! `limits` (the two-node server: admission, and what a client may ask for), `validate`
 //! (conformance cases), `bench` (measurements), `report` / `stats` / `junit` / `environment`
 //! (output), `causes` / `sysfs` (failure analysis). Sizes and statistics come from the `figures`
@@ -17,6 +18,8 @@ pub mod mem;
 pub mod oob;
 pub mod pattern;
 pub mod peer;
+pub mod perftest_peer;
+pub mod perftest_wire;
 pub mod reg;
 pub mod report;
 pub mod server;

@@ -10,6 +10,7 @@ use crate::mem::host::HostBackend;
 use crate::mem::{Backend, Buffer};
 use crate::oob::{Channel, OobError};
 use crate::pattern;
+use crate::perftest_peer;
 use crate::reg::{Mr, RegPath, Registrar};
 use crate::server::{self, Session};
 use crate::sysfs;
@@ -153,6 +154,8 @@ pub struct Target {
     depth: u32,
     next: u32,
     mem_limit: u64,
+    /// What a perftest client is offered (`bench --server`); `None`: perftest clients are refused.
+    perftest: Option<perftest_peer::ServeOpts>,
 }
 
 fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
@@ -179,7 +182,14 @@ impl Target {
             depth: 0,
             next: 1,
             mem_limit,
+            perftest: None,
         }
+    }
+
+    /// Serves perftest clients (`ib_write_bw`/`ib_read_bw` with a host) as `o` says.
+    pub fn with_perftest(mut self, o: Option<perftest_peer::ServeOpts>) -> Self {
+        self.perftest = o;
+        self
     }
 
     /// Handles one request (never panics on bad input; answers `Err`). Every request is checked
@@ -503,6 +513,18 @@ impl Session for Target {
     fn handle(&mut self, q: Req) -> Resp {
         Target::handle(self, q)
     }
+    fn perftest(&mut self, s: std::net::TcpStream) -> Option<Result<String, String>> {
+        let o = self.perftest.as_ref()?;
+        let r = perftest_peer::serve(s, &self.dev, self.backend.as_ref(), self.reg.path, o);
+        Some(r.map_err(|e| e.to_string()).map(|r| {
+            format!(
+                "perftest client finished: #bytes {} #iterations {} BW peak {:.2} BW average {:.2} \
+                 MsgRate {:.6} Mpps (bandwidth in the client's unit: MiB/sec, Gb/sec with its \
+                 --report_gbits)",
+                r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
+            )
+        }))
+    }
     fn mem(&self) -> String {
         self.backend.kind().to_string()
     }
@@ -519,7 +541,13 @@ pub fn hello(c: &CommonArgs) -> Req {
 /// `--server` of `validate` and `bench`: checks where to listen, opens the memory backend and
 /// the device, then serves; returns the exit status (2 when it could not start, 0 when `--once`
 /// is done).
-pub fn run_server(tool: &str, c: &CommonArgs, path: RegPath) -> u8 {
+/// `perftest`: what perftest clients are offered (`bench --server`), `None` to refuse them.
+pub fn run_server(
+    tool: &str,
+    c: &CommonArgs,
+    path: RegPath,
+    perftest: Option<perftest_peer::ServeOpts>,
+) -> u8 {
     let listener = match server::listen(&c.serve, c.port) {
         Ok(l) => l,
         Err(e) => {
@@ -545,7 +573,7 @@ pub fn run_server(tool: &str, c: &CommonArgs, path: RegPath) -> u8 {
     log.say(&format!("device {}, {} memory", dev.name, backend.kind()));
     let limit = c.serve.mem_limit;
     let served = server::serve(&listener, &c.serve, &log, || {
-        Target::new(dev.clone(), backend.clone(), path, limit)
+        Target::new(dev.clone(), backend.clone(), path, limit).with_perftest(perftest.clone())
     });
     match served {
         Ok(()) => 0,

@@ -211,7 +211,8 @@ pub fn lat_row(size: u64, iters: u64, s: &LatencySummary) -> Vec<String> {
     v
 }
 
-/// JSON object of one bandwidth row with perftest's `--out_json` keys.
+/// JSON object of one bandwidth row with perftest's `--out_json` keys (the unit is MiB/sec, or
+/// Gb/sec with `--report_gbits`, as perftest's; nvpeer names it in `test_info.BW_unit`).
 pub fn bw_json(r: &BwResult, gbits: bool) -> serde_json::Value {
     let conv = |v: f64| if gbits { mib_to_gbits(v) } else { v };
     serde_json::json!({
@@ -220,7 +221,6 @@ pub fn bw_json(r: &BwResult, gbits: bool) -> serde_json::Value {
         "BW_peak": conv(r.bw_peak_mib),
         "BW_average": conv(r.bw_avg_mib),
         "MsgRate": r.msg_rate_mpps,
-        "BW_unit": if gbits { "Gb/sec" } else { "MiB/sec" },
     })
 }
 
@@ -235,8 +235,88 @@ pub fn lat_json(size: u64, iters: u64, s: &LatencySummary) -> serde_json::Value 
         "t_avg": s.t_avg,
         "t_stdev": s.t_stdev,
         "percentile_99": s.p99,
-        "percentile_99_9": s.p99_9,
+        "percentile_99.9": s.p99_9,
     })
+}
+
+/// What perftest's `test_info` block says about a run, filled from nvpeer's.
+#[derive(Debug, Clone, Default)]
+pub struct TestInfo {
+    /// perftest's test name, e.g. `RDMA_Write_BW_Test`.
+    pub test: String,
+    pub device: String,
+    /// `ibv_port_attr.link_layer` as sideway names it (`Ethernet`, `InfiniBand`).
+    pub link_layer: String,
+    pub tx_depth: Option<u32>,
+    pub cq_mod: Option<u64>,
+    /// Negotiated path MTU in bytes.
+    pub mtu: u32,
+    pub gid_index: u32,
+    /// READ tests: the READ depth in use (perftest's `Outstand_reads`).
+    pub out_reads: Option<u8>,
+    /// `--mem` (nvpeer's key `Memory`).
+    pub mem: String,
+    /// GPU selector when the memory is CUDA memory (perftest's `cuda_device`).
+    pub cuda_device: Option<String>,
+    pub gbits: bool,
+}
+
+/// perftest's `test_info` object (its keys and values; `Memory` and `BW_unit` are nvpeer's).
+pub fn test_info_json(t: &TestInfo) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: serde_json::Value| {
+        m.insert(k.to_string(), v);
+    };
+    put("test", t.test.clone().into());
+    put("Dual_port", "OFF".into());
+    put("Device", t.device.clone().into());
+    put("Number_of_qps", 1.into());
+    put("Transport_type", "IB".into());
+    put("Connection_type", "RC".into());
+    put("Using_SRQ", "OFF".into());
+    put("PCIe_relax_order", "OFF".into());
+    put("ibv_wr_API", "ON".into());
+    if let Some(d) = t.tx_depth {
+        put("TX_depth", d.into());
+    }
+    if let Some(c) = t.cq_mod {
+        put("CQ_Moderation", c.into());
+    }
+    put("Mtu", t.mtu.into());
+    put(
+        "Link_type",
+        if t.link_layer == "InfiniBand" {
+            "IB"
+        } else {
+            t.link_layer.as_str()
+        }
+        .into(),
+    );
+    put("GID_index", t.gid_index.into());
+    match t.out_reads {
+        Some(n) => put("Outstand_reads", n.into()),
+        None => put("Max_inline_data", 0.into()),
+    }
+    put("rdma_cm_QPs", "OFF".into());
+    if let Some(g) = &t.cuda_device {
+        put("cuda_device", g.clone().into());
+    }
+    put("Use_ROCm_memory", "OFF".into());
+    put("Data_ex_method", "Ethernet".into());
+    put("Memory", t.mem.clone().into());
+    put("BW_unit", if t.gbits { "Gb/sec" } else { "MiB/sec" }.into());
+    serde_json::Value::Object(m)
+}
+
+/// perftest's `--out_json` document: `test_info` and `results`, the one result row as an object
+/// (as perftest writes it); a sweep's rows as an array (perftest rewrites the file per size and
+/// keeps only the last).
+pub fn perftest_doc(info: &serde_json::Value, rows: &[serde_json::Value]) -> serde_json::Value {
+    let results = match rows {
+        [one] => one.clone(),
+        many => serde_json::Value::Array(many.to_vec()),
+    };
+    serde_json::json!({ "test_info": info, "results": results })
 }
 
 /// A progress bar for `len` steps, hidden when stderr is not a terminal or when asked.
@@ -300,13 +380,13 @@ mod tests {
         assert!(bw_header(false).contains(&"BW peak[MiB/sec]".to_string()));
         assert!(bw_header(true).contains(&"BW average[Gb/sec]".to_string()));
         assert!(lat_header().contains(&"t_typical[usec]".to_string()));
-        let r = stats::bandwidth(65536, 1000, 1.0, &[]);
+        let r = stats::bandwidth(65536, 1000, 1.0, None);
         let row = bw_row(&r, false);
         assert_eq!(row[0], "65536");
         assert_eq!(row[3], "62.50");
         // perftest's look: header and rows start with one blank, columns line up whatever the
         // width of a value.
-        let big = stats::bandwidth(1 << 31, 5, 1e-6, &[]);
+        let big = stats::bandwidth(1 << 31, 5, 1e-6, None);
         let t = table(&bw_header(false), &[bw_row(&r, false), bw_row(&big, false)]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
@@ -321,6 +401,8 @@ mod tests {
         );
         assert!(lines.iter().all(|l| !l.ends_with(' ')));
         let j = bw_json(&r, false);
+        let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), 5);
         for k in [
             "MsgSize",
             "n_iterations",
@@ -332,9 +414,31 @@ mod tests {
         }
         let l = stats::summarize(&[1.0, 2.0, 3.0]).unwrap();
         let j = lat_json(2, 3, &l);
-        for k in ["t_min", "t_max", "t_typical", "t_avg", "t_stdev"] {
+        for k in [
+            "t_min",
+            "t_max",
+            "t_typical",
+            "t_avg",
+            "t_stdev",
+            "percentile_99",
+            "percentile_99.9",
+        ] {
             assert!(j.get(k).is_some(), "{k}");
         }
+        // The document: test_info + results, one row as an object, a sweep as an array.
+        let info = test_info_json(&TestInfo {
+            test: "RDMA_Write_BW_Test".into(),
+            link_layer: "InfiniBand".into(),
+            mtu: 4096,
+            ..Default::default()
+        });
+        assert_eq!(info["Link_type"], "IB");
+        assert_eq!(info["Max_inline_data"], 0);
+        let d = perftest_doc(&info, &[bw_json(&r, false)]);
+        assert_eq!(d["results"]["MsgSize"], 65536);
+        assert_eq!(d["test_info"]["test"], "RDMA_Write_BW_Test");
+        let d = perftest_doc(&info, &[bw_json(&r, false), bw_json(&r, true)]);
+        assert_eq!(d["results"].as_array().unwrap().len(), 2);
         assert!(lat_row(2, 3, &l).contains(&"2.00".to_string()));
     }
 }

@@ -34,6 +34,11 @@ pub enum ServeError {
 /// One client's state on the server: answers its requests; dropped when the client leaves.
 pub trait Session {
     fn handle(&mut self, q: Req) -> Resp;
+    /// Serves a perftest client on `s` (its exchange, not nvpeer's); `None` when this server
+    /// does not pair with perftest, else what to log.
+    fn perftest(&mut self, _s: TcpStream) -> Option<Result<String, String>> {
+        None
+    }
     /// What the server serves, for the hello answer and the log (`host`, `cuda`, ...).
     fn mem(&self) -> String;
 }
@@ -142,6 +147,29 @@ fn one_client<S: Session>(
 ) -> bool {
     log.say(&format!("{peer}: connected"));
     let _ = stream.set_read_timeout(Some(IDLE));
+    if crate::perftest_peer::is_perftest(&stream) {
+        // perftest sends no token: it is admitted by its address alone.
+        if let Err(why) = admit(a, &peer, None) {
+            log.say(&format!("{peer}: perftest client refused: {why}"));
+            return false;
+        }
+        return match session().perftest(stream) {
+            Some(Ok(msg)) => {
+                log.say(&format!("{peer}: {msg}"));
+                true
+            }
+            Some(Err(e)) => {
+                log.say(&format!("{peer}: perftest client: {e}"));
+                true
+            }
+            None => {
+                log.say(&format!(
+                    "{peer}: a perftest client: only `nvpeer bench --server` pairs with perftest"
+                ));
+                false
+            }
+        };
+    }
     let mut ch = match Channel::from_stream(stream) {
         Ok(c) => c,
         Err(e) => {

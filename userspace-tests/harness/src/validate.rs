@@ -1269,7 +1269,7 @@ fn serve(args: &ValidateArgs) -> u8 {
     } else {
         RegPath::VaMr
     };
-    peer::run_server("nvpeer validate --server", c, path)
+    peer::run_server("nvpeer validate --server", c, path, None)
 }
 
 #[cfg(test)]

@@ -237,13 +237,50 @@ impl Device {
     }
 }
 
-/// What one side tells the other to connect an RC QP.
+/// What one side tells the other to connect an RC QP. `mtu` (an `ibv_mtu` value, 1 = 256 bytes ..
+/// 5 = 4096) and `out_reads` (RDMA READs this side accepts in flight) are negotiated as perftest
+/// does: the path MTU is the smaller of the two, and each side issues at most as many READs as the
+/// other accepts. 0 means "not said" (a peer of an older protocol): the local value stands.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ConnInfo {
     pub qpn: u32,
     pub psn: u32,
     pub lid: u16,
     pub gid: [u8; 16],
+    #[serde(default)]
+    pub mtu: u8,
+    #[serde(default)]
+    pub out_reads: u8,
+}
+
+/// The `ibv_mtu` value of a path MTU in bytes (256 .. 4096), as perftest's `-m` takes it.
+pub fn mtu_code(bytes: u32) -> Option<u8> {
+    match bytes {
+        256 => Some(1),
+        512 => Some(2),
+        1024 => Some(3),
+        2048 => Some(4),
+        4096 => Some(5),
+        _ => None,
+    }
+}
+
+/// Bytes of an `ibv_mtu` value (0 for a value outside 1..=5).
+pub fn mtu_bytes(code: u8) -> u32 {
+    match code {
+        1..=5 => 128 << code,
+        _ => 0,
+    }
+}
+
+/// The smaller of two `ibv_mtu` values, ignoring one that is not a valid code (perftest keeps its
+/// own MTU when the peer's is out of range).
+pub fn negotiate_mtu(local: u8, remote: u8) -> u8 {
+    if (1..=5).contains(&remote) && remote < local {
+        remote
+    } else {
+        local
+    }
 }
 
 /// One completion, reduced to what the harness checks.
@@ -353,6 +390,11 @@ pub struct Endpoint {
     rd_atom: u8,
 }
 
+fn mtu_of(code: u8) -> Mtu {
+    // Codes are validated (1..=5) before they get here; sideway's conversion panics otherwise.
+    Mtu::from(u32::from(code.clamp(1, 5)))
+}
+
 fn pseudo_psn() -> u32 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -400,11 +442,38 @@ impl Endpoint {
             psn: self.psn,
             lid: self.lid,
             gid: self.gid.raw,
+            mtu: self.mtu as u8,
+            out_reads: self.rd_atom,
         }
     }
 
-    /// INIT → RTR → RTS against `remote`.
+    /// Lowers the path MTU this side offers to `code` (an `ibv_mtu` value, perftest's `-m`); a
+    /// value above the port's active MTU is ignored, as perftest does.
+    pub fn limit_mtu(&mut self, code: u8) {
+        if (1..=5).contains(&code) && code < self.mtu as u8 {
+            self.mtu = mtu_of(code);
+        }
+    }
+
+    /// Lowers the READ depth this side accepts and issues (perftest's `-o`).
+    pub fn limit_out_reads(&mut self, n: u8) {
+        self.rd_atom = self.rd_atom.min(n.max(1));
+    }
+
+    /// The path MTU (`ibv_mtu` value) and READ depth this side offers.
+    pub fn offer(&self) -> (u8, u8) {
+        (self.mtu as u8, self.rd_atom)
+    }
+
+    /// INIT → RTR → RTS against `remote`, with the path MTU and READ depth negotiated.
     pub fn connect(&mut self, remote: &ConnInfo) -> Result<(), VerbsError> {
+        self.mtu = mtu_of(negotiate_mtu(self.mtu as u8, remote.mtu));
+        // READs this QP issues: no more than the responder accepts.
+        let issue = if remote.out_reads == 0 {
+            self.rd_atom
+        } else {
+            self.rd_atom.min(remote.out_reads)
+        };
         let mut a = QueuePairAttribute::new();
         a.setup_state(QueuePairState::Init)
             .setup_pkey_index(0)
@@ -424,10 +493,13 @@ impl Endpoint {
         let mut ah = AddressHandleAttribute::new();
         ah.setup_dest_lid(remote.lid)
             .setup_port(self.port)
-            .setup_service_level(0)
-            .setup_grh_src_gid_index(self.gid_index)
-            .setup_grh_dest_gid(&Gid { raw: remote.gid })
-            .setup_grh_hop_limit(64);
+            .setup_service_level(0);
+        // A peer that sent no GID (perftest on InfiniBand without -x) is reached by LID alone.
+        if remote.gid != [0; 16] {
+            ah.setup_grh_src_gid_index(self.gid_index)
+                .setup_grh_dest_gid(&Gid { raw: remote.gid })
+                .setup_grh_hop_limit(64);
+        }
         a.setup_address_vector(&ah);
         self.qp
             .modify(&a)
@@ -439,7 +511,7 @@ impl Endpoint {
             .setup_timeout(14)
             .setup_retry_cnt(7)
             .setup_rnr_retry(7)
-            .setup_max_read_atomic(self.rd_atom);
+            .setup_max_read_atomic(issue);
         self.qp
             .modify(&a)
             .map_err(|e| call_err("ibv_modify_qp(RTS)", e))
