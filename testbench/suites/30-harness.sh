@@ -145,15 +145,15 @@ hv_bench_sweep() {
 }
 
 hv_bench_duration() {
-    # perftest's -D: a timed run (no margin here), no peak, iterations counted.
-    ip netns exec hva "$NVPEER" bench --mem host -d rxea --test read_bw -D 2 -f 0 -t 16 -o 4 --no-progress \
-        --json >"$OUT/bench-duration.json" || return 1
+    # perftest's -D: a timed run (no margin here), no peak, iterations counted; two QP pairs (-q).
+    ip netns exec hva "$NVPEER" bench --mem host -d rxea --test read_bw -D 2 -f 0 -t 16 -o 4 -q 2 \
+        --no-progress --json >"$OUT/bench-duration.json" || return 1
     python3 -S - "$OUT/bench-duration.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))["tests"][0]
 r = t["results"][0]
 assert r["BW_peak"] == 0 and r["n_iterations"] > 0 and r["BW_average"] > 0, r
-assert t["test_info"]["Outstand_reads"] <= 4, t["test_info"]
+assert t["test_info"]["Outstand_reads"] <= 4 and t["test_info"]["Number_of_qps"] == 2, t["test_info"]
 print("duration run:", r)
 PY
 }

@@ -136,6 +136,7 @@ impl Bench {
             link_layer: dev.map(|d| d.link_layer.clone()).unwrap_or_default(),
             tx_depth: cq_mod.map(|_| self.args.tx_depth),
             cq_mod,
+            qps: if cq_mod.is_some() { self.args.qps } else { 1 },
             mtu: verbs::mtu_bytes(mtu),
             gid_index: dev.map_or(0, |d| u32::from(d.gid_index)),
             out_reads: reads.filter(|r| *r).map(|_| out_reads),
@@ -146,8 +147,9 @@ impl Bench {
         })
     }
 
-    /// A QP connected to the far side's, with `-m` and `-o` applied before the negotiation.
-    fn connect(&mut self, depth: u32) -> Result<Endpoint, BenchError> {
+    /// A QP connected to the far side's, with `-m` and `-o` applied before the negotiation; `more`:
+    /// the far side keeps its earlier QPs (`-q`).
+    fn connect(&mut self, depth: u32, more: bool) -> Result<Endpoint, BenchError> {
         let dev = self
             .dev
             .clone()
@@ -158,7 +160,9 @@ impl Bench {
             .peer
             .as_mut()
             .ok_or_else(|| BenchError("no peer".into()))?;
-        let info = p.connect(ep.info(), depth).map_err(be("peer connect"))?;
+        let info = p
+            .connect_more(ep.info(), depth, more)
+            .map_err(be("peer connect"))?;
         ep.connect(&info).map_err(be("connect"))?;
         Ok(ep)
     }
@@ -209,11 +213,15 @@ impl Bench {
             .ok_or_else(|| BenchError("no peer".into()))?
             .alloc(max, false)
             .map_err(be("peer alloc"))?;
-        let mut ep = self.connect(depth)?;
+        // perftest's -q: that many QP pairs, all writing to (reading from) the same buffers.
+        let mut eps = vec![self.connect(depth, false)?];
+        for _ in 1..self.args.qps {
+            eps.push(self.connect(depth, true)?);
+        }
         let title = perftest_title(test);
         self.say(&format!(
-            "\n {title} (mem {}, {} outstanding)",
-            self.mem, self.args.tx_depth
+            "\n {title} (mem {}, {} outstanding, {} QP)",
+            self.mem, self.args.tx_depth, self.args.qps
         ));
         let mut cells = Vec::new();
         let pb = report::progress(
@@ -247,7 +255,14 @@ impl Bench {
                 })
                 .map_err(be("peer post_recv"))?;
             }
-            let r = run_bw(&mut ep, op, lmr.lkey(), lbuf.addr(), s, &self.plan(test, s))?;
+            let r = run_bw(
+                &mut eps,
+                op,
+                lmr.lkey(),
+                lbuf.addr(),
+                s,
+                &self.plan(test, s),
+            )?;
             if test == BenchTest::SendBw {
                 let p = self
                     .peer
@@ -282,7 +297,7 @@ impl Bench {
         let last = *sz.last().unwrap_or(&max);
         let info = self.info(
             &perftest_name(test),
-            Some(&ep),
+            Some(&eps[0]),
             Some(self.plan(test, last).cq_mod),
             Some(test == BenchTest::ReadBw),
         );
@@ -340,7 +355,14 @@ impl Bench {
         let mut cells = Vec::new();
         let mut last = None;
         for &s in &sz {
-            let r = run_bw(&mut ep, op, lmr.lkey(), lbuf.addr(), s, &self.plan(test, s))?;
+            let r = run_bw(
+                std::slice::from_mut(&mut ep),
+                op,
+                lmr.lkey(),
+                lbuf.addr(),
+                s,
+                &self.plan(test, s),
+            )?;
             cells.push(report::bw_row(&r, self.args.report_gbits));
             rows.push(report::bw_json(&r, self.args.report_gbits));
             last = Some(r);
@@ -392,7 +414,7 @@ impl Bench {
             .ok_or_else(|| BenchError("no peer".into()))?
             .alloc(max, false)
             .map_err(be("peer alloc"))?;
-        let mut ep = self.connect(iters.min(1024) + 4)?;
+        let mut ep = self.connect(iters.min(1024) + 4, false)?;
         self.say(&format!(
             "\n RDMA_Write Latency Test, WRITE_WITH_IMM ping-pong (mem {})",
             self.mem
@@ -571,21 +593,29 @@ pub struct BwPlan {
     pub duration: Option<(f64, f64)>,
 }
 
-/// Posts requests keeping `plan.depth` outstanding, signalling every `plan.cq_mod`-th and the
-/// last, for `plan.iters` requests or `-D` seconds; returns perftest's figures (average over the
-/// first post to the last completion, or over the middle of a `-D` run; peak as
-/// [`stats::peak_time_per_msg`]).
+/// Posts requests on every QP of `eps` (perftest's `-q`), keeping `plan.depth` outstanding on
+/// each, signalling every `plan.cq_mod`-th and the last, for `plan.iters` requests per QP or `-D`
+/// seconds; returns perftest's figures over all QPs (average over the first post to the last
+/// completion, or over the middle of a `-D` run; peak as [`stats::peak_time_per_msg`], with posts
+/// and completions counted across QPs as perftest counts them).
 fn run_bw(
-    ep: &mut Endpoint,
+    eps: &mut [Endpoint],
     op: Op,
     lkey: u32,
     addr: u64,
     size: u64,
     plan: &BwPlan,
 ) -> Result<BwResult, BenchError> {
-    let (m, endless) = (plan.cq_mod, plan.duration.is_some());
-    let (mut posted, mut done) = (0u64, 0u64);
-    let mut tposted: Vec<f64> = Vec::with_capacity(if plan.peak { plan.iters as usize } else { 0 });
+    let (m, endless, nq) = (plan.cq_mod, plan.duration.is_some(), eps.len() as u64);
+    // Per QP: requests posted, requests known complete.
+    let mut posted = vec![0u64; eps.len()];
+    let mut done = vec![0u64; eps.len()];
+    let mut total_done = 0u64;
+    let mut tposted: Vec<f64> = Vec::with_capacity(if plan.peak {
+        (plan.iters * nq) as usize
+    } else {
+        0
+    });
     let mut tcompleted: Vec<(u64, f64)> = Vec::new();
     let mut cs = Vec::new();
     let start = Instant::now();
@@ -593,60 +623,71 @@ fn run_bw(
     let mut sample: Option<(Instant, u64)> = None;
     let mut measured: Option<(f64, u64)> = None;
     loop {
-        let t = start.elapsed().as_secs_f64();
-        // A -D run stops posting once its time is up and its last request was a signalled one.
-        let posting = match plan.duration {
-            Some((d, _)) => t < d || posted % m != 0,
-            None => posted < plan.iters,
-        };
-        while posting && posted - done < plan.depth && (endless || posted < plan.iters) {
-            let signaled = (posted + 1) % m == 0 || (!endless && posted + 1 == plan.iters);
-            if plan.peak {
-                tposted.push(start.elapsed().as_secs_f64());
-            }
-            ep.post_flagged(op, posted, lkey, addr, size, signaled)
-                .map_err(be("post"))?;
-            posted += 1;
-            if endless
-                && posted % m == 0
-                && start.elapsed().as_secs_f64() >= plan.duration.map_or(0.0, |d| d.0)
+        let mut any_posting = false;
+        for (k, ep) in eps.iter_mut().enumerate() {
+            let t = start.elapsed().as_secs_f64();
+            // A -D run stops posting once its time is up and its last request was a signalled one.
+            let posting = match plan.duration {
+                Some((d, _)) => t < d || !posted[k].is_multiple_of(m),
+                None => posted[k] < plan.iters,
+            };
+            any_posting |= posting;
+            while posting && posted[k] - done[k] < plan.depth && (endless || posted[k] < plan.iters)
             {
-                break;
+                let n = posted[k];
+                let signaled = (n + 1).is_multiple_of(m) || (!endless && n + 1 == plan.iters);
+                if plan.peak {
+                    tposted.push(start.elapsed().as_secs_f64());
+                }
+                ep.post_flagged(op, n, lkey, addr, size, signaled)
+                    .map_err(be("post"))?;
+                posted[k] += 1;
+                if endless
+                    && posted[k].is_multiple_of(m)
+                    && start.elapsed().as_secs_f64() >= plan.duration.map_or(0.0, |d| d.0)
+                {
+                    break;
+                }
             }
         }
         cs.clear();
-        ep.poll_now(64, &mut cs).map_err(be("poll"))?;
-        for c in &cs {
-            if !c.ok() {
-                return Err(BenchError(format!(
-                    "{} of {size} bytes completed with '{}'",
-                    op.name(),
-                    verbs::wc_status_name(c.status)
-                )));
-            }
-            // wr_id is the index of the signalled request: everything up to it is done.
-            if c.wr_id + 1 > done {
-                done = c.wr_id + 1;
-                if plan.peak {
-                    tcompleted.push((c.wr_id, start.elapsed().as_secs_f64()));
+        for (k, ep) in eps.iter().enumerate() {
+            let from = cs.len();
+            ep.poll_now(64, &mut cs).map_err(be("poll"))?;
+            for c in &cs[from..] {
+                if !c.ok() {
+                    return Err(BenchError(format!(
+                        "{} of {size} bytes completed with '{}'",
+                        op.name(),
+                        verbs::wc_status_name(c.status)
+                    )));
+                }
+                // wr_id is the index of the signalled request: everything up to it is done.
+                if c.wr_id + 1 > done[k] {
+                    total_done += c.wr_id + 1 - done[k];
+                    done[k] = c.wr_id + 1;
+                    if plan.peak {
+                        tcompleted.push((total_done - 1, start.elapsed().as_secs_f64()));
+                    }
                 }
             }
         }
+        let all_done = posted.iter().zip(&done).all(|(p, d)| p == d);
         if let Some((d, margin)) = plan.duration {
             let t = start.elapsed().as_secs_f64();
             if sample.is_none() && measured.is_none() && t >= margin {
-                sample = Some((Instant::now(), done));
+                sample = Some((Instant::now(), total_done));
             }
             if let Some((s0, d0)) = sample {
                 if t >= d - margin {
-                    measured = Some((s0.elapsed().as_secs_f64(), done - d0));
+                    measured = Some((s0.elapsed().as_secs_f64(), total_done - d0));
                     sample = None;
                 }
             }
-            if !posting && done == posted && measured.is_some() {
+            if !any_posting && all_done && measured.is_some() {
                 break;
             }
-        } else if done >= plan.iters {
+        } else if total_done >= plan.iters * nq {
             break;
         }
         if cs.is_empty()
@@ -664,7 +705,7 @@ fn run_bw(
             } else {
                 None
             };
-            stats::bandwidth(size, plan.iters, start.elapsed().as_secs_f64(), peak)
+            stats::bandwidth(size, plan.iters * nq, start.elapsed().as_secs_f64(), peak)
         }
     })
 }

@@ -267,6 +267,9 @@ pub struct BenchArgs {
     /// Outstanding work requests of the bandwidth tests (perftest `-t`, `--tx-depth`).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tx_depth: u32,
+    /// QP pairs of write_bw and read_bw, posting in turn, `-n` requests each (perftest `-q`).
+    #[arg(short = 'q', long = "qp", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub qps: u32,
     /// Run each bandwidth measurement for SECS seconds instead of `-n` iterations (perftest `-D`):
     /// the figures cover the middle `SECS - 2 * margin` seconds, and no peak is measured.
     #[arg(short = 'D', long = "duration", value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=86400))]
@@ -365,6 +368,21 @@ impl BenchArgs {
             {
                 return Err(format!(
                     "-D runs write_bw and read_bw only, not {}",
+                    t.name()
+                ));
+            }
+        }
+        if self.qps > 1 {
+            if self.perftest {
+                return Err("--perftest pairs one QP; -q is for runs against nvpeer".into());
+            }
+            if let Some(t) = self
+                .tests
+                .iter()
+                .find(|t| !matches!(t, BenchTest::WriteBw | BenchTest::ReadBw))
+            {
+                return Err(format!(
+                    "-q runs write_bw and read_bw only, not {}",
                     t.name()
                 ));
             }
@@ -472,6 +490,11 @@ mod tests {
         assert_eq!(t.b.memory(), (MemKind::CudaDmabuf, GpuSelector::Index(1)));
         assert!(T::try_parse_from(["x", "--use_cuda", "1", "--mem", "host"]).is_err());
         assert!(T::try_parse_from(["x", "--perftest"]).is_err());
+        let t = T::try_parse_from(["x", "-q", "4", "--test", "write_bw,read_bw"]).unwrap();
+        assert!(t.b.qps == 4 && t.b.check().is_ok());
+        let t = T::try_parse_from(["x", "-q", "2", "--test", "write_lat"]).unwrap();
+        assert!(t.b.check().is_err());
+        assert!(T::try_parse_from(["x", "-q", "0"]).is_err());
         let t = T::try_parse_from([
             "x",
             "--perftest",

@@ -37,10 +37,13 @@ pub enum Req {
         size: u64,
         host: bool,
     },
-    /// Create a fresh RC QP and connect it to the initiator's.
+    /// Create a fresh RC QP and connect it to the initiator's. The previous QP is destroyed unless
+    /// `keep` (multi-QP runs: perftest's `-q`); receives and pongs use the newest QP.
     Connect {
         info: ConnInfo,
         depth: u32,
+        #[serde(default)]
+        keep: bool,
     },
     Fill {
         id: u32,
@@ -152,6 +155,9 @@ pub struct Target {
     bufs: HashMap<u32, TBuf>,
     ep: Option<Endpoint>,
     depth: u32,
+    /// Earlier QPs of a multi-QP run (`Connect { keep: true }`), passive until the next plain
+    /// `Connect`.
+    kept: Vec<Endpoint>,
     next: u32,
     mem_limit: u64,
     /// What a perftest client is offered (`bench --server`); `None`: perftest clients are refused.
@@ -180,6 +186,7 @@ impl Target {
             bufs: HashMap::new(),
             ep: None,
             depth: 0,
+            kept: Vec::new(),
             next: 1,
             mem_limit,
             perftest: None,
@@ -208,11 +215,14 @@ impl Target {
                 None,
             ),
             Req::Alloc { size, host } => self.alloc(size, host),
-            Req::Connect { info, depth } => match Endpoint::new(&self.dev, depth) {
+            Req::Connect { info, depth, keep } => match Endpoint::new(&self.dev, depth) {
                 Ok(mut ep) => match ep.connect(&info) {
                     Ok(()) => {
                         let info = ep.info();
-                        self.ep = Some(ep);
+                        match self.ep.replace(ep) {
+                            Some(old) if keep => self.kept.push(old),
+                            _ => self.kept.clear(),
+                        }
                         self.depth = depth.clamp(1, self.dev.max_qp_wr);
                         Resp::Conn { info }
                     }
@@ -450,7 +460,17 @@ impl Peer {
     }
 
     pub fn connect(&mut self, info: ConnInfo, depth: u32) -> Result<ConnInfo, PeerError> {
-        match self.call(Req::Connect { info, depth })? {
+        self.connect_more(info, depth, false)
+    }
+
+    /// As [`Peer::connect`]; with `keep` the far side keeps its earlier QPs connected.
+    pub fn connect_more(
+        &mut self,
+        info: ConnInfo,
+        depth: u32,
+        keep: bool,
+    ) -> Result<ConnInfo, PeerError> {
+        match self.call(Req::Connect { info, depth, keep })? {
             Resp::Conn { info } => Ok(info),
             r => Err(PeerError::Unexpected(Box::new(r), "connect")),
         }

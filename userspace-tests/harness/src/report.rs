@@ -249,6 +249,8 @@ pub struct TestInfo {
     pub link_layer: String,
     pub tx_depth: Option<u32>,
     pub cq_mod: Option<u64>,
+    /// QP pairs (perftest's `Number_of_qps`; 0 is read as 1).
+    pub qps: u32,
     /// Negotiated path MTU in bytes.
     pub mtu: u32,
     pub gid_index: u32,
@@ -270,7 +272,7 @@ pub fn test_info_json(t: &TestInfo) -> serde_json::Value {
     put("test", t.test.clone().into());
     put("Dual_port", "OFF".into());
     put("Device", t.device.clone().into());
-    put("Number_of_qps", 1.into());
+    put("Number_of_qps", t.qps.max(1).into());
     put("Transport_type", "IB".into());
     put("Connection_type", "RC".into());
     put("Using_SRQ", "OFF".into());
