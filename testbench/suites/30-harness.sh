@@ -159,7 +159,7 @@ PY
 }
 
 hv_bad_input() {
-    local out
+    local out rc
     out=$("$NVPEER" validate --max-size 0 2>&1) && { echo "accepted --max-size 0"; return 1; }
     echo "$out" | grep -q 'at least 1 byte' || { echo "$out"; return 1; }
     out=$("$NVPEER" bench --gpu zz:00 2>&1) && { echo "accepted --gpu zz:00"; return 1; }
