@@ -792,6 +792,8 @@ pub fn run(args: BenchArgs) -> u8 {
         path,
     };
     let peer = match (&dev, c.role()) {
+        // perftest's server speaks only its own exchange (bw_perftest): no nvpeer channel to it.
+        (Some(_), Role::Client(_)) if args.perftest => None,
         (Some(_), Role::Client(h)) => {
             match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
                 Ok(ch) => {
