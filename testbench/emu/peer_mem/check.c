@@ -108,7 +108,7 @@ void pme_core_bug(const char *fmt, ...)
 	pr_warn("peer_mem_emu: CORE-BUG (emulated OFED defect) %pV\n", &vaf);
 	va_end(args);
 	if (n == PME_CORE_BUG_PRINT_FIRST)
-		pr_warn("peer_mem_emu: CORE-BUG: %d logged; from now on one line per %d (all are counted: stats core_bug_hits)\n",
+		pr_warn("peer_mem_emu: core-defect lines: %d logged; from now on one line per %d (all are counted: stats core_bug_hits)\n",
 			PME_CORE_BUG_PRINT_FIRST, PME_CORE_BUG_PRINT_EVERY);
 }
 
