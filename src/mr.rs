@@ -187,17 +187,20 @@ fn log_pin_refused(e: Error, len: u64, persistent: bool) {
     }
 }
 
+/// Counts an event the state machine refused (`err_revoked` or `err_order`).
+fn count_refusal(r: Refusal) {
+    match r {
+        Refusal::Gone => STATS.err_revoked.inc(),
+        Refusal::Order | Refusal::Stale => STATS.err_order.inc(),
+    }
+}
+
 /// Counts a refused event and converts it into the error the core gets.
 fn refused(r: Refusal) -> Error {
+    count_refusal(r);
     match r {
-        Refusal::Gone => {
-            STATS.err_revoked.inc();
-            EFAULT
-        }
-        Refusal::Order | Refusal::Stale => {
-            STATS.err_order.inc();
-            EINVAL
-        }
+        Refusal::Gone => EFAULT,
+        Refusal::Order | Refusal::Stale => EINVAL,
     }
 }
 
@@ -341,8 +344,8 @@ impl Mr {
         let (next, action) = match step(before, Event::Unpin { foreign }) {
             Ok(x) => x,
             Err(r) => {
-                // Counted; the caller has no error to return.
-                let _ = refused(r);
+                // The caller has no error to return.
+                count_refusal(r);
                 return inner;
             }
         };
@@ -382,9 +385,7 @@ impl Mr {
         let mut inner = self.inner.lock();
         match step(inner.state, Event::UnpinDone { repin }) {
             Ok((next, _)) => inner.state = next,
-            Err(r) => {
-                let _ = refused(r);
-            }
+            Err(r) => count_refusal(r),
         }
         inner.pin_gone();
         inner
@@ -579,9 +580,7 @@ impl Mr {
                     Self::unmap_locked(&mut inner);
                 }
             }
-            Err(r) => {
-                let _ = refused(r);
-            }
+            Err(r) => count_refusal(r),
         }
     }
 
