@@ -264,11 +264,7 @@ impl Mr {
             STATS.err_nomem.inc();
             return None;
         };
-        let mut registry = REGISTRY.lock();
-        let Some(registry) = registry.as_mut() else {
-            return None;
-        };
-        registry.insert(node);
+        REGISTRY.lock().as_mut()?.insert(node);
         Some(mr)
     }
 
