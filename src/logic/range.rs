@@ -68,9 +68,8 @@ pub(crate) fn placed(addr: u64, size: u64) -> Option<(Cover, Trim)> {
     Some((c, Trim { lead, tail }))
 }
 
-/// Where a user range sits in its cover: the bytes of the cover before and after it (each less
-/// than one GPU page, so 4 bytes hold the user range of a registration once its cover is known).
-/// Made only by [`placed`], together with its cover.
+/// Where a user range sits in its cover: the bytes of the cover before and after it, each less
+/// than one GPU page. Made only by [`placed`], together with its cover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Trim {
     lead: u16,
