@@ -228,26 +228,17 @@ mod tests {
         use Event::*;
         let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, MapOk, Unmap]).unwrap();
         assert_eq!((s, a), (State::Unmapped, Action::Unmap));
-        let (s, a) = run(&[
+        let unpinning = [
             PinDone,
             CoreGetPages,
             MapBegin,
             MapOk,
             Unmap,
             Unpin { foreign: false },
-        ])
-        .unwrap();
+        ];
+        let (s, a) = run(&unpinning).unwrap();
         assert_eq!((s, a), (State::Unpinning, Action::Put));
-        let (s, _) = run(&[
-            PinDone,
-            CoreGetPages,
-            MapBegin,
-            MapOk,
-            Unmap,
-            Unpin { foreign: false },
-            UnpinDone { repin: false },
-        ])
-        .unwrap();
+        let (s, _) = step(s, UnpinDone { repin: false }).unwrap();
         assert_eq!(s, State::Released);
     }
 
