@@ -16,6 +16,11 @@
 //! returning to NVIDIA, so an unmap running on another thread finishes before NVIDIA frees the
 //! page table. Every NVIDIA call on a handle is an `unsafe` block here whose `// SAFETY:` comment
 //! rests on [`Inner`]'s invariant.
+//!
+//! Why one file of about 700 lines: every operation here (pin, map, unmap, release, the free
+//! callback) reads or changes [`Inner`] under its lock, and each `// SAFETY:` comment rests on the
+//! one invariant stated on that type. Split across files, `Inner`'s fields would have to become
+//! visible to the crate and the invariant could no longer be checked in one place.
 
 use crate::ffi;
 use crate::invalidate;
