@@ -21,8 +21,13 @@ pub struct Environment {
     /// `ofed_info -s`, or "inbox" when the kernel's own RDMA stack is loaded without OFED.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ofed: Option<String>,
-    /// Loaded peer-memory modules with their versions.
+    /// Loaded peer-memory modules with their versions; a module loaded as `nvidia_peermem` says
+    /// whose it is (nvpeer's drop-in or NVIDIA's own) where the tree tells.
     pub peer_modules: Vec<String>,
+    /// The loaded peer client's mode as the module publishes it ([`crate::sysfs::persistent_mode`]):
+    /// "persistent" or "invalidating".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_client_mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nic: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -123,6 +128,21 @@ pub fn ofed_info() -> Option<String> {
     (o.status.success() && !s.is_empty()).then_some(s)
 }
 
+/// Whose module is loaded as `nvidia_peermem`: nvpeer's drop-in creates debugfs `nvpeer/` (evidence
+/// only while no module named `nvpeer` is loaded) and reports its own version; NVIDIA's reports the
+/// driver's version. `None` when the tree does not tell.
+fn dropin_owner(root: &Path, version: Option<&str>) -> Option<&'static str> {
+    if !root.join("sys/module/nvpeer").exists() && root.join("sys/kernel/debug/nvpeer").is_dir() {
+        return Some("nvpeer");
+    }
+    let driver = read(root, "sys/module/nvidia/version");
+    match (version, driver.as_deref()) {
+        (Some(v), Some(d)) if v == d => Some("NVIDIA's"),
+        (Some(_), Some(_)) => Some("nvpeer"),
+        _ => None,
+    }
+}
+
 /// Collects the environment under `root` for the RDMA device `nic` and the GPU at PCI bus id
 /// `gpu`; `ofed` is what [`ofed_info`] returned.
 pub fn collect(
@@ -134,9 +154,19 @@ pub fn collect(
     let peer_modules = ["nvpeer", "nvidia_peermem", "nv_peer_mem"]
         .iter()
         .filter(|m| root.join(format!("sys/module/{m}")).exists())
-        .map(|m| match read(root, &format!("sys/module/{m}/version")) {
-            Some(v) => format!("{m} {v}"),
-            None => m.to_string(),
+        .map(|m| {
+            let version = read(root, &format!("sys/module/{m}/version"));
+            let label = match version {
+                Some(ref v) => format!("{m} {v}"),
+                None => m.to_string(),
+            };
+            match *m {
+                "nvidia_peermem" => match dropin_owner(root, version.as_deref()) {
+                    Some(owner) => format!("{label} ({owner})"),
+                    None => label,
+                },
+                _ => label,
+            }
         })
         .collect();
     let ofed = ofed.or_else(|| {
@@ -153,6 +183,8 @@ pub fn collect(
             .or_else(|| read(root, "proc/driver/nvidia/version")),
         ofed,
         peer_modules,
+        peer_client_mode: crate::sysfs::persistent_mode(root)
+            .map(|p| if p { "persistent" } else { "invalidating" }.to_string()),
         nic: nic.map(str::to_string),
         nic_firmware: nic.and_then(|n| read(root, &format!("sys/class/infiniband/{n}/fw_ver"))),
         nic_pcie_path: nic
@@ -186,6 +218,9 @@ impl Environment {
         }
         if !self.peer_modules.is_empty() {
             v.push(("peer modules".into(), self.peer_modules.join(", ")));
+        }
+        if let Some(mode) = &self.peer_client_mode {
+            v.push(("client mode".into(), mode.clone()));
         }
         if let Some(verdict) = self.doctor.as_ref().and_then(|d| d["verdict"].as_str()) {
             v.push(("doctor".into(), verdict.to_string()));
@@ -261,6 +296,48 @@ mod tests {
             ..e
         };
         assert!(with.pairs().iter().any(|(k, _)| k == "doctor"));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn whose_nvidia_peermem_and_the_client_mode() {
+        let d = std::env::temp_dir().join(format!("nvpeer-env-dropin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        write(&d, "sys/module/nvidia/version", "580.82.07\n");
+        // NVIDIA's own module reports the driver's version and publishes its parameter.
+        write(&d, "sys/module/nvidia_peermem/version", "580.82.07\n");
+        write(
+            &d,
+            "sys/module/nvidia_peermem/parameters/persistent_api_support",
+            "1\n",
+        );
+        let e = collect(&d, None, None, None);
+        assert_eq!(
+            e.peer_modules,
+            vec!["nvidia_peermem 580.82.07 (NVIDIA's)".to_string()]
+        );
+        assert_eq!(e.peer_client_mode.as_deref(), Some("persistent"));
+        // nvpeer's drop-in: its own version, its debugfs directory, its config's mode.
+        let _ = std::fs::remove_dir_all(d.join("sys/module/nvidia_peermem/parameters"));
+        write(&d, "sys/module/nvidia_peermem/version", "0.1.0\n");
+        write(
+            &d,
+            "sys/kernel/debug/nvpeer/config",
+            "version 0.1.0\npersistent_api_support 0\n",
+        );
+        let e = collect(&d, None, None, None);
+        assert_eq!(
+            e.peer_modules,
+            vec!["nvidia_peermem 0.1.0 (nvpeer)".to_string()]
+        );
+        assert_eq!(e.peer_client_mode.as_deref(), Some("invalidating"));
+        assert!(e.text().contains("\n  client mode    invalidating"));
+        // Without the driver's version or debugfs, the owner is not guessed.
+        let _ = std::fs::remove_dir_all(d.join("sys/kernel/debug"));
+        let _ = std::fs::remove_dir_all(d.join("sys/module/nvidia"));
+        let e = collect(&d, None, None, None);
+        assert_eq!(e.peer_modules, vec!["nvidia_peermem 0.1.0".to_string()]);
+        assert_eq!(e.peer_client_mode, None);
         let _ = std::fs::remove_dir_all(&d);
     }
 
