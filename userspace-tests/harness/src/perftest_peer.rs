@@ -146,12 +146,10 @@ fn dial(host: &str, port: u16, wait: Duration) -> Result<TcpStream, PairError> {
     }
 }
 
-/// Whether a freshly accepted connection is a perftest client: perftest opens with its version
-/// text (a digit), nvpeer's own protocol with a JSON object. Waits for the first byte as long as
-/// the stream's read timeout allows.
-pub fn is_perftest(s: &TcpStream) -> bool {
-    let mut b = [0u8; 1];
-    matches!(s.peek(&mut b), Ok(1) if b[0].is_ascii_digit())
+/// Whether a connection whose first byte is `first` is a perftest client: perftest opens with
+/// its version text (a digit), nvpeer's own protocol with a JSON object.
+pub fn opens_perftest(first: u8) -> bool {
+    first.is_ascii_digit()
 }
 
 /// What a `--server` offers perftest clients.
