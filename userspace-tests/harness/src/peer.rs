@@ -166,6 +166,8 @@ pub struct Target {
     mem_limit: u64,
     /// What a perftest client is offered (`bench --server`); `None`: perftest clients are refused.
     perftest: Option<perftest_peer::ServeOpts>,
+    /// GRH traffic class of the QPs this side connects (`bench -T`).
+    traffic_class: u8,
 }
 
 fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
@@ -194,7 +196,14 @@ impl Target {
             next: 1,
             mem_limit,
             perftest: None,
+            traffic_class: 0,
         }
+    }
+
+    /// Connects this side's QPs with GRH traffic class `tc` (`bench -T`).
+    pub fn with_traffic_class(mut self, tc: u8) -> Self {
+        self.traffic_class = tc;
+        self
     }
 
     /// Serves perftest clients (`ib_write_bw`/`ib_read_bw` with a host) as `o` says.
@@ -220,7 +229,7 @@ impl Target {
             ),
             Req::Alloc { size, host } => self.alloc(size, host),
             Req::Connect { info, depth, keep } => match Endpoint::new(&self.dev, depth) {
-                Ok(mut ep) => match ep.connect(&info) {
+                Ok(mut ep) => match ep.set_traffic_class(self.traffic_class).connect(&info) {
                     Ok(()) => {
                         let info = ep.info();
                         match self.ep.replace(ep) {
@@ -597,7 +606,9 @@ pub fn run_server(
     log.say(&format!("device {}, {} memory", dev.name, backend.kind()));
     let limit = c.serve.mem_limit;
     let served = server::serve(&listener, &c.serve, &log, || {
-        Target::new(dev.clone(), backend.clone(), path, limit).with_perftest(perftest.clone())
+        Target::new(dev.clone(), backend.clone(), path, limit)
+            .with_traffic_class(perftest.as_ref().map_or(0, |o| o.traffic_class))
+            .with_perftest(perftest.clone())
     });
     match served {
         Ok(()) => 0,

@@ -162,6 +162,9 @@ pub struct ServeOpts {
     pub gid_given: bool,
     /// `-m` of the server, an `ibv_mtu` value.
     pub mtu: Option<u8>,
+    /// `-T` of the server: the GRH traffic class of every QP it connects (perftest and nvpeer
+    /// clients alike).
+    pub traffic_class: u8,
 }
 
 /// Serves one perftest client (`ib_write_bw` or `ib_read_bw` as client) on `s`: offers a buffer
@@ -179,6 +182,7 @@ pub fn serve(
     if let Some(m) = o.mtu {
         ep.limit_mtu(m);
     }
+    ep.set_traffic_class(o.traffic_class);
     let (_, page, mtu) = negotiate(&mut wire, &ep)?;
     let len = o.size.max(u64::from(page));
     let len = usize::try_from(len)

@@ -4,7 +4,7 @@
 //!
 //! Over 600 lines on purpose (issue 23, item 5): this is one concept, the wrapper over sideway's
 //! verbs that the rest of the harness sees instead of libibverbs (device and GID choice, the RC
-//! endpoint, its MTU / READ-depth negotiation, completions and their status names, the four
+//! endpoint, its MTU / READ-depth negotiation and GRH, completions and their status names, the four
 //! operations); the code is about 720 lines and its tests the rest. Splitting it would spread one
 //! FFI surface over several files.
 
@@ -342,6 +342,27 @@ pub fn negotiate(mtu: u8, reads: u8, remote: &ConnInfo) -> Negotiated {
     }
 }
 
+/// The global route header of an RC QP's address vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grh {
+    pub dest_gid: Gid,
+    pub src_gid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// The GRH this side puts on its packets to `remote`: the peer's GID, this side's GID index and
+/// traffic class (`-T`), 64 hops. `None` for a peer that sent no GID (perftest on InfiniBand
+/// without `-x`): it is reached by LID alone, and no traffic class is carried.
+pub fn grh(remote: &ConnInfo, src_gid_index: u8, traffic_class: u8) -> Option<Grh> {
+    (remote.gid != [0; 16]).then_some(Grh {
+        dest_gid: Gid { raw: remote.gid },
+        src_gid_index,
+        hop_limit: 64,
+        traffic_class,
+    })
+}
+
 /// One completion, reduced to what the harness checks.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Completion {
@@ -447,6 +468,7 @@ pub struct Endpoint {
     gid: Gid,
     mtu: Mtu,
     rd_atom: u8,
+    traffic_class: u8,
 }
 
 fn mtu_of(code: u8) -> Mtu {
@@ -492,6 +514,7 @@ impl Endpoint {
             gid: dev.gid,
             mtu: dev.mtu,
             rd_atom: dev.max_rd_atom,
+            traffic_class: 0,
         })
     }
 
@@ -515,6 +538,14 @@ impl Endpoint {
     /// Lowers the READ depth this side accepts and issues (perftest's `-o`).
     pub fn limit_out_reads(&mut self, n: u8) {
         self.rd_atom = lower_reads(self.rd_atom, n);
+    }
+
+    /// The GRH traffic class of this QP's packets (perftest's `-T`; on RoCE v2 the IP header's
+    /// ToS / traffic class byte). Set before [`Endpoint::connect`]; a path without a GRH (an
+    /// InfiniBand peer reached by LID alone) carries none.
+    pub fn set_traffic_class(&mut self, tc: u8) -> &mut Self {
+        self.traffic_class = tc;
+        self
     }
 
     /// The path MTU (`ibv_mtu` value) and READ depth this side offers.
@@ -546,11 +577,14 @@ impl Endpoint {
         ah.setup_dest_lid(remote.lid)
             .setup_port(self.port)
             .setup_service_level(0);
-        // A peer that sent no GID (perftest on InfiniBand without -x) is reached by LID alone.
-        if remote.gid != [0; 16] {
-            ah.setup_grh_src_gid_index(self.gid_index)
-                .setup_grh_dest_gid(&Gid { raw: remote.gid })
-                .setup_grh_hop_limit(64);
+        if let Some(g) = grh(remote, self.gid_index, self.traffic_class) {
+            ah.setup_grh(
+                &g.dest_gid,
+                0,
+                g.src_gid_index,
+                g.hop_limit,
+                g.traffic_class,
+            );
         }
         a.setup_address_vector(&ah);
         self.qp
@@ -877,6 +911,21 @@ mod tests {
             proptest::prop_assert!(n.mtu == m || (n.mtu == rm && rm < m && rm >= 1));
             proptest::prop_assert!(n.issue_reads <= r);
         }
+    }
+
+    #[test]
+    fn traffic_class_goes_into_the_grh() {
+        let mut remote = offer(5, 16);
+        remote.gid = Gid::from("::ffff:10.0.0.2".parse::<Ipv6Addr>().unwrap()).raw;
+        let g = grh(&remote, 3, 106).unwrap();
+        assert_eq!(g.traffic_class, 106);
+        assert_eq!(g.src_gid_index, 3);
+        assert_eq!(g.dest_gid.raw, remote.gid);
+        assert_eq!(g.hop_limit, 64);
+        assert_eq!(grh(&remote, 0, 0).unwrap().traffic_class, 0);
+        assert_eq!(grh(&remote, 0, 255).unwrap().traffic_class, 255);
+        // No GID from the peer: LID routing, no GRH, so no traffic class either.
+        assert_eq!(grh(&offer(5, 16), 3, 106), None);
     }
 
     #[test]

@@ -116,6 +116,9 @@ impl Bench {
         if let Some(n) = self.args.out_reads {
             ep.limit_out_reads(n);
         }
+        if let Some(tc) = self.args.tos {
+            ep.set_traffic_class(tc);
+        }
     }
 }
 
@@ -154,6 +157,7 @@ pub fn run(args: BenchArgs) -> u8 {
             size: if args.all { args.max_size } else { args.size },
             gid_given: c.gid_index.is_some(),
             mtu: args.mtu.and_then(verbs::mtu_code),
+            traffic_class: args.tos.unwrap_or(0),
         };
         return peer::run_server("nvpeer bench --server", &c, path, Some(opts));
     }
@@ -220,12 +224,11 @@ pub fn run(args: BenchArgs) -> u8 {
                 }
             }
         }
-        (Some(d), _) => Some(Peer::Local(Box::new(Target::new(
-            d.clone(),
-            backend.clone(),
-            path,
-            c.serve.mem_limit,
-        )))),
+        // In loopback the far QP is this node's too: it sends with the same -T.
+        (Some(d), _) => Some(Peer::Local(Box::new(
+            Target::new(d.clone(), backend.clone(), path, c.serve.mem_limit)
+                .with_traffic_class(args.tos.unwrap_or(0)),
+        ))),
         (None, _) => None,
     };
     let mut b = Bench {
