@@ -336,6 +336,9 @@ pub struct BenchArgs {
     /// Never draw progress bars.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// Also write the results as JUnit XML to this file (one test case per test and size).
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
 }
 
 impl BenchArgs {
@@ -502,6 +505,10 @@ mod tests {
         assert!(t.b.check().is_err());
         let t = T::try_parse_from(["x", "--out_json_file", "f.json"]).unwrap();
         assert!(t.b.check().is_err());
+        // --junit takes every test, unlike --out_json.
+        let t = T::try_parse_from(["x", "--junit", "b.xml", "--test", "reg,write_bw"]).unwrap();
+        assert_eq!(t.b.junit, Some("b.xml".into()));
+        assert!(t.b.check().is_ok());
         let t = T::try_parse_from(["x", "--use_cuda", "1", "--use_cuda_dmabuf"]).unwrap();
         assert_eq!(t.b.memory(), (MemKind::CudaDmabuf, GpuSelector::Index(1)));
         assert!(T::try_parse_from(["x", "--use_cuda", "1", "--mem", "host"]).is_err());

@@ -283,7 +283,7 @@ pub fn run(args: BenchArgs) -> u8 {
         gpu_bus.as_deref(),
         crate::environment::ofed_info(),
     );
-    if c.json || b.args.json_file().is_some() {
+    if c.json || b.args.json_file().is_some() || b.args.junit.is_some() {
         env.doctor = crate::environment::doctor_snapshot(std::path::Path::new("/"));
     }
     b.say(&format!("\n{}", env.text()));
