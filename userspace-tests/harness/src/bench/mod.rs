@@ -277,15 +277,12 @@ pub fn run(args: BenchArgs) -> u8 {
         .into_iter()
         .find(|(k, _)| k == "pci bus id")
         .map(|(_, v)| v);
-    let mut env = crate::environment::collect(
+    let env = crate::environment::collect(
         std::path::Path::new("/"),
         b.dev.as_ref().map(|d| d.name.as_str()),
         gpu_bus.as_deref(),
         crate::environment::ofed_info(),
     );
-    if c.json || b.args.json_file().is_some() || b.args.junit.is_some() {
-        env.doctor = crate::environment::doctor_snapshot(std::path::Path::new("/"));
-    }
     b.say(&format!("\n{}", env.text()));
     if !write_reports(&b.args, c.mem, b.dev.as_deref(), &env, &out) {
         could_not_run = true;
