@@ -9,14 +9,17 @@
 #                           SIGN_FILE=<path> where the headers keep it elsewhere)
 #   make dkms-install       copy the sources to $(DKMS_SOURCE_TREE)/nvpeer-<version>, dkms
 #                           add/build/install (as nvidia-peermem, dkms.conf), the modprobe.d file,
-#                           the unit and DKMS's version-override entry (DKMS_FORCE_DIR)
-#   make dkms-uninstall     dkms remove --all, delete the source copy, the modprobe.d file, the unit
+#                           the unit and DKMS's version-override entry (DKMS_FORCE_DIR); when the
+#                           PRE_BUILD preflight stops the build, its one line naming the fix
+#   make dkms-uninstall     dkms remove --all, delete the source copy, the modprobe.d file, the unit,
+#                           the override entry, and the directories dkms-install created for them
 #
 # Variables: KDIR, DESTDIR (staging root; skips depmod), INSTALL_MOD_DIR (default updates),
 # NVPEER_MODULE (default here nvidia-peermem; nvpeer installs the side-by-side name),
 # DKMS_FORCE_DIR (default /usr/share/dkms/modules_to_force_install),
 # SYSTEMD_DIR, MODPROBE_DIR, DKMS (dkms command), DKMS_SOURCE_TREE (default /usr/src),
-# DKMS_FLAGS (more dkms options, e.g. --dkmstree/--installtree), NVPEER_MAKE_ARGS (extra make
+# DKMS_FLAGS (more dkms options, e.g. --dkmstree/--installtree), DKMS_TREE (dkms's own tree,
+# default /var/lib/dkms: the same as a --dkmstree in DKMS_FLAGS), NVPEER_MAKE_ARGS (extra make
 # arguments for the DKMS build: OFED_DIR=, NVIDIA_SRC=, RUSTC=, BENCH=1).
 
 NVPEER_TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
@@ -36,6 +39,7 @@ SYSTEMD_DIR ?= /etc/systemd/system
 DKMS ?= dkms
 DKMS_SOURCE_TREE ?= /usr/src
 DKMS_FLAGS ?=
+DKMS_TREE ?= /var/lib/dkms
 DKMS_ALL_FLAGS = --sourcetree "$(DKMS_SOURCE_TREE)" $(DKMS_FLAGS)
 DKMS_SRC = $(DKMS_SOURCE_TREE)/nvpeer-$(NVPEER_VERSION)
 HASH ?= sha256
@@ -49,6 +53,17 @@ NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src uapi packaging
 NVPEER_DKMS_BENCH := $(if $(filter BENCH=1,$(NVPEER_MAKE_ARGS)),1)
 
 .PHONY: install uninstall sign dkms-install dkms-uninstall dkms-source
+
+# The directories dkms-install creates for its files (with their missing parents), children before
+# parents: dkms-uninstall removes those again when they are empty, never one the node had before.
+NVPEER_DKMS_DIRS = $(DKMS_SRC)/.nvpeer-created-dirs
+NVPEER_DKMS_BUILD = NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) build $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
+# dkms keeps the PRE_BUILD preflight's output in its make.log and prints only "Consult
+# .../make.log": when the preflight stopped the build, its one line naming the fix is repeated
+# where the admin looks (the .deb's postinst does the same for apt).
+NVPEER_DKMS_STOPPED = line=$$(grep -h '^nvpeer preflight: ' "$(DKMS_TREE)/nvpeer/$(NVPEER_VERSION)/build/make.log" 2>/dev/null | \
+	grep -v ': ok (' | tail -n 1); [ -z "$$line" ] || { echo "$$line"; \
+	echo "nvpeer: make dkms-install stopped by the preflight: fix the above, then run 'make dkms-uninstall dkms-install'"; } >&2
 
 install: modules
 	@[ -n "$(NVPEER_KREL)" ] || { echo "nvpeer install: cannot read $(KDIR)/include/config/kernel.release" >&2; exit 1; }
@@ -88,14 +103,18 @@ dkms-source:
 		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
 
 dkms-install: dkms-source
+	@for d in "$(DESTDIR)$(DKMS_FORCE_DIR)" "$(DESTDIR)$(MODPROBE_DIR)" "$(DESTDIR)$(SYSTEMD_DIR)"; do \
+		while [ ! -d "$$d" ]; do echo "$$d"; d=$$(dirname "$$d"); done; done | sort -ru >"$(NVPEER_DKMS_DIRS)"
 	mkdir -p "$(DESTDIR)$(DKMS_FORCE_DIR)" && echo nvpeer_version-override >"$(DESTDIR)$(DKMS_FORCE_DIR)/nvpeer"
 	$(DKMS) add $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION)
-	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) build $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
+	@echo '$(NVPEER_DKMS_BUILD)'
+	@$(NVPEER_DKMS_BUILD) || { rc=$$?; $(NVPEER_DKMS_STOPPED); exit $$rc; }
 	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) install $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
 	install -D -m 0644 "$(NVPEER_TOP)/packaging/modprobe.d/nvpeer.conf" "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf"
 	install -D -m 0644 "$(NVPEER_TOP)/packaging/systemd/nvpeer.service" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
 
 dkms-uninstall:
 	-$(DKMS) remove $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) --all
-	rm -rf "$(DKMS_SRC)"
 	rm -f "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service" "$(DESTDIR)$(DKMS_FORCE_DIR)/nvpeer"
+	@[ ! -f "$(NVPEER_DKMS_DIRS)" ] || while read -r d; do rmdir "$$d" 2>/dev/null || true; done <"$(NVPEER_DKMS_DIRS)"
+	rm -rf "$(DKMS_SRC)"

@@ -2,9 +2,8 @@
 
 //! `/sys/kernel/debug/nvpeer/`: `stats`, `mrs`, `config` (formats: `uapi/debugfs.md`).
 
-use crate::client::{Which, VERSION};
-use crate::footprint::Footprint;
-use crate::registry;
+use crate::client::{ClientKind, VERSION};
+use crate::mr;
 use crate::stats::STATS;
 use kernel::debugfs::{Dir, File};
 use kernel::fmt;
@@ -12,12 +11,12 @@ use kernel::prelude::*;
 
 /// What `config` shows.
 pub(crate) struct ConfigInfo {
-    /// Parameter values as loaded.
+    /// `persistent_api_support` as loaded.
     pub(crate) persistent_api_support: i32,
-    /// Parameter values as loaded.
+    /// `peerdirect_support` as loaded.
     pub(crate) peerdirect_support: i32,
-    /// Registered clients, in registration order.
-    pub(crate) clients: [Option<Which>; 2],
+    /// The clients registered, in registration order.
+    pub(crate) clients: [Option<ClientKind>; 2],
 }
 
 /// The directory and its files; removed on drop.
@@ -28,18 +27,22 @@ pub(crate) struct DebugFs {
     _dir: Dir,
 }
 
-fn render_config(c: &ConfigInfo, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+fn render_config(config: &ConfigInfo, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "version {VERSION}")?;
-    writeln!(f, "persistent_api_support {}", c.persistent_api_support)?;
-    writeln!(f, "peerdirect_support {}", c.peerdirect_support)?;
-    for w in c.clients.iter().flatten() {
-        writeln!(f, "client {} {}", w.name().1, w.describe())?;
+    writeln!(
+        f,
+        "persistent_api_support {}",
+        config.persistent_api_support
+    )?;
+    writeln!(f, "peerdirect_support {}", config.peerdirect_support)?;
+    for kind in config.clients.iter().flatten() {
+        writeln!(f, "client {} {}", kind.name(), kind.describe())?;
     }
-    Footprint::get().render(f)
+    Ok(())
 }
 
 fn render_mrs(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let Ok(all) = registry::snapshot() else {
+    let Ok(all) = mr::snapshot() else {
         return writeln!(f, "# out of memory");
     };
     for mr in all.iter() {
@@ -56,9 +59,13 @@ impl DebugFs {
     /// Creates the directory (without debugfs this is inert and never fails).
     pub(crate) fn new(config: ConfigInfo) -> Result<Self> {
         let dir = Dir::new(c"nvpeer");
-        let stats = KBox::pin_init(dir.read_callback_file(c"stats", (), &render_stats), GFP_KERNEL)?;
+        let stats = KBox::pin_init(
+            dir.read_callback_file(c"stats", (), &render_stats),
+            GFP_KERNEL,
+        )?;
         let mrs = KBox::pin_init(dir.read_callback_file(c"mrs", (), &render_mrs), GFP_KERNEL)?;
-        let config = KBox::pin_init(dir.read_callback_file(c"config", config, &render_config), GFP_KERNEL)?;
+        let config = dir.read_callback_file(c"config", config, &render_config);
+        let config = KBox::pin_init(config, GFP_KERNEL)?;
         Ok(Self {
             _stats: stats,
             _mrs: mrs,

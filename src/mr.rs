@@ -10,36 +10,88 @@
 //!   does, cannot free state the callback still uses).
 //!
 //! Locking (hazards H2, H3): `inner` is held only for state changes, for reading NVIDIA's
-//! structures, for SG table work and across `nvidia_p2p_dma_unmap_pages` (which does not take
-//! NVIDIA's lock). It is never held across `get_pages*`, `put_pages*`, `dma_map_pages` or the
-//! core's invalidate. The free callback takes it before returning to NVIDIA, so an unmap running
-//! on another thread finishes before NVIDIA frees the page table.
+//! structures, for filling the SG table and across `nvidia_p2p_dma_unmap_pages` (which does not
+//! take NVIDIA's lock); nothing is allocated under it. It is never held across `get_pages*`,
+//! `put_pages*`, `dma_map_pages` or the core's invalidate. The free callback takes it before
+//! returning to NVIDIA, so an unmap running on another thread finishes before NVIDIA frees the
+//! page table. Every NVIDIA call on a handle is an `unsafe` block here whose `// SAFETY:` comment
+//! rests on [`Inner`]'s invariant.
 //!
-//! This file contains no `unsafe`.
+//! Why one file of about 700 lines: every operation here (pin, map, unmap, release, the free
+//! callback) reads or changes [`Inner`] under its lock, and each `// SAFETY:` comment rests on the
+//! one invariant stated on that type. Split across files, `Inner`'s fields would have to become
+//! visible to the crate and the invariant could no longer be checked in one place.
 
-use crate::client;
 use crate::ffi;
+use crate::invalidate;
 use crate::logic::range::{self, Cover, Trim};
 use crate::logic::sgl;
 use crate::logic::state::{step, Action, Event, Refusal, State};
-use crate::logic::version::{self, PAGE_SIZE_64KB};
+use crate::logic::version::PAGE_SIZE_64KB;
 use crate::modref::ModuleRef;
-use crate::p2p::{self, DmaMapping, PageTable, PciDev};
-use crate::registry;
+use crate::p2p::{self, DmaMapping, FreeCallback, PageTable, PciDev};
+use crate::registry::{Node, Registry, Tickets};
 use crate::sg::{CoreSgt, SgRecord};
 use crate::stats::STATS;
 use kernel::fmt;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::{pr_err_once, pr_warn_once};
+use kernel::rbtree::RBTreeNode;
 use kernel::sync::{Arc, Mutex, MutexGuard};
 use kernel::task::Pid;
+use kernel::{pr_err_once, pr_warn_once};
+
+kernel::sync::global_lock! {
+    // SAFETY: initialised by `init_registry()` from module init, before any client is registered.
+    unsafe(uninit) static REGISTRY: Mutex<Option<Registry<Mr>>> = None;
+}
+
+/// Tickets for registrations (registry key and NVIDIA's callback data).
+static TICKETS: Tickets = Tickets::new();
+
+/// Initialises the registry of live registrations.
+///
+/// # Safety
+///
+/// Called exactly once, from module init, before any client is registered.
+pub(crate) unsafe fn init_registry() {
+    // SAFETY: called once, before first use (function contract).
+    unsafe { REGISTRY.init() };
+    *REGISTRY.lock() = Some(Registry::new());
+}
+
+/// Unlists registration `ticket`; the reference is dropped after the registry lock is released.
+fn unlist(ticket: u64) {
+    let old = REGISTRY
+        .lock()
+        .as_mut()
+        .and_then(|registry| registry.remove(ticket));
+    drop(old);
+}
+
+/// References to every live registration, in ticket order (for the debugfs dump). The buffer is
+/// allocated before the registry lock is taken; a registry that grew meanwhile is read again.
+pub(crate) fn snapshot() -> Result<KVec<Arc<Mr>>> {
+    let mut out = KVec::new();
+    loop {
+        let want = REGISTRY.lock().as_ref().map_or(0, Registry::len);
+        // Some slack for registrations listed between the two lock rounds.
+        out.reserve(want + want / 8 + 16, GFP_KERNEL)?;
+        let guard = REGISTRY.lock();
+        let Some(registry) = guard.as_ref() else {
+            return Ok(out);
+        };
+        if registry.snapshot_into(&mut out) {
+            return Ok(out);
+        }
+    }
+}
 
 /// A registration.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Mr {
-    /// Ticket: registry key and NVIDIA callback data.
-    pub(crate) id: u64,
+    /// Ticket: registry key and NVIDIA's callback data.
+    ticket: u64,
     /// Pinned with the persistent API (no callback) or not.
     persistent: bool,
     /// Thread group that pinned (NVIDIA looks non-persistent pins up by the caller's process).
@@ -49,22 +101,30 @@ pub(crate) struct Mr {
     _module: ModuleRef,
 }
 
-/// The mutable part of a registration. Kept small: it is most of the record that every live MR
-/// costs (`src/footprint.rs`), so counts are derived rather than stored where they can be.
+/// The part of a registration its lock protects.
+///
+/// # Invariants
+///
+/// `page_table` is `Some` only while NVIDIA holds the pin it names and has not freed it: it is
+/// stored after `get_pages*` returned, in a state that holds the pin, and taken out before
+/// `put_pages*` and by the free callback before that returns (NVIDIA frees a non-persistent
+/// table only after its callback returned, and the callback needs this lock first). The same
+/// holds for `mapping`, made from that table for `dma_device`. So while the lock is held, the
+/// handles in here are live.
 struct Inner {
     state: State,
     cover: Cover,
     /// The user range in `cover`: acquire's, or get_pages' when it asked for another cover.
     trim: Trim,
-    pt: Option<PageTable>,
-    dm: Option<DmaMapping>,
-    pdev: Option<PciDev>,
+    page_table: Option<PageTable>,
+    mapping: Option<DmaMapping>,
+    dma_device: Option<PciDev>,
     sg: Option<SgRecord>,
-    /// The core's id for invalidation; meaningful only when `has_core_context`.
-    core_context: u64,
-    has_core_context: bool,
+    /// The core's id for invalidation (invalidating client, after get_pages).
+    core_context: Option<u64>,
     /// `cover.len()` is counted in `pinned_bytes` (set with the pin, cleared when it is gone).
     counted: bool,
+    /// The core has not released the registration yet.
     core_live: bool,
 }
 
@@ -85,13 +145,9 @@ impl Inner {
         }
     }
 
-    fn core_context(&self) -> Option<u64> {
-        self.has_core_context.then_some(self.core_context)
-    }
-
     /// Whether nothing keeps this registration listed any more: the core released it and NVIDIA
-    /// holds no pin. Once true it stays true; unlisting twice is harmless (a ticket is never reused,
-    /// so a second removal finds nothing).
+    /// holds no pin. Once true it stays true; unlisting twice is harmless (a ticket is never
+    /// reused, so a second removal finds nothing).
     fn unlistable(&self) -> bool {
         !self.core_live && !self.state.holds_pin()
     }
@@ -108,37 +164,55 @@ fn current_tgid() -> Pid {
 /// registration with an errno that does not name the cause. `EINVAL` (not GPU memory: every host
 /// registration is offered to acquire first) and nvpeer's own refusals stay quiet.
 fn log_pin_refused(e: Error, len: u64, persistent: bool) {
-    let call = if persistent { "nvidia_p2p_get_pages_persistent" } else { "nvidia_p2p_get_pages" };
+    let call = if persistent {
+        "nvidia_p2p_get_pages_persistent"
+    } else {
+        "nvidia_p2p_get_pages"
+    };
     let cause = if e == ENOMEM {
-        "out of BAR1 space or memory: 'nvidia-smi -q -d MEMORY' shows BAR1 use, 'nvpeer doctor' nvpeer's pinned bytes against it; deregister MRs, or enable a larger BAR1 (resizable BAR)"
+        "out of BAR1 space or memory: 'nvidia-smi -q -d MEMORY' shows BAR1 use, 'nvpeer doctor' \
+         nvpeer's pinned bytes against it; deregister MRs, or enable a larger BAR1 (resizable BAR)"
     } else if e == ENOTSUPP {
-        "not supported for this GPU or memory (ENOTSUPP): vGPU, confidential computing, MIG on drivers before 560 with persistent_api_support=1, or no P2P path between the GPU and the NIC; 'nvpeer doctor' names it; dma-buf (ibv_reg_dmabuf_mr) may still work"
+        "not supported for this GPU or memory (ENOTSUPP): vGPU, confidential computing, MIG on \
+         drivers before 560 with persistent_api_support=1, or no P2P path between the GPU and the \
+         NIC; 'nvpeer doctor' names it; dma-buf (ibv_reg_dmabuf_mr) may still work"
     } else if e == EINVAL || e == EFAULT {
         return;
     } else {
         "unexpected error from the NVIDIA driver; see its messages above"
     };
     if ffi::ratelimit() {
-        pr_warn!("{} refused to pin {} bytes ({:?}): {}\n", call, len, e, cause);
+        pr_warn!(
+            "{} refused to pin {} bytes ({:?}): {}\n",
+            call,
+            len,
+            e,
+            cause
+        );
     }
 }
 
-fn refusal(r: Refusal) -> Error {
+/// Counts an event the state machine refused (`err_revoked` or `err_order`).
+fn count_refusal(r: Refusal) {
     match r {
-        Refusal::Gone => {
-            STATS.err_gone.inc();
-            EFAULT
-        }
-        Refusal::Order | Refusal::Stale => {
-            STATS.err_order.inc();
-            EINVAL
-        }
+        Refusal::Gone => STATS.err_revoked.inc(),
+        Refusal::Order | Refusal::Stale => STATS.err_order.inc(),
+    }
+}
+
+/// Counts a refused event and converts it into the error the core gets.
+fn refused(r: Refusal) -> Error {
+    count_refusal(r);
+    match r {
+        Refusal::Gone => EFAULT,
+        Refusal::Order | Refusal::Stale => EINVAL,
     }
 }
 
 impl Mr {
-    /// acquire: pin `[addr, addr + size)` (64 KiB cover) once. `Ok(None)`: not GPU memory we can
-    /// pin; the core tries the next client. The pin is carried into get_pages (hazard H7: no probe).
+    /// acquire: pin `[addr, addr + size)` (64 KiB cover) once. `None`: not GPU memory we can
+    /// pin; the core tries the next client. The pin is carried into get_pages (hazard H7: no
+    /// probe).
     pub(crate) fn acquire(addr: u64, size: u64, persistent: bool) -> Option<Arc<Mr>> {
         STATS.acquire_calls.inc();
         let Some((cover, trim)) = range::placed(addr, size) else {
@@ -160,23 +234,23 @@ impl Mr {
         Some(mr)
     }
 
+    /// A fresh registration, listed under its ticket.
     fn new(cover: Cover, trim: Trim, persistent: bool) -> Option<Arc<Mr>> {
         let module = ModuleRef::get()?;
         let mr = Arc::pin_init(
             pin_init!(Mr {
-                id: registry::next_ticket(),
+                ticket: TICKETS.next(),
                 persistent,
                 owner: current_tgid(),
                 inner <- kernel::new_mutex!(Inner {
                     state: State::Idle,
                     cover,
                     trim,
-                    pt: None,
-                    dm: None,
-                    pdev: None,
+                    page_table: None,
+                    mapping: None,
+                    dma_device: None,
                     sg: None,
-                    core_context: 0,
-                    has_core_context: false,
+                    core_context: None,
                     counted: false,
                     core_live: true,
                 }),
@@ -184,55 +258,60 @@ impl Mr {
             }),
             GFP_KERNEL,
         );
-        let mr = match mr {
-            Ok(mr) => mr,
-            Err(_) => {
-                STATS.err_nomem.inc();
-                return None;
-            }
+        let Ok(mr) = mr else {
+            STATS.err_nomem.inc();
+            return None;
         };
         STATS.live_mrs.inc();
         // Listed before pinning: NVIDIA may call back as soon as it registered the callback,
-        // before `get_pages` even returns.
-        if registry::insert(mr.clone()).is_err() {
+        // before `get_pages` even returns. The node is allocated before the registry lock.
+        let Ok(node): Result<Node<Mr>> = RBTreeNode::new(mr.ticket, mr.clone(), GFP_KERNEL) else {
             STATS.err_nomem.inc();
             return None;
-        }
+        };
+        REGISTRY.lock().as_mut()?.insert(node);
         Some(mr)
     }
 
     /// Pins `cover` (state Idle -> Pinned) and checks the page table.
     fn pin(&self, cover: Cover, trim: Trim) -> Result {
-        let r = if self.persistent {
+        let pinned = if self.persistent {
             p2p::get_pages_persistent(cover.start(), cover.len())
         } else {
-            p2p::get_pages(cover.start(), cover.len(), self.id, client::FREE_CALLBACK)
+            p2p::get_pages::<Mr>(cover.start(), cover.len(), self.ticket)
         };
-        let pt = r.inspect_err(|_| STATS.err_pin.inc())?;
-        let mut g = self.inner.lock();
-        match step(g.state, Event::PinDone) {
-            Ok((s, _)) => g.state = s,
-            // The callback already ran: NVIDIA dropped the pin; nothing to put.
-            Err(r) => return Err(refusal(r)),
+        let page_table = pinned.inspect_err(|_| STATS.err_pin.inc())?;
+        let mut inner = self.inner.lock();
+        match step(inner.state, Event::PinDone) {
+            Ok((next, _)) => inner.state = next,
+            // The callback already ran: NVIDIA dropped the pin (and frees the table); nothing
+            // to put.
+            Err(r) => return Err(refused(r)),
         }
-        g.pt = Some(pt);
-        g.cover = cover;
-        g.trim = trim;
-        g.counted = true;
+        inner.cover = cover;
+        inner.trim = trim;
+        inner.counted = true;
         STATS.pinned_bytes.add(cover.len());
-        STATS.pinned_total.add(cover.len());
-        // The callback cannot have freed `pt`: it needs this lock first.
-        let info = pt.info();
+        STATS.pinned_bytes_total.add(cover.len());
+        // INVARIANT: get_pages* returned the table and the state holds its pin; a free callback
+        // would have found this lock held and turned the state into `Revoked` first.
+        let page_table = inner.page_table.insert(page_table);
+        // SAFETY: under the lock, a table in the registration is live (`Inner`'s invariant).
+        let info = unsafe { page_table.info() };
         let bad = if info.abi.is_none() {
-            STATS.err_version.inc();
+            STATS.err_page_table_version.inc();
             pr_err_once!(
-                "NVIDIA page table version {:#010x} is not supported (known: 0x0001xxxx >= 0x00010002, 0x0002xxxx); update nvpeer\n",
+                "NVIDIA page table version {:#010x} is not supported (known: 0x0001xxxx >= \
+                 0x00010002, 0x0002xxxx); update nvpeer\n",
                 info.version
             );
             true
         } else if info.page_size != PAGE_SIZE_64KB {
             STATS.err_page_size.inc();
-            pr_err_once!("NVIDIA page table with page size type {} (only 64 KiB is supported)\n", info.page_size);
+            pr_err_once!(
+                "NVIDIA page table with page size type {} (only 64 KiB is supported)\n",
+                info.page_size
+            );
             true
         } else if u64::from(info.entries) != cover.pages() {
             STATS.err_entries.inc();
@@ -240,7 +319,7 @@ impl Mr {
         } else {
             false
         };
-        drop(g);
+        drop(inner);
         if bad {
             self.unpin(false);
             return Err(EINVAL);
@@ -255,70 +334,91 @@ impl Mr {
 
     /// [`Self::unpin`] with the lock already held by the caller; returns it held again (the lock
     /// is dropped around `put_pages`, hazard H3, and retaken after it).
-    fn unpin_locked<'a>(&'a self, mut g: MutexGuard<'a, Inner>, repin: bool) -> MutexGuard<'a, Inner> {
-        let before = g.state;
+    fn unpin_locked<'a>(
+        &'a self,
+        mut inner: MutexGuard<'a, Inner>,
+        repin: bool,
+    ) -> MutexGuard<'a, Inner> {
+        let before = inner.state;
         // Only a pin can be foreign; the process is looked up only then.
         let foreign = !self.persistent && before.holds_pin() && current_tgid() != self.owner;
-        let (s, a) = match step(before, Event::Unpin { foreign }) {
+        let (next, action) = match step(before, Event::Unpin { foreign }) {
             Ok(x) => x,
             Err(r) => {
-                refusal(r);
-                return g;
+                // The caller has no error to return.
+                count_refusal(r);
+                return inner;
             }
         };
-        g.state = s;
-        if matches!(a, Action::Unmap | Action::UnmapThenPut) {
-            Self::unmap_locked(&mut g);
+        inner.state = next;
+        if matches!(action, Action::Unmap | Action::UnmapThenPut) {
+            Self::unmap_locked(&mut inner);
         }
         // Counted once per pin: release() after put_pages finds it already orphaned.
-        if s == State::Orphaned && before != State::Orphaned {
+        if next == State::Orphaned && before != State::Orphaned {
             STATS.orphaned_pins.inc();
             pr_warn_once!(
-                "pin released from process {} but taken by {}; left to NVIDIA's free callback (see docs/design.md, H5)\n",
+                "pin released from process {} but taken by {}; left to NVIDIA's free callback \
+                 (see docs/design.md, H5)\n",
                 current_tgid(),
                 self.owner
             );
         }
-        if !matches!(a, Action::Put | Action::UnmapThenPut) {
-            return g;
+        if !matches!(action, Action::Put | Action::UnmapThenPut) {
+            return inner;
         }
-        let pt = g.pt.take();
-        let start = g.cover.start();
-        drop(g);
-        if let Some(pt) = pt {
-            if let Err(e) = p2p::put_pages(self.persistent, start, pt) {
+        // INVARIANT: taken out before the put; a callback from now on finds no table.
+        let page_table = inner.page_table.take();
+        let start = inner.cover.start();
+        drop(inner);
+        if let Some(page_table) = page_table {
+            // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up
+            // here. A persistent table stays live until this put. A non-persistent one is freed
+            // by NVIDIA if a free callback runs before NVIDIA takes the put: NVIDIA then finds no
+            // pin (the put window, docs/design.md).
+            let put = unsafe { p2p::put_pages(self.persistent, start, page_table) };
+            if let Err(e) = put {
                 STATS.err_put.inc();
-                pr_warn!("nvidia_p2p_put_pages{} failed: {:?}\n", if self.persistent { "_persistent" } else { "" }, e);
+                let persistent = if self.persistent { "_persistent" } else { "" };
+                pr_warn!("nvidia_p2p_put_pages{} failed: {:?}\n", persistent, e);
             }
         }
-        let mut g = self.inner.lock();
-        match step(g.state, Event::UnpinDone { repin }) {
-            Ok((s, _)) => g.state = s,
-            Err(r) => {
-                refusal(r);
-            }
+        let mut inner = self.inner.lock();
+        match step(inner.state, Event::UnpinDone { repin }) {
+            Ok((next, _)) => inner.state = next,
+            Err(r) => count_refusal(r),
         }
-        g.pin_gone();
-        g
+        inner.pin_gone();
+        inner
     }
 
     /// `nvidia_p2p_dma_unmap_pages` under the lock (no NVIDIA lock involved).
-    fn unmap_locked(g: &mut Inner) {
-        if let (Some(dm), Some(pdev), Some(pt)) = (g.dm.take(), g.pdev, g.pt) {
-            Self::drop_mapping(pdev, pt, dm);
+    fn unmap_locked(inner: &mut Inner) {
+        // INVARIANT: the mapping is given up here (or was never made).
+        let mapping = inner.mapping.take();
+        let dma_device = inner.dma_device.take();
+        if let (Some(mapping), Some(dma_device), Some(page_table)) =
+            (mapping, dma_device, inner.page_table.as_ref())
+        {
+            // SAFETY: under the lock, the table and the mapping in the registration are live
+            // (`Inner`'s invariant); we are not in the free callback.
+            let unmapped = unsafe { p2p::dma_unmap_pages(&dma_device, page_table, mapping) };
+            if let Err(e) = unmapped {
+                STATS.err_unmap.inc();
+                pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
+            }
         }
-        g.pdev = None;
     }
 
-    /// The core is done with this registration (release, or an acquire that returned 0): unlist it
-    /// unless NVIDIA still holds the pin (then the callback unlists it). Takes the held lock and
+    /// The core is done with this registration (release, or an acquire that returned 0): unlist
+    /// it unless NVIDIA still holds the pin (then the callback unlists it). Takes the held lock and
     /// releases it before touching the registry (the registry lock is a leaf).
-    fn core_done(&self, mut g: MutexGuard<'_, Inner>) {
-        g.core_live = false;
-        let done = g.unlistable();
-        drop(g);
+    fn core_done(&self, mut inner: MutexGuard<'_, Inner>) {
+        inner.core_live = false;
+        let done = inner.unlistable();
+        drop(inner);
         if done {
-            registry::remove(self.id);
+            unlist(self.ticket);
         }
     }
 
@@ -329,112 +429,136 @@ impl Mr {
             STATS.err_range.inc();
             EINVAL
         })?;
-        let mut g = self.inner.lock();
-        if g.state == State::Pinned && g.cover != cover {
-            drop(g);
+        let mut inner = self.inner.lock();
+        if inner.state == State::Pinned && inner.cover != cover {
+            drop(inner);
             STATS.repins.inc();
             self.unpin(true);
             self.pin(cover, trim)?;
-            g = self.inner.lock();
+            inner = self.inner.lock();
         }
-        let (s, _) = step(g.state, Event::CoreGetPages).map_err(refusal)?;
-        g.state = s;
-        g.core_context = core_context;
-        g.has_core_context = !self.persistent;
+        let (next, _) = step(inner.state, Event::CoreGetPages).map_err(refused)?;
+        inner.state = next;
+        inner.core_context = (!self.persistent).then_some(core_context);
         Ok(())
     }
 
     /// dma_map: map every page for the HCA and fill the core's SG table; returns the entry count.
-    pub(crate) fn core_dma_map(&self, sgt: &CoreSgt<'_>, pdev: Option<PciDev>) -> Result<u32> {
+    pub(crate) fn core_dma_map(
+        &self,
+        sgt: &CoreSgt<'_>,
+        dma_device: Option<PciDev>,
+    ) -> Result<u32> {
         STATS.dma_map_calls.inc();
-        let pdev = pdev.ok_or_else(|| {
+        let dma_device = dma_device.ok_or_else(|| {
             STATS.err_not_pci.inc();
-            pr_err_once!("dma_map for a DMA device that is not a PCI function; GPUDirect RDMA needs a PCI HCA\n");
+            pr_err_once!(
+                "dma_map for a DMA device that is not a PCI function; GPUDirect RDMA needs a PCI \
+                 HCA\n"
+            );
             EINVAL
         })?;
-        let pt = {
-            let mut g = self.inner.lock();
-            let (s, _) = step(g.state, Event::MapBegin).map_err(refusal)?;
-            g.state = s;
-            g.pt
+        let (table, pages) = {
+            let mut inner = self.inner.lock();
+            let (next, _) = step(inner.state, Event::MapBegin).map_err(refused)?;
+            inner.state = next;
+            (
+                inner.page_table.as_ref().map(PageTable::as_raw),
+                inner.cover.pages(),
+            )
         };
-        let Some(pt) = pt else {
+        let Some(table) = table else {
             self.map_failed();
             return Err(EINVAL);
         };
-        // NVIDIA's lock is taken in here: ours is not held (H3).
-        let dm = match p2p::dma_map_pages(pdev, pt) {
-            Ok(dm) => dm,
+        // The SG table is allocated before our lock is taken again (the free callback waits for
+        // that lock while it holds NVIDIA's).
+        let sg = match u32::try_from(pages)
+            .map_err(|_| EINVAL)
+            .and_then(|n| sgt.alloc(n))
+        {
+            Ok(sg) => sg,
             Err(e) => {
-                STATS.err_dma_map.inc();
+                STATS.err_nomem.inc();
                 self.map_failed();
                 return Err(e);
             }
         };
-        let mut g = self.inner.lock();
-        if g.state == State::Revoked {
-            // The callback ran during the call; NVIDIA frees `dm` with the table. Do not touch it.
-            return Err(refusal(Refusal::Gone));
-        }
-        let mapped = match step(g.state, Event::MapOk) {
-            Ok((s, _)) => s,
-            Err(r) => {
-                Self::drop_mapping(pdev, pt, dm);
-                return Err(refusal(r));
+        // SAFETY: NVIDIA's lock is taken in here, so ours is not held (H3). In state `Mapping`
+        // no path of ours puts or frees the table: it stays live unless NVIDIA's free callback
+        // frees it first (the H4 window, docs/design.md: a non-persistent pin only; the
+        // persistent API has no callback).
+        let mapped = unsafe { p2p::dma_map_pages(&dma_device, table) };
+        let mapping = match mapped {
+            Ok(mapping) => mapping,
+            Err(e) => {
+                STATS.err_dma_map.inc();
+                drop(sg);
+                self.map_failed();
+                return Err(e);
             }
         };
-        match Self::build_sg(&g, dm, sgt) {
-            Ok(rec) => {
-                g.state = mapped;
+        let mut inner = self.inner.lock();
+        if inner.state == State::Revoked {
+            // The callback ran during the call; NVIDIA frees `mapping` with the table. Do not
+            // touch it.
+            drop(inner);
+            drop(sg);
+            return Err(refused(Refusal::Gone));
+        }
+        // INVARIANT: the callback has not run (state not revoked), so the table and the mapping
+        // made from it are live; from here they are given up only under this lock.
+        inner.mapping = Some(mapping);
+        inner.dma_device = Some(dma_device);
+        let filled = match step(inner.state, Event::MapOk) {
+            Ok((mapped, _)) => Self::fill_sg(&inner, sg).map(|rec| (mapped, rec)),
+            Err(r) => Err(refused(r)),
+        };
+        match filled {
+            Ok((mapped, rec)) => {
+                inner.state = mapped;
                 let n = rec.nents();
-                g.sg = Some(rec);
-                g.dm = Some(dm);
-                g.pdev = Some(pdev);
+                inner.sg = Some(rec);
                 STATS.registrations.inc();
                 Ok(n)
             }
             Err(e) => {
-                Self::drop_mapping(pdev, pt, dm);
-                if let Ok((s, _)) = step(g.state, Event::MapFailed) {
-                    g.state = s;
+                Self::unmap_locked(&mut inner);
+                if let Ok((next, _)) = step(inner.state, Event::MapFailed) {
+                    inner.state = next;
                 }
                 Err(e)
             }
         }
     }
 
-    fn drop_mapping(pdev: PciDev, pt: PageTable, dm: DmaMapping) {
-        if let Err(e) = p2p::dma_unmap_pages(pdev, pt, dm) {
-            STATS.err_unmap.inc();
-            pr_warn!("nvidia_p2p_dma_unmap_pages failed: {:?}\n", e);
-        }
-    }
-
     fn map_failed(&self) {
-        let mut g = self.inner.lock();
-        if let Ok((s, _)) = step(g.state, Event::MapFailed) {
-            g.state = s;
+        let mut inner = self.inner.lock();
+        if let Ok((next, _)) = step(inner.state, Event::MapFailed) {
+            inner.state = next;
         }
     }
 
-    fn build_sg(g: &Inner, dm: DmaMapping, sgt: &CoreSgt<'_>) -> Result<SgRecord> {
-        let (ver, entries) = dm.header();
-        if !version::dma_mapping_compatible(ver) {
-            STATS.err_dma_version.inc();
-            pr_err_once!("NVIDIA DMA mapping version {:#010x} is not supported (need 0x0002xxxx >= 0x00020003)\n", ver);
+    /// Checks the mapping in `inner` and fills the SG table allocated for it (no allocation).
+    fn fill_sg(inner: &Inner, sg: crate::sg::SgAlloc<'_, '_>) -> Result<SgRecord> {
+        let mapping = inner.mapping.as_ref().ok_or(EINVAL)?;
+        // SAFETY: under the lock, the mapping in the registration is live (`Inner`'s invariant),
+        // for as long as `inner` is borrowed.
+        let info = unsafe { mapping.info() };
+        let Some(addrs) = info.addresses else {
+            STATS.err_dma_mapping_version.inc();
+            pr_err_once!(
+                "NVIDIA DMA mapping version {:#010x} is not supported (need 0x0002xxxx >= \
+                 0x00020003)\n",
+                info.version
+            );
             return Err(EINVAL);
-        }
-        let n = sgl::plan(&g.cover, entries).map_err(|_| {
+        };
+        let n = u32::try_from(addrs.len()).map_err(|_| EINVAL)?;
+        sgl::plan(&inner.cover, n).map_err(|_| {
             STATS.err_entries.inc();
             EINVAL
         })?;
-        // NVIDIA's own array, checked in place and copied straight into the SG table: no
-        // temporary copy (the caller holds the lock that keeps the mapping live).
-        let addrs = dm.addresses().ok_or(EINVAL)?;
-        if addrs.len() != n as usize {
-            STATS.err_entries.inc();
-            return Err(EINVAL);
-        }
         for &a in addrs {
             // An entry is the whole GPU page at `a`: only the address needs checking.
             sgl::entry(a, PAGE_SIZE as u64).map_err(|_| {
@@ -442,23 +566,22 @@ impl Mr {
                 EINVAL
             })?;
         }
-        SgRecord::build(sgt, addrs).inspect_err(|_| STATS.err_nomem.inc())
+        // NVIDIA's own array, checked in place and copied straight into the SG table.
+        sg.fill(addrs)
     }
 
     /// dma_unmap: unmap unless NVIDIA revoked the pages (then NVIDIA unmaps them itself).
     pub(crate) fn core_dma_unmap(&self) {
         STATS.dma_unmap_calls.inc();
-        let mut g = self.inner.lock();
-        match step(g.state, Event::Unmap) {
-            Ok((s, a)) => {
-                g.state = s;
-                if a == Action::Unmap {
-                    Self::unmap_locked(&mut g);
+        let mut inner = self.inner.lock();
+        match step(inner.state, Event::Unmap) {
+            Ok((next, action)) => {
+                inner.state = next;
+                if action == Action::Unmap {
+                    Self::unmap_locked(&mut inner);
                 }
             }
-            Err(r) => {
-                refusal(r);
-            }
+            Err(r) => count_refusal(r),
         }
     }
 
@@ -475,9 +598,9 @@ impl Mr {
     /// put_pages: free the SG table and give the pin back.
     pub(crate) fn core_put_pages(&self, sgt: Option<&CoreSgt<'_>>) {
         STATS.put_pages_calls.inc();
-        let mut g = self.inner.lock();
-        let rec = g.sg.take();
-        drop(self.unpin_locked(g, false));
+        let mut inner = self.inner.lock();
+        let rec = inner.sg.take();
+        drop(self.unpin_locked(inner, false));
         Self::free_sg(rec, sgt);
     }
 
@@ -485,88 +608,101 @@ impl Mr {
     /// One lock round trip when put_pages already gave the pin back (the usual case).
     pub(crate) fn core_release(this: Arc<Mr>) {
         STATS.release_calls.inc();
-        let mut g = this.inner.lock();
-        let rec = g.sg.take();
+        let mut inner = this.inner.lock();
+        let rec = inner.sg.take();
         // A pin the core never took over (no get_pages, or get_pages failed).
-        let g = this.unpin_locked(g, false);
-        this.core_done(g);
+        let inner = this.unpin_locked(inner, false);
+        this.core_done(inner);
         Self::free_sg(rec, None);
     }
 
-    /// NVIDIA's free callback for ticket `id` (runs under NVIDIA's lock, may sleep).
-    pub(crate) fn on_free_callback(id: u64) {
+    /// One line of `/sys/kernel/debug/nvpeer/mrs` (format: uapi/debugfs.md).
+    pub(crate) fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.inner.lock();
+        let (va, size) = inner.trim.user_range(&inner.cover);
+        write!(
+            f,
+            "id={} kind={} state={} va={:#x} size={} start={:#x} len={} pages={} tgid={} core={}",
+            self.ticket,
+            if self.persistent {
+                "persistent"
+            } else {
+                "invalidating"
+            },
+            inner.state.name(),
+            va,
+            size,
+            inner.cover.start(),
+            inner.cover.len(),
+            inner.cover.pages(),
+            self.owner,
+            if inner.core_live { "live" } else { "released" },
+        )?;
+        match inner.core_context {
+            Some(core_context) => write!(f, " core_context={core_context}")?,
+            None => write!(f, " core_context=-")?,
+        }
+        // SAFETY: under the lock, a table in the registration is live (`Inner`'s invariant).
+        match inner.page_table.as_ref().map(|t| unsafe { t.info() }) {
+            Some(i) => write!(f, " pt_version={:#010x} pt_flags={:#x}", i.version, i.flags)?,
+            None => write!(f, " pt_version=- pt_flags=-")?,
+        }
+        let sg = inner.sg.as_ref().map_or(0, |rec| rec.nents());
+        writeln!(f, " sg_entries={} pinned_bytes={}", sg, inner.pinned())
+    }
+}
+
+impl FreeCallback for Mr {
+    /// NVIDIA's free callback for `ticket` (runs under NVIDIA's lock, may sleep).
+    fn on_free(ticket: u64) {
         STATS.callbacks.inc();
-        let Some(mr) = registry::lookup(id) else {
+        let Some(mr) = REGISTRY
+            .lock()
+            .as_ref()
+            .and_then(|registry| registry.get(ticket))
+        else {
             STATS.callbacks_stale.inc();
             return;
         };
-        let mut g = mr.inner.lock();
-        let (s, a) = match step(g.state, Event::Callback) {
+        let mut inner = mr.inner.lock();
+        let (next, action) = match step(inner.state, Event::Callback) {
             Ok(x) => x,
             Err(_) => {
                 STATS.callbacks_stale.inc();
                 return;
             }
         };
-        g.state = s;
-        if a == Action::NotifyCore {
-            let cc = g.core_context();
-            drop(g);
+        inner.state = next;
+        if action == Action::NotifyCore {
+            let core_context = inner.core_context;
+            drop(inner);
             STATS.invalidations.inc();
             // The core stops the HCA's DMA before this returns. Legacy cores call dma_unmap,
             // put_pages (no-ops in state Invalidating) and, on MLNX_OFED 4.x, release from here.
-            client::invalidate(cc);
-            g = mr.inner.lock();
-            if let Ok((s, _)) = step(g.state, Event::CallbackDone) {
-                g.state = s;
+            invalidate::invalidate(core_context);
+            inner = mr.inner.lock();
+            if let Ok((next, _)) = step(inner.state, Event::CallbackDone) {
+                inner.state = next;
             }
         } else {
             STATS.callbacks_unmapped.inc();
         }
         // Revoked: NVIDIA frees the table and its mappings when we return.
-        let pt = g.pt.take();
-        let dm = g.dm.take();
-        g.pdev = None;
-        g.pin_gone();
-        let unlist = g.unlistable();
-        drop(g);
-        if let Some(pt) = pt {
-            p2p::free_in_callback(pt, dm);
+        // INVARIANT: both handles are given up here, before the callback returns.
+        let page_table = inner.page_table.take();
+        let mapping = inner.mapping.take();
+        inner.dma_device = None;
+        inner.pin_gone();
+        let unlistable = inner.unlistable();
+        drop(inner);
+        if let Some(page_table) = page_table {
+            // SAFETY: inside NVIDIA's free callback for this pin, before it returns; the mapping
+            // was made from this table.
+            unsafe { p2p::free_in_callback(page_table, mapping) };
         }
-        if unlist {
-            registry::remove(id);
+        if unlistable {
+            unlist(ticket);
         }
-    }
-
-    /// One line of `/sys/kernel/debug/nvpeer/mrs` (format: uapi/debugfs.md).
-    pub(crate) fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let g = self.inner.lock();
-        let (va, size) = g.trim.user_range(&g.cover);
-        write!(
-            f,
-            "id={} kind={} state={} va={:#x} size={} start={:#x} len={} pages={} tgid={} core={}",
-            self.id,
-            if self.persistent { "persistent" } else { "invalidating" },
-            g.state.name(),
-            va,
-            size,
-            g.cover.start(),
-            g.cover.len(),
-            g.cover.pages(),
-            self.owner,
-            if g.core_live { "live" } else { "released" },
-        )?;
-        match g.core_context() {
-            Some(cc) => write!(f, " core_context={cc}")?,
-            None => write!(f, " core_context=-")?,
-        }
-        // Read from the live table (the callback needs this lock before NVIDIA frees it).
-        match g.pt.map(|pt| pt.info()) {
-            Some(i) => write!(f, " pt_version={:#010x} pt_flags={:#x}", i.version, i.flags)?,
-            None => write!(f, " pt_version=- pt_flags=-")?,
-        }
-        let sg = g.sg.as_ref().map_or(0, |s| s.nents());
-        writeln!(f, " sg_entries={} pinned_bytes={}", sg, g.pinned())
     }
 }
 

@@ -1,30 +1,39 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Safe wrapper over NVIDIA's P2P API (`nvidia_p2p_*`).
+//! NVIDIA's P2P API (`nvidia_p2p_*`): the handles it returns and the calls on them.
 //!
-//! Handles here are copies of pointers NVIDIA owns. Their validity is a protocol, not a Rust
-//! lifetime: NVIDIA frees a page table (and every DMA mapping made from it) only in `put_pages*`
-//! or right after the free callback returns. nvpeer keeps each handle inside its registration
-//! (`mr.rs`) under the registration lock, takes it out before calling `put_pages*`, and the free
-//! callback takes it out before returning to NVIDIA; so a handle found in a registration is live.
-//! Every call is counted in [`STATS`].
+//! A [`PageTable`] or [`DmaMapping`] names an object NVIDIA owns and frees on its own schedule:
+//! a table on `put_pages*` or, for a non-persistent pin, right after the free callback returned
+//! (with every mapping made from it). Whether a handle is still live is therefore a protocol of
+//! its owner, not a property of the handle: the handles are neither `Copy` nor `Clone`, and every
+//! function that makes NVIDIA (or us) read through one is an `unsafe fn` whose `# Safety` section
+//! states what must hold. nvpeer's owner is the registration (`mr.rs`), which keeps the handles
+//! under its lock and states the protocol as the invariant of its locked state.
+//!
+//! NVIDIA's free callback reaches the owner through [`FreeCallback`]: the C-ABI trampoline is
+//! private here and only ever passes a ticket on. Every call is counted in [`STATS`].
 
 use crate::ffi;
 use crate::logic::version::{self, PtAbi};
 use crate::stats::STATS;
 use core::ptr::{null_mut, NonNull};
 use kernel::bindings;
-use kernel::ffi::c_void;
 use kernel::error::to_result;
+use kernel::ffi::c_void;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::time::{delay::fsleep, Delta};
 
-/// A page table returned by `nvidia_p2p_get_pages*`.
+/// A page table returned by `nvidia_p2p_get_pages*`: nvpeer's claim on one pin.
+///
+/// Dropping the handle gives nothing back: the pin ends with [`put_pages`] or
+/// [`free_in_callback`], both of which consume it.
 ///
 /// # Invariants
 ///
-/// Points to a page table NVIDIA returned and has not freed; see the module documentation for
-/// how nvpeer keeps that true.
-#[derive(Clone, Copy)]
+/// `0` is a page table NVIDIA returned. It says nothing about whether NVIDIA has freed it since
+/// (see the module documentation).
+#[must_use]
 pub(crate) struct PageTable(NonNull<ffi::NvidiaP2pPageTable>);
 
 // SAFETY: a page table is not tied to the thread that pinned it; NVIDIA serialises its own use.
@@ -32,10 +41,13 @@ unsafe impl Send for PageTable {}
 
 /// A DMA mapping returned by `nvidia_p2p_dma_map_pages`.
 ///
+/// Dropping the handle gives nothing back: the mapping ends with [`dma_unmap_pages`] or
+/// [`free_in_callback`], or NVIDIA frees it with its table.
+///
 /// # Invariants
 ///
-/// Points to a mapping NVIDIA returned and has not freed (same protocol as [`PageTable`]).
-#[derive(Clone, Copy)]
+/// `0` is a mapping NVIDIA returned for a page table (same caveat as [`PageTable`]).
+#[must_use]
 pub(crate) struct DmaMapping(NonNull<ffi::NvidiaP2pDmaMapping>);
 
 // SAFETY: as for `PageTable`.
@@ -45,9 +57,8 @@ unsafe impl Send for DmaMapping {}
 ///
 /// # Invariants
 ///
-/// Points to a `struct pci_dev` that the core keeps alive while the registration exists (the
+/// `0` points to a `struct pci_dev` that the core keeps alive while the registration exists (the
 /// core's `ib_device` holds its DMA device for the lifetime of every umem).
-#[derive(Clone, Copy)]
 pub(crate) struct PciDev(NonNull<bindings::pci_dev>);
 
 // SAFETY: a device pointer may be used from any thread.
@@ -68,12 +79,29 @@ pub(crate) struct PtInfo {
     pub(crate) flags: u32,
 }
 
+/// What nvpeer reads from a DMA mapping.
+pub(crate) struct DmaInfo<'a> {
+    /// Raw version word.
+    pub(crate) version: u32,
+    /// Bus address of every page (none when NVIDIA gave no array); `None` on a version this
+    /// build does not know the layout of.
+    pub(crate) addresses: Option<&'a [u64]>,
+}
+
 impl PageTable {
+    /// The table's address, for [`dma_map_pages`], which runs without the owner's lock.
+    pub(crate) fn as_raw(&self) -> NonNull<ffi::NvidiaP2pPageTable> {
+        self.0
+    }
+
     /// Reads the header fields, `flags` only from a v2 table.
-    pub(crate) fn info(&self) -> PtInfo {
+    ///
+    /// # Safety
+    ///
+    /// NVIDIA has not freed the table and does not free it before this returns.
+    pub(crate) unsafe fn info(&self) -> PtInfo {
         let p = self.0.as_ptr();
-        // SAFETY: by the type invariant `p` points to a live page table; the common members exist
-        // in every version.
+        // SAFETY: live by the function contract; the common members exist in every version.
         let (ver, page_size, entries) = unsafe { ((*p).version, (*p).page_size, (*p).entries) };
         let abi = version::page_table_abi(ver);
         let flags = if abi == Some(PtAbi::V2) {
@@ -93,27 +121,34 @@ impl PageTable {
 }
 
 impl DmaMapping {
-    /// `(version, entries)`.
-    pub(crate) fn header(&self) -> (u32, u32) {
+    /// The version and, on a compatible version, the bus address of every page.
+    ///
+    /// # Safety
+    ///
+    /// NVIDIA has not freed the mapping and does not free it while `'a` lasts.
+    pub(crate) unsafe fn info<'a>(&'a self) -> DmaInfo<'a> {
         let p = self.0.as_ptr();
-        // SAFETY: by the type invariant `p` points to a live mapping.
-        unsafe { ((*p).version, (*p).entries) }
-    }
-
-    /// The bus address of every page, `None` when NVIDIA gave no array. Only valid on a compatible
-    /// mapping version, and only while the mapping stays live (the caller holds the registration
-    /// lock, which NVIDIA's free callback needs before it frees the mapping).
-    pub(crate) fn addresses(&self) -> Option<&[u64]> {
-        let (_, entries) = self.header();
-        let p = self.0.as_ptr();
-        // SAFETY: live mapping (type invariant) with a compatible version (caller checked).
-        let a = unsafe { (*p).dma_addresses };
-        if a.is_null() {
-            return None;
+        // SAFETY: live by the function contract; `version` exists in every version.
+        let version = unsafe { (*p).version };
+        if !version::dma_mapping_compatible(version) {
+            return DmaInfo {
+                version,
+                addresses: None,
+            };
         }
-        // SAFETY: a compatible mapping's `dma_addresses` array has `entries` elements, which
-        // NVIDIA does not change or free while the mapping is live (see above).
-        Some(unsafe { core::slice::from_raw_parts(a, entries as usize) })
+        // SAFETY: live, with a layout this build knows (version checked above).
+        let (a, entries) = unsafe { ((*p).dma_addresses, (*p).entries) };
+        let addresses: &[u64] = if a.is_null() {
+            &[]
+        } else {
+            // SAFETY: a compatible mapping's `dma_addresses` array has `entries` elements, which
+            // NVIDIA does not change or free while the mapping is live (function contract).
+            unsafe { core::slice::from_raw_parts(a, entries as usize) }
+        };
+        DmaInfo {
+            version,
+            addresses: Some(addresses),
+        }
     }
 }
 
@@ -128,28 +163,65 @@ impl PciDev {
     }
 }
 
+/// Whoever owns non-persistent pins: NVIDIA's free callback for the pin with `ticket` calls
+/// [`FreeCallback::on_free`] (under NVIDIA's lock; it may sleep).
+pub(crate) trait FreeCallback {
+    /// The pin with `ticket` is being revoked; NVIDIA frees its table when this returns.
+    fn on_free(ticket: u64);
+}
+
+/// Free callbacks executing nvpeer code now (see [`wait_for_callbacks`]).
+static CALLBACKS_RUNNING: Atomic<u64> = Atomic::new(0);
+
+/// The C-ABI free callback: `data` is a ticket, never a pointer, and is never dereferenced.
+///
+/// # Safety
+///
+/// Called by NVIDIA only, with the `data` word [`get_pages`] registered.
+unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
+    CALLBACKS_RUNNING.add(1u64, Relaxed);
+    T::on_free(data as usize as u64);
+    // Everything `on_free` dropped (the last module reference among it) is gone by now.
+    CALLBACKS_RUNNING.fetch_sub(1u64, Release);
+}
+
+/// Waits until no free callback executes nvpeer code any more, for module exit.
+///
+/// NVIDIA holds no reference on this module: a registration's module reference keeps `rmmod`
+/// away while a pin exists, but the callback that drops the last one still runs here for a few
+/// instructions after it. Module exit waits for that; what remains is the callback's return from
+/// this trampoline after the counter dropped (docs/design.md, "Limits").
+pub(crate) fn wait_for_callbacks() {
+    while CALLBACKS_RUNNING.load(Acquire) != 0 {
+        fsleep(Delta::from_millis(1));
+    }
+}
+
 /// `nvidia_p2p_get_pages(0, 0, start, len, &pt, free_callback, ticket)`.
 ///
-/// `ticket` (never 0) is what NVIDIA hands back to `free_callback`.
-pub(crate) fn get_pages(start: u64, len: u64, ticket: u64, cb: ffi::FreeCallbackFn) -> Result<PageTable> {
-    STATS.p_get_pages.inc();
+/// `ticket` (never 0) is what NVIDIA hands back, through `T::on_free`, when it revokes the pin.
+pub(crate) fn get_pages<T: FreeCallback>(start: u64, len: u64, ticket: u64) -> Result<PageTable> {
+    STATS.provider_get_pages.inc();
     let mut pt = null_mut();
-    // SAFETY: plain values and a valid out-pointer; `ticket as *mut c_void` is an integer, never
-    // dereferenced by anyone (NVIDIA only passes it back).
-    let rc = unsafe { ffi::nvidia_p2p_get_pages(0, 0, start, len, &mut pt, Some(cb), ticket as usize as *mut c_void) };
+    let data = ticket as usize as *mut c_void;
+    // SAFETY: plain values and a valid out-pointer; `data` is an integer, never dereferenced by
+    // anyone (NVIDIA only passes it back to `free_callback::<T>`, which is `'static` code).
+    let rc = unsafe {
+        ffi::nvidia_p2p_get_pages(0, 0, start, len, &mut pt, Some(free_callback::<T>), data)
+    };
     to_result(rc)?;
-    // INVARIANT: NVIDIA returned this table and keeps it until put or the callback.
+    // INVARIANT: NVIDIA returned this table.
     NonNull::new(pt).map(PageTable).ok_or(EIO)
 }
 
 /// `nvidia_p2p_get_pages_persistent(start, len, &pt, 0)`.
 pub(crate) fn get_pages_persistent(start: u64, len: u64) -> Result<PageTable> {
-    STATS.p_get_pages_persistent.inc();
+    STATS.provider_get_pages_persistent.inc();
     let mut pt = null_mut();
     // SAFETY: plain values and a valid out-pointer.
     let rc = unsafe { ffi::nvidia_p2p_get_pages_persistent(start, len, &mut pt, 0) };
     to_result(rc)?;
-    // INVARIANT: NVIDIA returned this table and keeps it until put_pages_persistent.
+    // INVARIANT: NVIDIA returned this table.
     NonNull::new(pt).map(PageTable).ok_or(EIO)
 }
 
@@ -157,16 +229,23 @@ pub(crate) fn get_pages_persistent(start: u64, len: u64) -> Result<PageTable> {
 /// `nvidia_p2p_put_pages_persistent(start, pt, 0)`. Consumes the handle.
 ///
 /// Never call from inside the free callback or with a registration lock held (hazard H3).
-pub(crate) fn put_pages(persistent: bool, start: u64, pt: PageTable) -> Result {
+///
+/// # Safety
+///
+/// `pt` was live when its owner gave it up for this call, and nothing else uses it again. A
+/// persistent table stays live until this call. A non-persistent one may meanwhile have been
+/// freed by NVIDIA after its free callback: NVIDIA looks the pin up by process, address and
+/// table address and finds none (the put window, docs/design.md, is that lookup matching a new
+/// pin at a reused table address).
+pub(crate) unsafe fn put_pages(persistent: bool, start: u64, pt: PageTable) -> Result {
     let rc = if persistent {
-        STATS.p_put_pages_persistent.inc();
-        // SAFETY: `pt` is live (type invariant) and taken out of its registration by the caller,
-        // so no other path will use it again.
+        STATS.provider_put_pages_persistent.inc();
+        // SAFETY: live and given up by the caller (function contract).
         unsafe { ffi::nvidia_p2p_put_pages_persistent(start, pt.0.as_ptr(), 0) }
     } else {
-        STATS.p_put_pages.inc();
-        // SAFETY: as above. If the free callback is running NVIDIA blocks us until it returns and
-        // then finds nothing, without touching `pt`.
+        STATS.provider_put_pages.inc();
+        // SAFETY: function contract. If the free callback is running, NVIDIA blocks us until it
+        // returns and then finds nothing.
         unsafe { ffi::nvidia_p2p_put_pages(0, 0, start, pt.0.as_ptr()) }
     };
     to_result(rc)
@@ -175,13 +254,23 @@ pub(crate) fn put_pages(persistent: bool, start: u64, pt: PageTable) -> Result {
 /// `nvidia_p2p_dma_map_pages(pdev, pt, &map)`.
 ///
 /// Takes NVIDIA's lock: never call with a registration lock held (hazard H3).
-pub(crate) fn dma_map_pages(pdev: PciDev, pt: PageTable) -> Result<DmaMapping> {
-    STATS.p_dma_map_pages.inc();
+///
+/// # Safety
+///
+/// `pt` stays live until this returns, and `pdev` is the DMA device of the registration. NVIDIA
+/// reads the table before it takes its own lock; a free callback running on another thread
+/// before that can free it. No client of the non-persistent API can exclude that (the H4 window,
+/// docs/design.md); a persistent table has no callback and is only freed by [`put_pages`].
+pub(crate) unsafe fn dma_map_pages(
+    pdev: &PciDev,
+    pt: NonNull<ffi::NvidiaP2pPageTable>,
+) -> Result<DmaMapping> {
+    STATS.provider_dma_map_pages.inc();
     let mut dm = null_mut();
-    // SAFETY: `pdev` and `pt` are live by their invariants; valid out-pointer.
-    let rc = unsafe { ffi::nvidia_p2p_dma_map_pages(pdev.0.as_ptr(), pt.0.as_ptr(), &mut dm) };
+    // SAFETY: `pdev` live by its invariant, `pt` by the function contract; valid out-pointer.
+    let rc = unsafe { ffi::nvidia_p2p_dma_map_pages(pdev.0.as_ptr(), pt.as_ptr(), &mut dm) };
     to_result(rc)?;
-    // INVARIANT: NVIDIA returned this mapping; it lives until unmapped or the table is freed.
+    // INVARIANT: NVIDIA returned this mapping.
     NonNull::new(dm).map(DmaMapping).ok_or(EIO)
 }
 
@@ -189,23 +278,34 @@ pub(crate) fn dma_map_pages(pdev: PciDev, pt: PageTable) -> Result<DmaMapping> {
 ///
 /// Does not take NVIDIA's lock, so it may run under the registration lock; must not run from
 /// inside the free callback.
-pub(crate) fn dma_unmap_pages(pdev: PciDev, pt: PageTable, dm: DmaMapping) -> Result {
-    STATS.p_dma_unmap_pages.inc();
-    // SAFETY: all three live by their invariants; the caller gives up `dm`.
-    to_result(unsafe { ffi::nvidia_p2p_dma_unmap_pages(pdev.0.as_ptr(), pt.0.as_ptr(), dm.0.as_ptr()) })
+///
+/// # Safety
+///
+/// `pt` and `dm` (made from `pt`, for `pdev`) are live until this returns.
+pub(crate) unsafe fn dma_unmap_pages(pdev: &PciDev, pt: &PageTable, dm: DmaMapping) -> Result {
+    STATS.provider_dma_unmap_pages.inc();
+    // SAFETY: all three live (function contract and `PciDev`'s invariant); `dm` is given up.
+    to_result(unsafe {
+        ffi::nvidia_p2p_dma_unmap_pages(pdev.0.as_ptr(), pt.0.as_ptr(), dm.0.as_ptr())
+    })
 }
 
 /// The two calls allowed inside the free callback: release our claims on `dm` and `pt`.
-pub(crate) fn free_in_callback(pt: PageTable, dm: Option<DmaMapping>) {
+///
+/// # Safety
+///
+/// Called from inside NVIDIA's free callback for `pt`'s pin, before it returns; `dm` was made
+/// from `pt`.
+pub(crate) unsafe fn free_in_callback(pt: PageTable, dm: Option<DmaMapping>) {
     if let Some(dm) = dm {
-        STATS.p_free_dma_mapping.inc();
+        STATS.provider_free_dma_mapping.inc();
         // SAFETY: inside the free callback the mapping is still live; we give up the handle.
         let rc = unsafe { ffi::nvidia_p2p_free_dma_mapping(dm.0.as_ptr()) };
         if rc != 0 {
             pr_warn!("nvidia_p2p_free_dma_mapping failed: {}\n", rc);
         }
     }
-    STATS.p_free_page_table.inc();
+    STATS.provider_free_page_table.inc();
     // SAFETY: inside the free callback the table is still live; we give up the handle.
     let rc = unsafe { ffi::nvidia_p2p_free_page_table(pt.0.as_ptr()) };
     if rc != 0 {

@@ -1,78 +1,88 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tickets: the live registrations, by id.
+//! Tickets: live objects by id, for callbacks that may come late.
 //!
 //! NVIDIA's free callback gets a ticket (a `u64` id, counting up from 1, never reused), not a
-//! pointer: a late or repeated callback looks the ticket up and finds either nothing or a
-//! registration whose state says the pin is gone, never freed memory (the scheme AWS EFA uses).
-//! The registry also lists every registration for the debugfs dump. An entry holds one reference
-//! and is removed when both lifetimes are over: the core's (acquire..release) and NVIDIA's
-//! (pin..put or callback).
-//!
-//! Lock order: the registry lock is a leaf; it is never held while taking a registration lock or
-//! calling NVIDIA or the core.
+//! pointer: a late or repeated callback looks the ticket up and finds either nothing or an object
+//! whose own state says the pin is gone, never freed memory (the scheme AWS EFA uses). The
+//! registry is the container only; its owner (`mr.rs`) keeps one instance under a global lock and
+//! decides when an entry goes. Nothing here allocates: nodes and snapshot buffers are allocated
+//! by the caller before it takes that lock, which NVIDIA's free callback also takes.
 
-use crate::mr::Mr;
-use kernel::prelude::*;
+use kernel::alloc::KVec;
 use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
-kernel::sync::global_lock! {
-    // SAFETY: initialised by `init()` from module init, before any client is registered.
-    unsafe(uninit) static REGISTRY: Mutex<Option<RBTree<u64, Arc<Mr>>>> = None;
+/// A registry entry allocated ahead of the lock.
+pub(crate) type Node<T> = RBTreeNode<u64, Arc<T>>;
+
+/// Live objects by ticket.
+pub(crate) struct Registry<T> {
+    tree: RBTree<u64, Arc<T>>,
+    len: usize,
 }
 
-static NEXT_TICKET: Atomic<u64> = Atomic::new(1);
-
-/// Initialises the registry.
-///
-/// # Safety
-///
-/// Called exactly once, from module init, before anything else in this file.
-pub(crate) unsafe fn init() {
-    // SAFETY: called once, before first use (function contract).
-    unsafe { REGISTRY.init() };
-    *REGISTRY.lock() = Some(RBTree::new());
-}
-
-/// A fresh ticket (never 0, never reused: 2^64 registrations do not happen).
-pub(crate) fn next_ticket() -> u64 {
-    NEXT_TICKET.fetch_add(1u64, Relaxed)
-}
-
-/// Lists `mr` under `mr.id`.
-pub(crate) fn insert(mr: Arc<Mr>) -> Result {
-    let node = RBTreeNode::new(mr.id, mr, GFP_KERNEL)?;
-    let mut g = REGISTRY.lock();
-    let tree = g.as_mut().ok_or(EINVAL)?;
-    // Ids are unique, so nothing is replaced.
-    let _old = tree.insert(node);
-    Ok(())
-}
-
-/// The registration with ticket `id`, if still listed.
-pub(crate) fn lookup(id: u64) -> Option<Arc<Mr>> {
-    REGISTRY.lock().as_ref()?.get(&id).cloned()
-}
-
-/// Unlists ticket `id`; the reference is dropped after the lock is released.
-pub(crate) fn remove(id: u64) {
-    let old = {
-        let mut g = REGISTRY.lock();
-        g.as_mut().and_then(|t| t.remove(&id))
-    };
-    drop(old);
-}
-
-/// References to every listed registration, in ticket order (for the debugfs dump).
-pub(crate) fn snapshot() -> Result<KVec<Arc<Mr>>> {
-    let g = REGISTRY.lock();
-    let mut v = KVec::new();
-    if let Some(t) = g.as_ref() {
-        for (_, mr) in t.iter() {
-            v.push(mr.clone(), GFP_KERNEL)?;
+impl<T> Registry<T> {
+    /// An empty registry.
+    pub(crate) fn new() -> Self {
+        Self {
+            tree: RBTree::new(),
+            len: 0,
         }
     }
-    Ok(v)
+
+    /// Lists a node made with [`RBTreeNode::new`] (`(ticket, object)`). Tickets are unique, so
+    /// nothing is replaced.
+    pub(crate) fn insert(&mut self, node: Node<T>) {
+        if self.tree.insert(node).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// The object listed under `ticket`.
+    pub(crate) fn get(&self, ticket: u64) -> Option<Arc<T>> {
+        self.tree.get(&ticket).cloned()
+    }
+
+    /// Unlists `ticket`; the caller drops the reference after releasing the lock.
+    pub(crate) fn remove(&mut self, ticket: u64) -> Option<Arc<T>> {
+        let old = self.tree.remove(&ticket);
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+
+    /// Number of listed objects.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends a reference to every listed object, in ticket order, without allocating. Returns
+    /// `false` (with `out` cleared) when `out` has too little spare capacity for all of them.
+    pub(crate) fn snapshot_into(&self, out: &mut KVec<Arc<T>>) -> bool {
+        for (_, obj) in self.tree.iter() {
+            if out.push_within_capacity(obj.clone()).is_err() {
+                out.clear();
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Ticket source: never 0, never reused (2^64 registrations do not happen).
+pub(crate) struct Tickets(Atomic<u64>);
+
+impl Tickets {
+    /// Starts at 1.
+    pub(crate) const fn new() -> Self {
+        Self(Atomic::new(1))
+    }
+
+    /// A fresh ticket.
+    pub(crate) fn next(&self) -> u64 {
+        self.0.fetch_add(1u64, Relaxed)
+    }
 }

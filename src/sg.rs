@@ -2,10 +2,11 @@
 
 //! The scatter-gather table dma_map fills in the core's `sg_head`.
 //!
-//! nvpeer allocates the table in dma_map and frees it exactly once: in put_pages when the core
-//! hands the same table back (the header's rule), or in release when it never does (after an
-//! invalidation under `PEER_MEM_INVALIDATE_UNMAPS` the core calls neither dma_unmap nor
-//! put_pages). A copy of the table header is kept so release can free it without the core's struct.
+//! nvpeer allocates the table in dma_map, before it takes the registration lock, and frees it
+//! exactly once: in put_pages when the core hands the same table back (the header's rule), or in
+//! release when it never does (after an invalidation under `PEER_MEM_INVALIDATE_UNMAPS` the core
+//! calls neither dma_unmap nor put_pages). A copy of the table header is kept so release can
+//! free it without the core's struct.
 
 use crate::ffi;
 use crate::logic::range::GPU_PAGE_SIZE;
@@ -20,7 +21,10 @@ use kernel::prelude::*;
 /// # Invariants
 ///
 /// Points to a `struct sg_table` the core owns and keeps valid for `'a`.
-pub(crate) struct CoreSgt<'a>(NonNull<bindings::sg_table>, PhantomData<&'a mut bindings::sg_table>);
+pub(crate) struct CoreSgt<'a>(
+    NonNull<bindings::sg_table>,
+    PhantomData<&'a mut bindings::sg_table>,
+);
 
 impl CoreSgt<'_> {
     /// Wraps the core's pointer.
@@ -35,9 +39,7 @@ impl CoreSgt<'_> {
     }
 }
 
-/// A table nvpeer allocated (a copy of its header: the chain pointer and counts). Kept in 16 bytes
-/// (the chain pointer is non-null, so `Option<SgRecord>` costs nothing more): it lives in every
-/// registration's record (`src/footprint.rs`).
+/// A table nvpeer allocated and filled (a copy of its header: the chain pointer and counts).
 ///
 /// # Invariants
 ///
@@ -52,32 +54,65 @@ pub(crate) struct SgRecord {
 // SAFETY: the chain is plain memory owned by this record; no thread affinity.
 unsafe impl Send for SgRecord {}
 
-impl SgRecord {
-    /// Allocates `addrs.len()` entries in `sgt` and fills one 64 KiB DMA-only entry per address.
-    pub(crate) fn build(sgt: &CoreSgt<'_>, addrs: &[u64]) -> Result<Self> {
-        let n = u32::try_from(addrs.len()).map_err(|_| EINVAL)?;
-        let p = sgt.0.as_ptr();
-        // SAFETY: `p` is the core's table (type invariant of `CoreSgt`), zeroed by the core.
-        to_result(unsafe { bindings::sg_alloc_table(p, n, bindings::GFP_KERNEL) })?;
-        // SAFETY: `p` now holds `n` entries; `addrs` has `n` elements.
-        let rc = unsafe { ffi::nvpeer_shim_sg_fill(p, addrs.as_ptr(), n, GPU_PAGE_SIZE as u32) };
+/// A table allocated in the core's `sg_head` and not filled yet; freed on drop.
+///
+/// Allocated before the registration lock is taken (NVIDIA's free callback waits for that lock
+/// while it holds NVIDIA's), filled under it without allocating.
+///
+/// # Invariants
+///
+/// The core's table holds `n` entries allocated by `sg_alloc_table`, which nothing has freed.
+pub(crate) struct SgAlloc<'a, 'b> {
+    sgt: &'a CoreSgt<'b>,
+    n: u32,
+}
+
+impl<'b> CoreSgt<'b> {
+    /// Allocates `n` entries in the core's table (`GFP_KERNEL`: may sleep).
+    pub(crate) fn alloc(&self, n: u32) -> Result<SgAlloc<'_, 'b>> {
+        // SAFETY: the core's table (type invariant), zeroed by the core.
+        to_result(unsafe { bindings::sg_alloc_table(self.0.as_ptr(), n, bindings::GFP_KERNEL) })?;
+        // INVARIANT: allocated just above.
+        Ok(SgAlloc { sgt: self, n })
+    }
+}
+
+impl SgAlloc<'_, '_> {
+    /// Fills one 64 KiB DMA-only entry per address (`addrs` must have as many as allocated);
+    /// allocates nothing.
+    pub(crate) fn fill(self, addrs: &[u64]) -> Result<SgRecord> {
+        if addrs.len() != self.n as usize {
+            return Err(EINVAL);
+        }
+        let p = self.sgt.0.as_ptr();
+        // SAFETY: `p` holds `n` entries (type invariant); `addrs` has `n` elements.
+        let rc =
+            unsafe { ffi::nvpeer_shim_sg_fill(p, addrs.as_ptr(), self.n, GPU_PAGE_SIZE as u32) };
         if rc != 0 {
-            // SAFETY: allocated just above and not handed to anyone.
-            unsafe { bindings::sg_free_table(p) };
             return Err(Error::from_errno(rc));
         }
         // SAFETY: `p` is valid for reads.
         let (sgl, nents, orig_nents) = unsafe { ((*p).sgl, (*p).nents, (*p).orig_nents) };
-        let Some(sgl) = NonNull::new(sgl) else {
-            // A successful `sg_alloc_table` leaves a chain; checked, not assumed.
-            // SAFETY: allocated just above and not handed to anyone.
-            unsafe { bindings::sg_free_table(p) };
-            return Err(EINVAL);
-        };
-        // INVARIANT: the chain was allocated above; the record shares it.
-        Ok(Self { sgl, nents, orig_nents })
+        // A successful `sg_alloc_table` leaves a chain; checked, not assumed (else dropped).
+        let sgl = NonNull::new(sgl).ok_or(EINVAL)?;
+        core::mem::forget(self);
+        // INVARIANT: the chain was allocated by `CoreSgt::alloc`; the record takes it over.
+        Ok(SgRecord {
+            sgl,
+            nents,
+            orig_nents,
+        })
     }
+}
 
+impl Drop for SgAlloc<'_, '_> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `CoreSgt::alloc` (type invariant), not handed to anyone.
+        unsafe { bindings::sg_free_table(self.sgt.0.as_ptr()) };
+    }
+}
+
+impl SgRecord {
     /// Number of entries.
     pub(crate) fn nents(&self) -> u32 {
         self.nents

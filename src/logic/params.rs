@@ -17,13 +17,61 @@ pub(crate) enum Layout {
     Legacy,
 }
 
-/// What `init` registers, in order.
+/// A peer-memory client nvpeer can register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClientKind {
+    /// Persistent `nv_mem` (the default, alone).
+    Persistent,
+    /// Persistent `nv_mem_nc`, beside an invalidating `nv_mem`.
+    PersistentNc,
+    /// Invalidating `nv_mem` with this layout.
+    Invalidating(Layout),
+}
+
+impl ClientKind {
+    /// The name the core lists the client under.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            ClientKind::PersistentNc => "nv_mem_nc",
+            ClientKind::Persistent | ClientKind::Invalidating(_) => "nv_mem",
+        }
+    }
+
+    /// Short description for logs and debugfs.
+    pub(crate) const fn describe(self) -> &'static str {
+        match self {
+            ClientKind::Persistent | ClientKind::PersistentNc => "persistent",
+            ClientKind::Invalidating(Layout::Extended) => "invalidating, INVALIDATE_UNMAPS",
+            ClientKind::Invalidating(Layout::Legacy) => "invalidating, MLNX_OFED 4.x layout",
+        }
+    }
+
+    /// Whether the client pins with a free callback (and may have to invalidate).
+    pub(crate) const fn invalidates(self) -> bool {
+        matches!(self, ClientKind::Invalidating(_))
+    }
+}
+
+/// What `init` registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Config {
-    /// Register the invalidating `nv_mem` client (with this layout).
+    /// The invalidating `nv_mem` client, when one is registered (then the persistent client is
+    /// `nv_mem_nc`).
     pub(crate) invalidating: Option<Layout>,
-    /// Name of the persistent client: `nv_mem` or `nv_mem_nc`.
-    pub(crate) persistent_name: &'static str,
+}
+
+impl Config {
+    /// The clients to register, in order: the invalidating one first (the core offers a
+    /// registration to clients in registration order), then the persistent one.
+    pub(crate) const fn clients(self) -> [Option<ClientKind>; 2] {
+        match self.invalidating {
+            Some(layout) => [
+                Some(ClientKind::Invalidating(layout)),
+                Some(ClientKind::PersistentNc),
+            ],
+            None => [Some(ClientKind::Persistent), None],
+        }
+    }
 }
 
 /// A parameter outside its allowed values.
@@ -36,7 +84,10 @@ pub(crate) struct ParamError {
 }
 
 /// Validates the two parameters (each must be 0 or 1).
-pub(crate) fn config(persistent_api_support: i32, peerdirect_support: i32) -> Result<Config, ParamError> {
+pub(crate) fn config(
+    persistent_api_support: i32,
+    peerdirect_support: i32,
+) -> Result<Config, ParamError> {
     let persistent = match persistent_api_support {
         0 => false,
         1 => true,
@@ -57,16 +108,8 @@ pub(crate) fn config(persistent_api_support: i32, peerdirect_support: i32) -> Re
             })
         }
     };
-    Ok(if persistent {
-        Config {
-            invalidating: None,
-            persistent_name: "nv_mem",
-        }
-    } else {
-        Config {
-            invalidating: Some(layout),
-            persistent_name: "nv_mem_nc",
-        }
+    Ok(Config {
+        invalidating: (!persistent).then_some(layout),
     })
 }
 
@@ -76,13 +119,12 @@ mod tests {
 
     #[test]
     fn defaults_register_one_persistent_nv_mem() {
+        assert_eq!(config(1, 0), Ok(Config { invalidating: None }));
         assert_eq!(
-            config(1, 0),
-            Ok(Config {
-                invalidating: None,
-                persistent_name: "nv_mem"
-            })
+            config(1, 0).map(Config::clients),
+            Ok([Some(ClientKind::Persistent), None])
         );
+        assert_eq!(ClientKind::Persistent.name(), "nv_mem");
         // peerdirect_support only affects the invalidating client.
         assert_eq!(config(1, 1), config(1, 0));
     }
@@ -90,12 +132,14 @@ mod tests {
     #[test]
     fn legacy_pair() {
         assert_eq!(
-            config(0, 0),
-            Ok(Config {
-                invalidating: Some(Layout::Extended),
-                persistent_name: "nv_mem_nc"
-            })
+            config(0, 0).map(Config::clients),
+            Ok([
+                Some(ClientKind::Invalidating(Layout::Extended)),
+                Some(ClientKind::PersistentNc)
+            ])
         );
+        assert_eq!(ClientKind::PersistentNc.name(), "nv_mem_nc");
+        assert_eq!(ClientKind::Invalidating(Layout::Legacy).name(), "nv_mem");
         assert_eq!(config(0, 1).unwrap().invalidating, Some(Layout::Legacy));
     }
 

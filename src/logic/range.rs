@@ -68,9 +68,8 @@ pub(crate) fn placed(addr: u64, size: u64) -> Option<(Cover, Trim)> {
     Some((c, Trim { lead, tail }))
 }
 
-/// Where a user range sits in its cover: the bytes of the cover before and after it (each less
-/// than one GPU page, so 4 bytes hold the user range of a registration once its cover is known).
-/// Made only by [`placed`], together with its cover.
+/// Where a user range sits in its cover: the bytes of the cover before and after it, each less
+/// than one GPU page. Made only by [`placed`], together with its cover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Trim {
     lead: u16,
@@ -93,7 +92,14 @@ mod tests {
     fn placed_gives_the_user_range_back() {
         // Aligned, unaligned, the largest lead (0xffff), the largest tail (0xffff), the top of the
         // address space.
-        for (addr, size) in [(0x10_0000, 0x2_0000), (0x1_0001, 0x1_0000), (0x1_ffff, 2), (0x1_0000, 1), (0xffff, 1), (u64::MAX - 0x1_ffff, 0x1_0000)] {
+        for (addr, size) in [
+            (0x10_0000, 0x2_0000),
+            (0x1_0001, 0x1_0000),
+            (0x1_ffff, 2),
+            (0x1_0000, 1),
+            (0xffff, 1),
+            (u64::MAX - 0x1_ffff, 0x1_0000),
+        ] {
             let p = placed(addr, size);
             assert!(p.is_some(), "{addr:#x}+{size:#x} refused");
             assert_eq!(p.map(|(c, _)| c), cover(addr, size));

@@ -37,7 +37,8 @@ pub(crate) fn plan(cover: &Cover, entries: u32) -> Result<u32, SglError> {
 
 /// The SG entry for one GPU page mapped at bus address `dma`.
 pub(crate) fn entry(dma: u64, host_page_size: u64) -> Result<SgEntry, SglError> {
-    if host_page_size == 0 || dma % host_page_size != 0 || dma.checked_add(GPU_PAGE_SIZE).is_none() {
+    if host_page_size == 0 || dma % host_page_size != 0 || dma.checked_add(GPU_PAGE_SIZE).is_none()
+    {
         return Err(SglError::Address);
     }
     Ok(SgEntry {

@@ -161,13 +161,18 @@ pub(crate) fn step(state: State, event: Event) -> Result<(State, Action), Refusa
             Event::Unmap,
         ) => ok(state, A::None),
 
-        (S::Pinned | S::Held | S::Unmapped, Event::Unpin { foreign: false }) => ok(S::Unpinning, A::Put),
-        (S::Mapped, Event::Unpin { foreign: false }) => ok(S::Unpinning, A::UnmapThenPut),
-        (S::Pinned | S::Held | S::Unmapped, Event::Unpin { foreign: true }) => ok(S::Orphaned, A::None),
-        (S::Mapped, Event::Unpin { foreign: true }) => ok(S::Orphaned, A::Unmap),
-        (S::Idle | S::Invalidating | S::Revoked | S::Orphaned | S::Released, Event::Unpin { .. }) => {
-            ok(state, A::None)
+        (S::Pinned | S::Held | S::Unmapped, Event::Unpin { foreign: false }) => {
+            ok(S::Unpinning, A::Put)
         }
+        (S::Mapped, Event::Unpin { foreign: false }) => ok(S::Unpinning, A::UnmapThenPut),
+        (S::Pinned | S::Held | S::Unmapped, Event::Unpin { foreign: true }) => {
+            ok(S::Orphaned, A::None)
+        }
+        (S::Mapped, Event::Unpin { foreign: true }) => ok(S::Orphaned, A::Unmap),
+        (
+            S::Idle | S::Invalidating | S::Revoked | S::Orphaned | S::Released,
+            Event::Unpin { .. },
+        ) => ok(state, A::None),
 
         (S::Unpinning, Event::UnpinDone { repin: false }) => ok(S::Released, A::None),
         (S::Unpinning | S::Revoked, Event::UnpinDone { repin: true }) => ok(S::Idle, A::None),
@@ -223,18 +228,17 @@ mod tests {
         use Event::*;
         let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, MapOk, Unmap]).unwrap();
         assert_eq!((s, a), (State::Unmapped, Action::Unmap));
-        let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, MapOk, Unmap, Unpin { foreign: false }]).unwrap();
-        assert_eq!((s, a), (State::Unpinning, Action::Put));
-        let (s, _) = run(&[
+        let unpinning = [
             PinDone,
             CoreGetPages,
             MapBegin,
             MapOk,
             Unmap,
             Unpin { foreign: false },
-            UnpinDone { repin: false },
-        ])
-        .unwrap();
+        ];
+        let (s, a) = run(&unpinning).unwrap();
+        assert_eq!((s, a), (State::Unpinning, Action::Put));
+        let (s, _) = step(s, UnpinDone { repin: false }).unwrap();
         assert_eq!(s, State::Released);
     }
 
@@ -245,7 +249,10 @@ mod tests {
         assert_eq!((s, a), (State::Invalidating, Action::NotifyCore));
         // Legacy core: dma_unmap and put_pages from inside invalidate are no-ops.
         assert_eq!(step(s, Unmap), Ok((State::Invalidating, Action::None)));
-        assert_eq!(step(s, Unpin { foreign: false }), Ok((State::Invalidating, Action::None)));
+        assert_eq!(
+            step(s, Unpin { foreign: false }),
+            Ok((State::Invalidating, Action::None))
+        );
         assert_eq!(step(s, CallbackDone), Ok((State::Revoked, Action::None)));
         assert_eq!(step(State::Revoked, Callback), Err(Refusal::Stale));
     }
@@ -256,7 +263,10 @@ mod tests {
         // Inside the window between NVIDIA registering the callback and get_pages returning.
         assert_eq!(run(&[Callback, PinDone]), Err(Refusal::Gone));
         assert_eq!(run(&[PinDone, Callback, CoreGetPages]), Err(Refusal::Gone));
-        assert_eq!(run(&[PinDone, CoreGetPages, Callback, MapBegin]), Err(Refusal::Gone));
+        assert_eq!(
+            run(&[PinDone, CoreGetPages, Callback, MapBegin]),
+            Err(Refusal::Gone)
+        );
         // dma_map in flight (H4): no core notification, dma_map fails afterwards.
         let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, Callback]).unwrap();
         assert_eq!((s, a), (State::Revoked, Action::None));
@@ -266,7 +276,14 @@ mod tests {
     #[test]
     fn foreign_put_orphans_the_pin_for_the_callback() {
         use Event::*;
-        let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, MapOk, Unpin { foreign: true }]).unwrap();
+        let (s, a) = run(&[
+            PinDone,
+            CoreGetPages,
+            MapBegin,
+            MapOk,
+            Unpin { foreign: true },
+        ])
+        .unwrap();
         assert_eq!((s, a), (State::Orphaned, Action::Unmap));
         assert!(s.holds_pin());
         // The callback later must not notify the core: its core_context is stale.
@@ -278,7 +295,10 @@ mod tests {
         use Event::*;
         let (s, _) = run(&[PinDone, CoreGetPages, Unpin { foreign: false }, Callback]).unwrap();
         assert_eq!(s, State::Revoked);
-        assert_eq!(step(s, UnpinDone { repin: false }), Ok((State::Revoked, Action::None)));
+        assert_eq!(
+            step(s, UnpinDone { repin: false }),
+            Ok((State::Revoked, Action::None))
+        );
     }
 
     #[test]

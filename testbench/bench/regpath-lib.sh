@@ -12,6 +12,11 @@
 #   classic-persistent  classic_peer.ko persistent_api_support=1
 #   nvpeer-inval        nvpeer.ko persistent_api_support=0
 #   nvpeer-persistent   nvpeer.ko persistent_api_support=1
+#   nvidia-peermem      NVIDIA's own nvidia-peermem.c (550, from Debian's nvidia-open-kernel-source,
+#                       built unchanged: nvidia-peermem-real.ko, testbench/lib/nvidia-peermem-tree.sh):
+#                       its invalidating nv_mem, the only client the core gives an MR that supports
+#                       invalidation (550 has no persistent_api_support; its nv_mem_nc serves only
+#                       registrations without IB_PEER_MEM_INVAL_SUPP)
 # Knobs (environment): RP_OUT (result dir), RP_PATHS, RP_SCALE_PATHS, RP_MAX_MEM_MB,
 # RP_MEMORY_FIRST (1: measure every path's slab memory first, in a pass of its own),
 # RP_MEMORY_ONLY (1: that pass and nothing else),
@@ -21,7 +26,7 @@
 # shellcheck shell=bash
 
 RP_OUT=${RP_OUT:-/bench/bench-results}
-RP_PATHS=${RP_PATHS:-"floor floor-persistent classic classic-persistent nvpeer-inval nvpeer-persistent"}
+RP_PATHS=${RP_PATHS:-"floor floor-persistent classic classic-persistent nvidia-peermem nvpeer-inval nvpeer-persistent"}
 RP_SCALE_PATHS=${RP_SCALE_PATHS:-""}
 RP_SCALE=${RP_SCALE:-0}
 RP_MAX_MEM_MB=${RP_MAX_MEM_MB:-1100}
@@ -49,7 +54,7 @@ PY
 
 rp_down() {
     local m
-    for m in nvpeer classic_peer rawfloor peer_mem_emu nvp2p_emu; do rmmod "$m" 2>/dev/null; done
+    for m in nvpeer classic_peer nvidia_peermem_real rawfloor peer_mem_emu nvp2p_emu; do rmmod "$m" 2>/dev/null; done
     true
 }
 
@@ -73,6 +78,7 @@ rp_path() {
         classic) mod=classic_peer; params=persistent_api_support=0; extra=(--adjacent-floor) ;;
         classic-persistent) mod=classic_peer; params=persistent_api_support=1
             extra=(--adjacent-floor --persistent --floor-ref floor-persistent --classic-ref classic-persistent) ;;
+        nvidia-peermem) mod=nvidia_peermem_real; extra=(--adjacent-floor) ;;
         nvpeer-inval) mod=nvpeer; params=persistent_api_support=0; extra=(--adjacent-floor) ;;
         nvpeer-persistent) mod=nvpeer; params=persistent_api_support=1
             extra=(--adjacent-floor --persistent --floor-ref floor-persistent --classic-ref classic-persistent) ;;

@@ -32,6 +32,9 @@ cp vmlinuz "$vm/obj/arch/x86/boot/bzImage"
 echo "$flavour" >"$vm/release"
 # The guest's depmod needs to know what is built in; Debian's other modules are not needed.
 cp "$m/modules.builtin" "$m/modules.builtin.modinfo" "$m/modules.order" "$vm/modules/lib/modules/$flavour/"
+# overlayfs: the package suite (55-deb) installs .debs into a writable overlay of the read-only root.
+mkdir -p "$vm/modules/lib/modules/$flavour/kernel/fs/overlayfs"
+xz -dc "$m/kernel/fs/overlayfs/overlay.ko.xz" >"$vm/modules/lib/modules/$flavour/kernel/fs/overlayfs/overlay.ko"
 # The 9p client, in dependency order (depends=: netfs <- 9pnet <- 9pnet_virtio, 9p).
 mods="fs/netfs/netfs net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p"
 for k in $mods; do xz -dc "$m/kernel/$k.ko.xz" >"$vm/initrd/mods/${k##*/}.ko"; done

@@ -217,6 +217,14 @@ hv_validate_emu() {
     "$NVPEER" validate --mem emu --max-size 1M --small-mrs 16 --churn 8 | tee "$OUT/validate-emu.txt"
     local rc=${PIPESTATUS[0]}
     grep -q '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu.txt" || { echo "invalidation case did not pass"; return 1; }
+    # The real detection path: the case's expectation came from what nvpeer publishes (its debugfs
+    # config), as on a node, and the environment block names the mode.
+    if [ "$HV_CLIENT" = nvpeer ]; then
+        grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu.txt" |
+            grep -q 'client mode from the loaded module: persistent_api_support=1' ||
+            { echo "the persistent mode was not read from nvpeer's config"; return 1; }
+        grep -qE '^  client mode +persistent$' "$OUT/validate-emu.txt" || { echo "no client mode in the environment block"; return 1; }
+    fi
     grep -q '^PASS reg.offsets\[peer_mem_emu\]' "$OUT/validate-emu.txt" || return 1
     return "$rc"
 }
@@ -230,6 +238,12 @@ hv_validate_emu_invalidating() {
     local rc=${PIPESTATUS[0]}
     grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu-inval.txt" | grep -v 'persistent client' |
         grep -qE 'state (invalidated|unmapped|torn-down), [1-9][0-9]* invalidation' || { echo "no revoke seen"; return 1; }
+    if [ "$HV_CLIENT" = nvpeer ]; then
+        grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu-inval.txt" |
+            grep -q 'client mode from the loaded module: persistent_api_support=0' ||
+            { echo "the invalidating mode was not read from nvpeer's config"; return 1; }
+        grep -qE '^  client mode +invalidating$' "$OUT/validate-emu-inval.txt" || { echo "no client mode in the environment block"; return 1; }
+    fi
     return "$rc"
 }
 

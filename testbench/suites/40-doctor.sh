@@ -6,7 +6,8 @@
 # list in sysfs (clients and counters), with an rxe device (RDMA device listing,
 # ibv_reg_dmabuf_mr(fd=-1) probe through sideway), the vIOMMU, the table output and --root on
 # fixture trees; one verdict per GPUDirect RDMA path (nvpeer, NVIDIA's nvidia-peermem, dma-buf):
-# with nvpeer as nvidia_peermem NVIDIA's path is not in use, and nothing here gives dma-buf a pass.
+# with the emulators, nvpeer as nvidia_peermem and an rxe device the nvpeer path is ready (exit 0
+# with --require nvpeer), NVIDIA's is not in use, and rxe's missing dma-buf import is no pass.
 # Assertions are on the JSON it prints.
 # Boot group "system" (20-nvpeer-load, this, 50-dkms): the baseline needs a machine where none of
 # our modules is loaded, which 20-nvpeer-load leaves behind; 50-dkms, which installs nvpeer into
@@ -175,6 +176,33 @@ with_rxe() {
     want 'c("pci.topology")["status"]' skip || return 1
 }
 tb_case rxe with_rxe
+
+# Emulators, nvpeer as nvidia_peermem and an rxe device: every check the nvpeer path needs passes
+# in the VM, so `--require nvpeer` exits 0; rxe imports no dma-buf, so that path is not ready, and
+# the libraries that probe /sys/module take nvpeer.
+ready_path() {
+    modinfo nvidia-peermem >/dev/null 2>&1 || return 77
+    modprobe rdma_rxe && modprobe ib_uverbs || return 1
+    ip link add dtest1 type dummy && ip link set dtest1 up || return 1
+    rdma link add rxe_rdy type rxe netdev dtest1 || return 1
+    local rc=0 got
+    if modprobe nvidia-peermem; then
+        got=$(doc_run --require nvpeer)
+        [ "$got" = 0 ] || { echo "--require nvpeer: exit $got, want 0"; rc=1; }
+        want 'r["require"]' nvpeer \
+             '[[p["path"], p["state"]] for p in r["paths"]]' '[["nvpeer", "ready"], ["nvidia_peermem", "not_in_use"], ["dmabuf", "not_ready"]]' \
+             'c("rdma.dmabuf")["status"] in ("fail", "unknown")' true \
+             'c("rdma.uverbs")["status"]' pass \
+             'next(l for l in r["libraries"] if l["library"] == "NCCL")["path"]' nvpeer || rc=1
+        [ $rc = 0 ] || python3 -S -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(c["id"], c["status"], c["summary"]) for c in r["checks"] if c["status"] in ("fail","unknown")]' "$DOC_JSON"
+        modprobe -r nvidia_peermem || rc=1
+    else
+        dmesg | tail -n 5; rc=1
+    fi
+    rdma link delete rxe_rdy; ip link delete dtest1
+    return $rc
+}
+tb_case ready-path ready_path
 
 viommu() {
     doc_run >/dev/null

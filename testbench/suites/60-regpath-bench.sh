@@ -1,7 +1,8 @@
 # Registration-path benchmark, short smoke version (the full run is `make bench`,
 # testbench/suites/regpath-full.sh): every path with few sizes, threads and iterations. Asserts
 # only that numbers were produced and that nvpeer pins once per registration while the classic
-# C client pins twice; the figures themselves are printed, never compared with targets.
+# C client and NVIDIA's own nvidia-peermem (built from Debian's source) pin twice; the figures
+# themselves are printed, never compared with targets.
 . /src/testbench/bench/regpath-lib.sh
 
 RP_OUT=/bench/bench-results/smoke
@@ -13,8 +14,9 @@ RP_MEMORY_FIRST=1
 
 if rp_run_all "$RP_OUT/regpath.json" "smoke run"; then
     # One check (each nvpeer start costs seconds in the guest): numbers present for every path,
-    # one provider pin per registration for nvpeer and the floor, two for the classic client.
+    # one provider pin per registration for nvpeer and the floor, two for the classic client and
+    # for NVIDIA's module (its acquire probes with get_pages + put_pages: nvidia-peermem.c:209-215).
     tb_case numbers-and-pins-per-registration $NVPEER emu regpath check "$RP_OUT/regpath.json" \
         --pins nvpeer-inval=1 --pins nvpeer-persistent=1 --pins floor=1 --pins floor-persistent=1 \
-        --pins classic=2 --pins classic-persistent=2
+        --pins classic=2 --pins classic-persistent=2 --pins nvidia-peermem=2
 fi

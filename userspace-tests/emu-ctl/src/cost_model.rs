@@ -153,7 +153,11 @@ pub fn calibrate(rounds: u32, iters: u32) -> Result<(f64, Vec<f64>)> {
     }
     let mut sorted = per_round.clone();
     sorted.sort_by(f64::total_cmp);
-    Ok((sorted[sorted.len() / 2], per_round))
+    // The median of every nvpeer tool (`figures::stats`: the mean of the two middle rounds for
+    // an even count); `rounds > 0` was checked above, so there is one.
+    let median = figures::stats::median_sorted(&sorted)
+        .ok_or_else(|| EmuError::Invalid("calibration produced no rounds".into()))?;
+    Ok((median, per_round))
 }
 
 #[cfg(test)]
@@ -218,5 +222,21 @@ mod tests {
         assert_eq!(rounds.len(), 3);
         assert!(med > 0.0);
         assert!(calibrate(0, 1).is_err());
+    }
+
+    #[test]
+    fn calibration_median_is_the_shared_definition() {
+        // An even number of rounds: the shared median is the mean of the two middle rounds
+        // (the old `sorted[len / 2]` took the upper one), and it lies between them.
+        let (med, rounds) = calibrate(4, 5).unwrap();
+        let mut sorted = rounds.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(Some(med), figures::stats::median_sorted(&sorted));
+        assert!(sorted[1] <= med && med <= sorted[2], "{med} {sorted:?}");
+        // An odd number: the middle round itself.
+        let (med, rounds) = calibrate(3, 5).unwrap();
+        let mut sorted = rounds;
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(med, sorted[1]);
     }
 }

@@ -236,6 +236,17 @@ pub fn parse_mtu(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}': the MTU must be one of 256, 512, 1024, 2048, 4096"))
 }
 
+/// Parses perftest's `-T`: a traffic class (ToS) byte, 0-255, in decimal or `0x` hex.
+pub fn parse_tos(s: &str) -> Result<u8, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse::<u64>(),
+    }
+    .map_err(|_| format!("'{s}': expected a traffic class (ToS) 0-255, e.g. 106 or 0x6a"))?;
+    u8::try_from(v).map_err(|_| format!("'{s}': the traffic class (ToS) is one byte, 0-255"))
+}
+
 /// Arguments of `nvpeer bench`. Where an option exists in perftest (`ib_write_bw` and friends) it
 /// has perftest's letter, long name and default; `--test` picks the measurement (perftest has one
 /// binary per test, and its `-t` is the TX depth).
@@ -288,6 +299,11 @@ pub struct BenchArgs {
     /// side's limit also applies.
     #[arg(short = 'o', long = "outs_num", value_parser = clap::value_parser!(u8).range(1..=255))]
     pub out_reads: Option<u8>,
+    /// Traffic class (ToS) of this side's QPs, 0-255 (perftest `-T`, `--tos`): the GRH traffic
+    /// class of the address vector, which RoCE v2 sends as the IP header's DSCP/ECN byte. Not
+    /// carried on a path without a GRH (InfiniBand reached by LID). Default 0.
+    #[arg(short = 'T', long = "tos", value_name = "TOS", value_parser = parse_tos)]
+    pub tos: Option<u8>,
     /// Report bandwidth in Gb/s instead of MiB/s (perftest `--report_gbits`).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
@@ -320,6 +336,9 @@ pub struct BenchArgs {
     /// Never draw progress bars.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// Also write the results as JUnit XML to this file (one test case per test and size).
+    #[arg(long = "junit", value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
 }
 
 impl BenchArgs {
@@ -486,6 +505,10 @@ mod tests {
         assert!(t.b.check().is_err());
         let t = T::try_parse_from(["x", "--out_json_file", "f.json"]).unwrap();
         assert!(t.b.check().is_err());
+        // --junit takes every test, unlike --out_json.
+        let t = T::try_parse_from(["x", "--junit", "b.xml", "--test", "reg,write_bw"]).unwrap();
+        assert_eq!(t.b.junit, Some("b.xml".into()));
+        assert!(t.b.check().is_ok());
         let t = T::try_parse_from(["x", "--use_cuda", "1", "--use_cuda_dmabuf"]).unwrap();
         assert_eq!(t.b.memory(), (MemKind::CudaDmabuf, GpuSelector::Index(1)));
         assert!(T::try_parse_from(["x", "--use_cuda", "1", "--mem", "host"]).is_err());
@@ -554,7 +577,53 @@ mod tests {
         assert_eq!(v.common.serve.mem_limit, 4 << 30);
     }
 
+    #[test]
+    fn tos_is_one_byte() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        assert_eq!(T::try_parse_from(["x"]).unwrap().b.tos, None);
+        assert_eq!(
+            T::try_parse_from(["x", "-T", "106"]).unwrap().b.tos,
+            Some(106)
+        );
+        assert_eq!(
+            T::try_parse_from(["x", "--tos", "0x6a"]).unwrap().b.tos,
+            Some(0x6a)
+        );
+        assert_eq!(T::try_parse_from(["x", "-T", "0"]).unwrap().b.tos, Some(0));
+        assert_eq!(
+            T::try_parse_from(["x", "-T", "255"]).unwrap().b.tos,
+            Some(255)
+        );
+        // Out of range or not a number: refused with a message naming the range.
+        for bad in ["256", "300", "0x100", "abc", "", "1.5"] {
+            let e = T::try_parse_from(["x", "-T", bad])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("0-255"), "{bad}: {e}");
+        }
+        assert!(parse_tos("256").unwrap_err().contains("one byte"));
+        assert!(parse_tos("-1").unwrap_err().contains("0-255"));
+        assert!(parse_tos("99999999999999999999999").is_err());
+    }
+
     proptest::proptest! {
+        #[test]
+        fn tos_parser_never_panics(s in "\\PC{0,24}") {
+            let _ = parse_tos(&s);
+        }
+
+        #[test]
+        fn tos_round_trips(v in 0u8..=255) {
+            proptest::prop_assert_eq!(parse_tos(&v.to_string()), Ok(v));
+            proptest::prop_assert_eq!(parse_tos(&format!("0x{v:x}")), Ok(v));
+        }
+
         #[test]
         fn gpu_selector_never_panics(s in "\\PC{0,40}") {
             let _ = s.parse::<GpuSelector>();

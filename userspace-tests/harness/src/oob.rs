@@ -4,7 +4,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest accepted line (a garbled peer must not make us allocate without bound).
 const MAX_LINE: usize = 1 << 20;
@@ -17,6 +17,8 @@ pub enum OobError {
     Closed,
     #[error("bad message from peer: {0}")]
     Bad(String),
+    #[error("no complete message within {} s", .0.as_secs_f64())]
+    Timeout(Duration),
 }
 
 /// One TCP connection carrying JSON lines.
@@ -87,6 +89,74 @@ impl Channel {
         serde_json::from_slice(&buf).map_err(|e| OobError::Bad(e.to_string()))
     }
 
+    /// [`Channel::recv`] with a deadline for the whole message, however the peer spreads its
+    /// bytes over time (one byte every few seconds does not keep the wait going): `Timeout(limit)`
+    /// once `limit` has passed without a complete line. The stream's read timeout is restored
+    /// afterwards.
+    pub fn recv_within<T: DeserializeOwned>(&mut self, limit: Duration) -> Result<T, OobError> {
+        let deadline = Instant::now() + limit;
+        let before = self.r.get_ref().read_timeout().ok().flatten();
+        let line = self.read_line_by(deadline, limit);
+        let _ = self.r.get_ref().set_read_timeout(before);
+        serde_json::from_slice(&line?).map_err(|e| OobError::Bad(e.to_string()))
+    }
+
+    fn read_line_by(&mut self, deadline: Instant, limit: Duration) -> Result<Vec<u8>, OobError> {
+        let mut buf = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // A zero read timeout is refused by the socket (it would mean "none"), so an expired
+            // deadline ends here.
+            if left.is_zero() {
+                return Err(OobError::Timeout(limit));
+            }
+            self.r
+                .get_ref()
+                .set_read_timeout(Some(left))
+                .map_err(|e| OobError::Io("set read timeout".into(), e))?;
+            let avail = match self.r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(OobError::Timeout(limit))
+                }
+                Err(e) => return Err(OobError::Io("receive".into(), e)),
+            };
+            if avail.is_empty() {
+                return Err(if buf.is_empty() {
+                    OobError::Closed
+                } else {
+                    OobError::Bad("connection closed in the middle of a message".into())
+                });
+            }
+            let (take, done) = match avail.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            buf.extend_from_slice(&avail[..take]);
+            self.r.consume(take);
+            if buf.len() > MAX_LINE + 1 {
+                return Err(OobError::Bad(format!("line longer than {MAX_LINE} bytes")));
+            }
+            if done {
+                return Ok(buf);
+            }
+        }
+    }
+
+    /// How long a later [`Channel::recv`] may wait for the peer (`None`: forever).
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> Result<(), OobError> {
+        self.r
+            .get_ref()
+            .set_read_timeout(t)
+            .map_err(|e| OobError::Io("set read timeout".into(), e))
+    }
+
     /// Sends a request and waits for its response.
     pub fn call<Q: Serialize, A: DeserializeOwned>(&mut self, q: &Q) -> Result<A, OobError> {
         self.send(q)?;
@@ -119,5 +189,44 @@ mod tests {
         assert!(matches!(c.recv::<u32>(), Err(OobError::Bad(_))));
         t.join().unwrap();
         assert!(matches!(c.recv::<u32>(), Err(OobError::Closed)));
+    }
+
+    #[test]
+    fn recv_within_bounds_the_whole_message() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            // A whole message in two pieces, in time.
+            s.write_all(b"[1,").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            s.write_all(b"2]\n").unwrap();
+            // Then one byte every 100 ms: each read is quick, the message never completes in
+            // time.
+            for b in b"[3,4,5,6,7,8,9]\n" {
+                if s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(7))).unwrap();
+        let v: Vec<u32> = c.recv_within(Duration::from_secs(5)).unwrap();
+        assert_eq!(v, [1, 2]);
+        let start = Instant::now();
+        let r = c.recv_within::<Vec<u32>>(Duration::from_millis(350));
+        assert!(matches!(r, Err(OobError::Timeout(_))), "{r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        // The stream's own timeout is back.
+        assert_eq!(
+            c.r.get_ref().read_timeout().unwrap(),
+            Some(Duration::from_secs(7))
+        );
+        t.join().unwrap();
     }
 }

@@ -146,12 +146,10 @@ fn dial(host: &str, port: u16, wait: Duration) -> Result<TcpStream, PairError> {
     }
 }
 
-/// Whether a freshly accepted connection is a perftest client: perftest opens with its version
-/// text (a digit), nvpeer's own protocol with a JSON object. Waits for the first byte as long as
-/// the stream's read timeout allows.
-pub fn is_perftest(s: &TcpStream) -> bool {
-    let mut b = [0u8; 1];
-    matches!(s.peek(&mut b), Ok(1) if b[0].is_ascii_digit())
+/// Whether a connection whose first byte is `first` is a perftest client: perftest opens with
+/// its version text (a digit), nvpeer's own protocol with a JSON object.
+pub fn opens_perftest(first: u8) -> bool {
+    first.is_ascii_digit()
 }
 
 /// What a `--server` offers perftest clients.
@@ -164,6 +162,9 @@ pub struct ServeOpts {
     pub gid_given: bool,
     /// `-m` of the server, an `ibv_mtu` value.
     pub mtu: Option<u8>,
+    /// `-T` of the server: the GRH traffic class of every QP it connects (perftest and nvpeer
+    /// clients alike).
+    pub traffic_class: u8,
 }
 
 /// Serves one perftest client (`ib_write_bw` or `ib_read_bw` as client) on `s`: offers a buffer
@@ -181,6 +182,7 @@ pub fn serve(
     if let Some(m) = o.mtu {
         ep.limit_mtu(m);
     }
+    ep.set_traffic_class(o.traffic_class);
     let (_, page, mtu) = negotiate(&mut wire, &ep)?;
     let len = o.size.max(u64::from(page));
     let len = usize::try_from(len)

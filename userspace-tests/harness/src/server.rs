@@ -2,18 +2,47 @@
 //! (loopback unless told otherwise), admits a client only with the shared token or, without a
 //! token, only from a loopback address (unless `--allow-any-peer`), serves clients one at a time
 //! until stopped (`--once`: the first only), frees everything a client held when it leaves, and
-//! logs each step on stderr.
+//! logs each step on stderr. A connection that does not identify itself within [`PRE_AUTH`] is
+//! closed, so a silent one cannot hold the serial server; a failed `accept` is logged and retried.
 
 use crate::cli::ServeArgs;
 use crate::oob::{Channel, OobError};
 use crate::peer::{Req, Resp, PROTO};
+use std::cell::RefCell;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-/// A client that sends nothing for this long is dropped, so one silent client cannot hold a
-/// server that serves one client at a time.
+/// A connection has this long, from `accept`, to send its first bytes and (an nvpeer client) its
+/// whole hello; otherwise it is closed. Short, so that one silent or trickling TCP connection
+/// holds the server, which serves one client at a time, for seconds, not for [`IDLE`].
+pub const PRE_AUTH: Duration = Duration::from_secs(5);
+
+/// An admitted client that sends nothing for this long is dropped (a client's requests can be
+/// far apart while it measures).
 pub const IDLE: Duration = Duration::from_secs(600);
+
+/// After a failed `accept` (EMFILE, ENFILE, ENOBUFS, ECONNABORTED, ...) the server waits this
+/// long before the next, doubling on each failure in a row up to [`ACCEPT_BACKOFF_MAX`]: the
+/// condition may last (descriptors run out) and the loop must not spin on it.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// How long the server waits on a connection before and after it is admitted.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub pre_auth: Duration,
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            pre_auth: PRE_AUTH,
+            idle: IDLE,
+        }
+    }
+}
 
 /// Setup errors of the server (exit status 2).
 #[derive(Debug, thiserror::Error)]
@@ -27,8 +56,6 @@ pub enum ServeError {
     Unprotected(String),
     #[error("listen on {0}: {1}")]
     Listen(SocketAddr, std::io::Error),
-    #[error("accept: {0}")]
-    Accept(std::io::Error),
 }
 
 /// One client's state on the server: answers its requests; dropped when the client leaves.
@@ -77,6 +104,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct Log {
     start: Instant,
     quiet: bool,
+    /// Messages kept instead of written (unit tests that check what is logged).
+    kept: Option<RefCell<Vec<String>>>,
 }
 
 impl Log {
@@ -84,6 +113,7 @@ impl Log {
         Log {
             start: Instant::now(),
             quiet: false,
+            kept: None,
         }
     }
 
@@ -92,10 +122,30 @@ impl Log {
         Log {
             start: Instant::now(),
             quiet: true,
+            kept: None,
         }
     }
 
+    /// A log that keeps its messages for [`Log::kept`] and writes nothing (unit tests).
+    pub fn keeping() -> Self {
+        Log {
+            start: Instant::now(),
+            quiet: true,
+            kept: Some(RefCell::new(Vec::new())),
+        }
+    }
+
+    /// The messages so far of a [`Log::keeping`] log.
+    pub fn kept(&self) -> Vec<String> {
+        self.kept
+            .as_ref()
+            .map_or_else(Vec::new, |k| k.borrow().clone())
+    }
+
     pub fn say(&self, msg: &str) {
+        if let Some(k) = &self.kept {
+            k.borrow_mut().push(msg.to_string());
+        }
         if self.quiet {
             return;
         }
@@ -112,12 +162,13 @@ impl Default for Log {
 }
 
 /// Serves clients on `l` until stopped (or the first one with `--once`); `session` makes the
-/// state of each admitted client.
+/// state of each admitted client. A failed `accept` is logged and retried after a short wait,
+/// never the end of the server.
 pub fn serve<S: Session>(
     l: &TcpListener,
     a: &ServeArgs,
     log: &Log,
-    mut session: impl FnMut() -> S,
+    session: impl FnMut() -> S,
 ) -> Result<(), ServeError> {
     if let Ok(addr) = l.local_addr() {
         let auth = match (&a.token, a.allow_any_peer) {
@@ -127,13 +178,79 @@ pub fn serve<S: Session>(
         };
         log.say(&format!("listening on {addr}; {auth}"));
     }
+    serve_from(|| l.accept(), a, log, Timeouts::default(), session);
+    Ok(())
+}
+
+/// The loop of [`serve`] over connections from `accept`; returns when `--once` is done.
+fn serve_from<S: Session>(
+    mut accept: impl FnMut() -> std::io::Result<(TcpStream, SocketAddr)>,
+    a: &ServeArgs,
+    log: &Log,
+    t: Timeouts,
+    mut session: impl FnMut() -> S,
+) {
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
-        let (stream, peer) = l.accept().map_err(ServeError::Accept)?;
-        let served = one_client(stream, peer, a, log, &mut session);
+        let (stream, peer) = match accept() {
+            Ok(c) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                c
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log.say(&format!(
+                    "accept failed: {e}; still listening, next try in {} ms",
+                    backoff.as_millis()
+                ));
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        let served = one_client(stream, peer, a, log, t, &mut session);
         if served && a.once {
             log.say("--once: done");
-            return Ok(());
+            return;
         }
+    }
+}
+
+/// What a fresh connection sent first.
+enum Opening {
+    /// perftest's version text.
+    Perftest,
+    /// Something else: nvpeer's JSON hello, or garbage its parser will refuse.
+    Nvpeer,
+    /// Nothing within the pre-admission time.
+    Silent,
+    /// The peer closed without sending anything.
+    Closed,
+    Failed(std::io::Error),
+}
+
+/// Waits (up to the stream's read timeout) for the first byte of `stream` without taking it.
+fn opening(stream: &TcpStream) -> Opening {
+    let mut first = [0u8; 1];
+    let peeked = loop {
+        match stream.peek(&mut first) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => break r,
+        }
+    };
+    match peeked {
+        Ok(0) => Opening::Closed,
+        Ok(_) if crate::perftest_peer::opens_perftest(first[0]) => Opening::Perftest,
+        Ok(_) => Opening::Nvpeer,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Opening::Silent
+        }
+        Err(e) => Opening::Failed(e),
     }
 }
 
@@ -143,33 +260,66 @@ fn one_client<S: Session>(
     peer: SocketAddr,
     a: &ServeArgs,
     log: &Log,
+    t: Timeouts,
     session: &mut impl FnMut() -> S,
 ) -> bool {
     log.say(&format!("{peer}: connected"));
-    let _ = stream.set_read_timeout(Some(IDLE));
-    if crate::perftest_peer::is_perftest(&stream) {
-        // perftest sends no token: it is admitted by its address alone.
-        if let Err(why) = admit(a, &peer, None) {
-            log.say(&format!("{peer}: perftest client refused: {why}"));
+    let connected = Instant::now();
+    let secs = t.pre_auth.as_secs_f64();
+    if let Err(e) = stream.set_read_timeout(Some(t.pre_auth)) {
+        log.say(&format!("{peer}: closed: cannot set a read timeout: {e}"));
+        return false;
+    }
+    match opening(&stream) {
+        Opening::Perftest => {}
+        Opening::Nvpeer => return nvpeer_client(stream, peer, a, log, t, connected, session),
+        Opening::Silent => {
+            log.say(&format!("{peer}: closed: no hello within {secs} s"));
             return false;
         }
-        return match session().perftest(stream) {
-            Some(Ok(msg)) => {
-                log.say(&format!("{peer}: {msg}"));
-                true
-            }
-            Some(Err(e)) => {
-                log.say(&format!("{peer}: perftest client: {e}"));
-                true
-            }
-            None => {
-                log.say(&format!(
-                    "{peer}: a perftest client: only `nvpeer bench --server` pairs with perftest"
-                ));
-                false
-            }
-        };
+        Opening::Closed => {
+            log.say(&format!("{peer}: closed before sending anything"));
+            return false;
+        }
+        Opening::Failed(e) => {
+            log.say(&format!("{peer}: closed: {e}"));
+            return false;
+        }
     }
+    // perftest sends no token: it is admitted by its address alone.
+    if let Err(why) = admit(a, &peer, None) {
+        log.say(&format!("{peer}: perftest client refused: {why}"));
+        return false;
+    }
+    match session().perftest(stream) {
+        Some(Ok(msg)) => {
+            log.say(&format!("{peer}: {msg}"));
+            true
+        }
+        Some(Err(e)) => {
+            log.say(&format!("{peer}: perftest client: {e}"));
+            true
+        }
+        None => {
+            log.say(&format!(
+                "{peer}: a perftest client: only `nvpeer bench --server` pairs with perftest"
+            ));
+            false
+        }
+    }
+}
+
+/// The nvpeer client on `stream` (its first bytes are there): its hello must be complete within
+/// `t.pre_auth` of `connected`; once admitted, it may be silent for `t.idle`.
+fn nvpeer_client<S: Session>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    a: &ServeArgs,
+    log: &Log,
+    t: Timeouts,
+    connected: Instant,
+    session: &mut impl FnMut() -> S,
+) -> bool {
     let mut ch = match Channel::from_stream(stream) {
         Ok(c) => c,
         Err(e) => {
@@ -185,7 +335,9 @@ fn one_client<S: Session>(
         });
         false
     };
-    let token = match ch.recv::<Req>() {
+    // What is left of the pre-admission time; a zero limit times out at once.
+    let left = t.pre_auth.saturating_sub(connected.elapsed());
+    let token = match ch.recv_within::<Req>(left) {
         Ok(Req::Hello { proto, token }) if proto == PROTO => token,
         Ok(Req::Hello { proto, .. }) => {
             return refuse(
@@ -194,6 +346,13 @@ fn one_client<S: Session>(
             )
         }
         Ok(_) => return refuse(&mut ch, "the first request must be hello".into()),
+        Err(OobError::Timeout(_)) => {
+            log.say(&format!(
+                "{peer}: closed: no hello within {} s",
+                t.pre_auth.as_secs_f64()
+            ));
+            return false;
+        }
         Err(e) => {
             log.say(&format!("{peer}: {e}"));
             return false;
@@ -201,6 +360,11 @@ fn one_client<S: Session>(
     };
     if let Err(why) = admit(a, &peer, token.as_deref()) {
         return refuse(&mut ch, why);
+    }
+    // Admitted: from now on a client may think between requests.
+    if let Err(e) = ch.set_read_timeout(Some(t.idle)) {
+        log.say(&format!("{peer}: closed: {e}"));
+        return false;
     }
     let mut s = session();
     let mem = s.mem();
@@ -333,6 +497,21 @@ mod tests {
         c
     }
 
+    /// A `--once` server on a free loopback port, without a token.
+    fn loopback_server() -> (ServeArgs, TcpListener, u16) {
+        let a = args("127.0.0.1", None, false);
+        let l = listen(&a, 0).unwrap();
+        let port = l.local_addr().unwrap().port();
+        (a, l, port)
+    }
+
+    /// A client of [`loopback_server`] that said hello and was admitted.
+    fn admitted_client(port: u16) -> Channel {
+        let mut c = client(port, None);
+        assert!(matches!(c.recv::<Resp>(), Ok(Resp::Hello { .. })));
+        c
+    }
+
     #[test]
     fn serves_clients_until_stopped_and_refuses_bad_tokens() {
         let mut a = args("127.0.0.1", Some("tok"), false);
@@ -361,7 +540,9 @@ mod tests {
         let s2 = seen.clone();
         for _ in 0..4 {
             let (st, peer) = l.accept().unwrap();
-            one_client(st, peer, &a, &log, &mut || Counting(s2.clone()));
+            one_client(st, peer, &a, &log, Timeouts::default(), &mut || {
+                Counting(s2.clone())
+            });
         }
         t.join().unwrap();
         assert_eq!(seen.get(), 4);
@@ -369,17 +550,105 @@ mod tests {
 
     #[test]
     fn once_returns_after_the_first_admitted_client() {
-        let a = args("127.0.0.1", None, false);
-        let l = listen(&a, 0).unwrap();
-        let port = l.local_addr().unwrap().port();
+        let (a, l, port) = loopback_server();
         let t = std::thread::spawn(move || {
-            let mut c = client(port, None);
-            assert!(matches!(c.recv::<Resp>(), Ok(Resp::Hello { .. })));
-            drop(c);
+            drop(admitted_client(port));
         });
         let seen = std::rc::Rc::new(std::cell::Cell::new(0));
         serve(&l, &a, &Log::silent(), || Counting(seen.clone())).unwrap();
         t.join().unwrap();
         assert_eq!(seen.get(), 0);
+    }
+
+    #[test]
+    fn silent_connections_are_closed_before_admission_and_the_next_client_is_served() {
+        let (a, l, port) = loopback_server();
+        let t = Timeouts {
+            pre_auth: Duration::from_millis(300),
+            idle: Duration::from_secs(30),
+        };
+        let clients = std::thread::spawn(move || {
+            let start = Instant::now();
+            // One connection that says nothing, one that starts a hello and never ends it.
+            let mut silent = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut trickle = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            trickle.write_all(b"{\"req\":\"hel").unwrap();
+            // Then a real client, queued behind them.
+            let mut c = admitted_client(port);
+            let admitted_after = start.elapsed();
+            // Admitted, it may be silent for longer than the pre-admission time.
+            std::thread::sleep(t.pre_auth * 2);
+            assert!(matches!(c.call::<_, Resp>(&Req::Counters), Ok(Resp::Ok)));
+            assert!(matches!(c.call::<_, Resp>(&Req::Bye), Ok(Resp::Ok)));
+            // The server closed the two that never said hello.
+            for s in [&mut silent, &mut trickle] {
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut b = [0u8; 1];
+                assert_eq!(std::io::Read::read(s, &mut b).unwrap(), 0);
+            }
+            admitted_after
+        });
+        let log = Log::keeping();
+        let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+        serve_from(|| l.accept(), &a, &log, t, || Counting(seen.clone()));
+        let admitted_after = clients.join().unwrap();
+        // Two pre-admission times and some slack, nowhere near the idle timeout.
+        assert!(
+            admitted_after < Duration::from_secs(3),
+            "{admitted_after:?}"
+        );
+        assert_eq!(seen.get(), 2);
+        let kept = log.kept();
+        let closed = kept
+            .iter()
+            .filter(|m| m.ends_with("closed: no hello within 0.3 s"))
+            .count();
+        assert_eq!(closed, 2, "{kept:#?}");
+        assert!(kept
+            .iter()
+            .any(|m| m.ends_with("admitted, serving host memory")));
+    }
+
+    #[test]
+    fn a_failed_accept_is_logged_and_the_server_goes_on() {
+        let (a, l, port) = loopback_server();
+        let t = std::thread::spawn(move || {
+            let mut c = admitted_client(port);
+            assert!(matches!(c.call::<_, Resp>(&Req::Bye), Ok(Resp::Ok)));
+        });
+        let mut failures = vec![
+            std::io::Error::from_raw_os_error(libc::EMFILE),
+            std::io::Error::from(std::io::ErrorKind::Interrupted),
+            std::io::Error::from_raw_os_error(libc::ECONNABORTED),
+        ]
+        .into_iter();
+        let mut accepts = 0;
+        let log = Log::keeping();
+        let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+        let start = Instant::now();
+        serve_from(
+            || {
+                accepts += 1;
+                failures.next().map_or_else(|| l.accept(), Err)
+            },
+            &a,
+            &log,
+            Timeouts::default(),
+            || Counting(seen.clone()),
+        );
+        t.join().unwrap();
+        assert_eq!(accepts, 4);
+        assert_eq!(seen.get(), 1);
+        let kept = log.kept();
+        let failed: Vec<&String> = kept
+            .iter()
+            .filter(|m| m.starts_with("accept failed"))
+            .collect();
+        // EMFILE and ECONNABORTED are logged with the wait; EINTR is retried silently.
+        assert_eq!(failed.len(), 2, "{kept:#?}");
+        assert!(failed[0].contains("next try in 50 ms"), "{}", failed[0]);
+        assert!(failed[1].contains("next try in 100 ms"), "{}", failed[1]);
+        // The waits are short.
+        assert!(start.elapsed() < Duration::from_secs(5));
     }
 }

@@ -271,9 +271,101 @@ fn mib(b: u64) -> u64 {
     b >> 20
 }
 
+/// nvpeer's pins above this percentage of BAR1 are a warning: the next registrations, nvpeer's
+/// or anyone's, are about to fail for want of BAR1.
+pub const PINNED_WARN_PERCENT: u64 = 75;
+
+/// BAR1 is low when less than this fraction of it is free (1/8) ...
+const FREE_LOW_DIVISOR: u64 = 8;
+/// ... or less than this many bytes.
+const FREE_LOW_BYTES: u64 = 1 << 30;
+
+/// `part` as a percentage of `whole`, one decimal; `None` when `whole` is 0.
+fn percent(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| (part as f64 * 1000.0 / whole as f64).round() / 10.0)
+}
+
+/// One GPU's BAR1 as far as it is known: its size (NVML or sysfs) and NVML's used/free.
+#[derive(Debug, Clone)]
+pub struct GpuBar1 {
+    pub bdf: String,
+    pub size: Option<u64>,
+    pub nvml: Option<crate::nvml::Bar1>,
+}
+
+/// nvpeer's pinned bytes set against BAR1. debugfs counts the pins of all GPUs together and
+/// publishes no split per GPU, so they are attributed to a GPU only when there is one; with
+/// several, they are set against the BAR1 of all of them together, which still bounds the worst
+/// GPU from below (pins above p % of the sum put at least one GPU above p % of its own BAR1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinnedShare {
+    /// The GPU the pins belong to, when there is only one.
+    pub gpu: Option<String>,
+    /// BAR1 the pins are compared with: that GPU's, or all GPUs' together.
+    pub bar1: u64,
+    /// Pinned bytes as a percentage of `bar1`.
+    pub percent_of_bar1: f64,
+    /// Pinned bytes as a percentage of NVML's used BAR1 (one GPU, NVML only).
+    pub percent_of_used: Option<f64>,
+    /// Free BAR1 (NVML), of that GPU or all GPUs together.
+    pub free: Option<u64>,
+}
+
+impl PinnedShare {
+    /// `None` when some GPU's BAR1 size is unknown (nothing to compare with).
+    pub fn of(pinned: u64, gpus: &[GpuBar1]) -> Option<PinnedShare> {
+        let sizes: Option<Vec<u64>> = gpus.iter().map(|g| g.size).collect();
+        let bar1 = sizes?.iter().try_fold(0u64, |a, &s| a.checked_add(s))?;
+        let percent_of_bar1 = percent(pinned, bar1)?;
+        let frees: Option<Vec<u64>> = gpus.iter().map(|g| g.nvml.map(|b| b.free)).collect();
+        let free = frees.and_then(|f| f.iter().try_fold(0u64, |a, &b| a.checked_add(b)));
+        let (gpu, percent_of_used) = match gpus {
+            [one] => (
+                Some(one.bdf.clone()),
+                one.nvml.and_then(|b| percent(pinned, b.used)),
+            ),
+            _ => (None, None),
+        };
+        Some(PinnedShare {
+            gpu,
+            bar1,
+            percent_of_bar1,
+            percent_of_used,
+            free,
+        })
+    }
+
+    /// Whether the pins are above [`PINNED_WARN_PERCENT`] of BAR1.
+    pub fn heavy(&self) -> bool {
+        self.percent_of_bar1 > PINNED_WARN_PERCENT as f64
+    }
+
+    fn describe(&self, pinned: u64, gpus: usize) -> String {
+        let mut line = match &self.gpu {
+            Some(bdf) => format!(
+                "nvpeer has {} MiB pinned on {bdf} (the only GPU): {} % of its BAR1 ({} MiB)",
+                mib(pinned),
+                self.percent_of_bar1,
+                mib(self.bar1)
+            ),
+            None => format!(
+                "nvpeer has {} MiB pinned over {gpus} GPUs: {} % of their BAR1 together ({} MiB); \
+                 debugfs counts all GPUs together, so one GPU's share is not known and may be higher",
+                mib(pinned),
+                self.percent_of_bar1,
+                mib(self.bar1)
+            ),
+        };
+        if let Some(u) = self.percent_of_used {
+            line.push_str(&format!(", {u} % of the BAR1 in use"));
+        }
+        line
+    }
+}
+
 /// `gpu.bar1`: BAR1 bounds how much GPU memory can be pinned for RDMA at once: its size (NVML, or
-/// the sysfs resource file), what is mapped now (NVML), and what nvpeer has pinned (debugfs).
-/// (BAR1 from sysfs is the second memory BAR, see [`bar1_size`].)
+/// the sysfs resource file), what is mapped now and what is free (NVML), and what nvpeer has
+/// pinned (debugfs) against both. (BAR1 from sysfs is the second memory BAR, see [`bar1_size`].)
 pub fn bar1(ctx: &Ctx) -> Check {
     const ID: &str = "gpu.bar1";
     const T: &str = "GPU BAR1";
@@ -289,6 +381,7 @@ pub fn bar1(ctx: &Ctx) -> Check {
     let mut small = Vec::new();
     let mut tight = Vec::new();
     let mut rows = Vec::new();
+    let mut bar1s = Vec::new();
     for g in &ctx.gpus {
         let nvml = ctx
             .probes
@@ -308,7 +401,7 @@ pub fn bar1(ctx: &Ctx) -> Check {
                 mib(b.free)
             ));
             // Less than an eighth free, or less than 1 GiB: the next large registration fails.
-            if b.total > 0 && (b.free < b.total / 8 || b.free < (1 << 30)) {
+            if b.total > 0 && (b.free < b.total / FREE_LOW_DIVISOR || b.free < FREE_LOW_BYTES) {
                 tight.push(g.bdf.clone());
             }
         }
@@ -320,13 +413,21 @@ pub fn bar1(ctx: &Ctx) -> Check {
             small.push(g.bdf.clone());
         }
         rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "bar1_used": nvml.map(|b| b.used), "bar1_free": nvml.map(|b| b.free), "fb_bytes": fbm}));
+        bar1s.push(GpuBar1 {
+            bdf: g.bdf.clone(),
+            size,
+            nvml,
+        });
     }
-    match pinned {
-        Some(p) => details.push(format!(
-            "nvpeer has {} MiB pinned (all GPUs; debugfs stats pinned_bytes)",
+    let share = pinned.and_then(|p| PinnedShare::of(p, &bar1s));
+    match (pinned, &share) {
+        (Some(p), Some(s)) => details.push(s.describe(p, bar1s.len())),
+        (Some(p), None) => details.push(format!(
+            "nvpeer has {} MiB pinned (all GPUs; debugfs stats pinned_bytes); not compared: a \
+             GPU's BAR1 size is unknown",
             mib(p)
         )),
-        None => details.push(
+        (None, _) => details.push(
             "nvpeer's pinned bytes: not readable (debugfs stats, root only, nvpeer loaded)".into(),
         ),
     }
@@ -339,16 +440,79 @@ pub fn bar1(ctx: &Ctx) -> Check {
         crate::nvml::NvmlProbe::Failed { error } => format!("sysfs; NVML: {error}"),
     };
     details.push(format!("source: {source}"));
-    let data = json!({"gpus": rows, "nvpeer_pinned_bytes": pinned, "source": source});
+    let data = json!({
+        "gpus": rows,
+        "nvpeer_pinned_bytes": pinned,
+        "nvpeer_pinned": share.as_ref().map(|s| json!({
+            "gpu": s.gpu,
+            "compared_with_bar1_bytes": s.bar1,
+            "percent_of_bar1": s.percent_of_bar1,
+            "percent_of_used": s.percent_of_used,
+            "free_bar1_bytes": s.free,
+            "attributed": s.gpu.is_some(),
+        })),
+        "pinned_warn_percent": PINNED_WARN_PERCENT,
+        "source": source,
+    });
+    // Every warning that applies, each with its fix.
+    let mut warnings: Vec<(String, String)> = Vec::new();
     if !small.is_empty() {
-        Check::new(ID, T, false, Status::Warn, format!("BAR1 below 1 GiB on {}", small.join(", ")))
+        warnings.push((
+            format!("BAR1 below 1 GiB on {}", small.join(", ")),
+            "Enable Resizable BAR / large BAR1 in the BIOS; registrations larger than BAR1 fail with EFAULT/ENOMEM.".into(),
+        ));
+    }
+    if let (Some(p), Some(s)) = (pinned, share.as_ref().filter(|s| s.heavy())) {
+        let (what, whose) = match &s.gpu {
+            Some(bdf) => (format!("BAR1 on {bdf}"), String::new()),
+            None => (
+                "the BAR1 of all GPUs together".to_string(),
+                format!(
+                    ", so at least one GPU has more than {PINNED_WARN_PERCENT} % of its own pinned"
+                ),
+            ),
+        };
+        warnings.push((
+            format!(
+                "nvpeer has pinned {} % of {what} ({} of {} MiB, above {PINNED_WARN_PERCENT} %){whose}",
+                s.percent_of_bar1,
+                mib(p),
+                mib(s.bar1)
+            ),
+            "nvpeer's pins hold BAR1, and registrations beyond the free BAR1 fail (EFAULT/ENOMEM): see which processes hold them (`tgid` in debugfs nvpeer/mrs), deregister MRs no longer used or cap the application's registration cache; a larger BAR1 (Resizable BAR in the BIOS) raises the bound.".into(),
+        ));
+    }
+    if !tight.is_empty() {
+        let whose = match (&share, pinned) {
+            (Some(s), Some(p)) if s.gpu.is_some() => match s.percent_of_used {
+                Some(u) if u >= 50.0 => format!(
+                    " Most of the BAR1 in use is nvpeer's pins ({} MiB, {u} %): deregister nvpeer MRs no longer used (`tgid` in debugfs nvpeer/mrs).",
+                    mib(p)
+                ),
+                _ => format!(
+                    " nvpeer's pins are {} MiB of it: the rest is other mappings (CUDA host-visible memory, nvidia-peermem, dma-buf exports).",
+                    mib(p)
+                ),
+            },
+            (_, Some(p)) => format!(
+                " nvpeer has {} MiB pinned over all GPUs (debugfs does not split them per GPU).",
+                mib(p)
+            ),
+            (_, None) => String::new(),
+        };
+        warnings.push((
+            format!(
+                "little BAR1 left on {} (less than 1/{FREE_LOW_DIVISOR} or 1 GiB free)",
+                tight.join(", ")
+            ),
+            format!("Registrations beyond the free BAR1 fail (EFAULT/ENOMEM): deregister what is no longer used, or check who maps it (`nvidia-smi -q -d MEMORY`).{whose}"),
+        ));
+    }
+    if !warnings.is_empty() {
+        let (summaries, fixes): (Vec<String>, Vec<String>) = warnings.into_iter().unzip();
+        Check::new(ID, T, false, Status::Warn, summaries.join("; "))
             .details(details)
-            .fix("Enable Resizable BAR / large BAR1 in the BIOS; registrations larger than BAR1 fail with EFAULT/ENOMEM.")
-            .data(data)
-    } else if !tight.is_empty() {
-        Check::new(ID, T, false, Status::Warn, format!("little BAR1 left on {}", tight.join(", ")))
-            .details(details)
-            .fix("Registrations beyond the free BAR1 fail (EFAULT/ENOMEM): deregister what is no longer used, or check who maps it (`nvidia-smi -q -d MEMORY`).")
+            .fix(fixes.join(" "))
             .data(data)
     } else if rows.iter().all(|r| r["bar1_bytes"].is_null()) {
         Check::new(ID, T, false, Status::Unknown, "BAR1 not readable")
@@ -448,4 +612,34 @@ pub fn mig(ctx: &Ctx) -> Check {
     )
     .details(details)
     .data(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_share_needs_every_bar1_size() {
+        let gpu = |bdf: &str, size: Option<u64>| GpuBar1 {
+            bdf: bdf.into(),
+            size,
+            nvml: None,
+        };
+        // A GPU of unknown size: nothing to compare with.
+        assert_eq!(
+            PinnedShare::of(1, &[gpu("a", Some(1 << 30)), gpu("b", None)]),
+            None
+        );
+        // No BAR1 at all, or sizes whose sum overflows: no figure rather than a wrong one.
+        assert_eq!(PinnedShare::of(1, &[gpu("a", Some(0))]), None);
+        assert_eq!(
+            PinnedShare::of(1, &[gpu("a", Some(u64::MAX)), gpu("b", Some(1))]),
+            None
+        );
+        assert_eq!(PinnedShare::of(1, &[]), None);
+        let s = PinnedShare::of(3 << 30, &[gpu("a", Some(4 << 30))]).unwrap();
+        assert_eq!((s.percent_of_bar1, s.heavy()), (75.0, false));
+        let s = PinnedShare::of((3 << 30) + (64 << 20), &[gpu("a", Some(4 << 30))]).unwrap();
+        assert!(s.heavy());
+    }
 }

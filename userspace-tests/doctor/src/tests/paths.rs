@@ -473,13 +473,18 @@ fn nvml_gpu(free: u64, mig: Result<Mig, String>) -> NvmlProbe {
     }
 }
 
+/// nvpeer's debugfs `stats` with `pinned` bytes pinned.
+fn pinned_stats(f: &Fx, pinned: u64) {
+    f.file(
+        "/sys/kernel/debug/nvpeer/stats",
+        format!("acquire_calls 3\nlive_mrs 1\npinned_bytes {pinned}\n"),
+    );
+}
+
 #[test]
 fn bar1_used_free_and_nvpeer_pins() {
     let f = Fx::healthy();
-    f.file(
-        "/sys/kernel/debug/nvpeer/stats",
-        "acquire_calls 3\nlive_mrs 1\npinned_bytes 2147483648\n",
-    );
+    pinned_stats(&f, 2 << 30);
     let mut p = Probes::none();
     p.nvml = nvml_gpu(200 << 30, Err("not supported".into()));
     let r = f.report_with(p.clone());
@@ -491,22 +496,106 @@ fn bar1_used_free_and_nvpeer_pins() {
         c.summary
     );
     assert_eq!(c.data["nvpeer_pinned_bytes"], 2u64 << 30);
-    assert!(c
-        .details
-        .iter()
-        .any(|d| d.contains("nvpeer has 2048 MiB pinned")));
+    // One GPU: the pins are its own, set against its BAR1 (2 of 256 GiB) and against what is in
+    // use (2 of 56 GiB).
+    assert!(
+        c.details.iter().any(|d| d.contains(
+            "nvpeer has 2048 MiB pinned on 0000:03:00.0 (the only GPU): 0.8 % of its BAR1 \
+             (262144 MiB), 3.6 % of the BAR1 in use"
+        )),
+        "{:#?}",
+        c.details
+    );
+    assert_eq!(c.data["nvpeer_pinned"]["attributed"], true);
+    assert_eq!(c.data["nvpeer_pinned"]["percent_of_bar1"], 0.8);
+    assert_eq!(c.data["nvpeer_pinned"]["free_bar1_bytes"], 200u64 << 30);
+    assert_eq!(c.data["pinned_warn_percent"], 75);
+
+    // Little free, little of it nvpeer's: the fix points at the other mappings.
     p.nvml = nvml_gpu(512 << 20, Err("not supported".into()));
-    let r = f.report_with(p);
-    assert_eq!(status(&r, "gpu.bar1"), Status::Warn);
-    assert!(check(&r, "gpu.bar1").summary.contains("little BAR1 left"));
-    // Without NVML: the size from sysfs, and the reason used/free are missing.
+    let r = f.report_with(p.clone());
+    let c = check(&r, "gpu.bar1");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.summary.contains("little BAR1 left"), "{}", c.summary);
+    let fix = c.fix.as_deref().unwrap();
+    assert!(fix.contains("nvpeer's pins are 2048 MiB of it"), "{fix}");
+    assert!(fix.contains("other mappings"), "{fix}");
+
+    // nvpeer holds 200 of 256 GiB (78.1 %, above 75 %) while 50 GiB are still free: a warning
+    // of its own, with the fix for nvpeer's pins.
+    pinned_stats(&f, 200 << 30);
+    p.nvml = nvml_gpu(50 << 30, Err("not supported".into()));
+    let c = check(&f.report_with(p.clone()), "gpu.bar1").clone();
+    assert_eq!(c.status, Status::Warn);
+    assert_eq!(
+        c.summary,
+        "nvpeer has pinned 78.1 % of BAR1 on 0000:03:00.0 (204800 of 262144 MiB, above 75 %)"
+    );
+    assert!(c.fix.as_deref().unwrap().contains("debugfs nvpeer/mrs"));
+    assert!(!c.summary.contains("little BAR1 left"));
+
+    // Both: the pins and little free; the free warning says the pins are most of what is used.
+    p.nvml = nvml_gpu(512 << 20, Err("not supported".into()));
+    let c = check(&f.report_with(p), "gpu.bar1").clone();
+    assert!(
+        c.summary.contains("nvpeer has pinned 78.1 %"),
+        "{}",
+        c.summary
+    );
+    assert!(c.summary.contains("little BAR1 left"), "{}", c.summary);
+    assert!(c
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("Most of the BAR1 in use is nvpeer's pins"));
+
+    // Without NVML: the size from sysfs, the reason used/free are missing, and the pins are
+    // still set against the size.
     let mut p = Probes::none();
     p.nvml = NvmlProbe::LibraryMissing;
-    let c = f.report_with(p);
-    assert!(check(&c, "gpu.bar1").data["source"]
+    let c = check(&f.report_with(p.clone()), "gpu.bar1").clone();
+    assert!(c.data["source"]
         .as_str()
         .unwrap()
         .contains("libnvidia-ml.so.1 not found"));
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.summary.contains("78.1 % of BAR1 on 0000:03:00.0"));
+    assert!(c.data["nvpeer_pinned"]["percent_of_used"].is_null());
+    pinned_stats(&f, 2 << 30);
+    assert_eq!(status(&f.report_with(p), "gpu.bar1"), Status::Pass);
+}
+
+#[test]
+fn bar1_pins_over_several_gpus_are_not_attributed() {
+    let f = Fx::healthy();
+    // A second GPU with 32 GiB of BAR1: 288 GiB together.
+    f.gpu("pci0000:80", &["0000:80:01.0", "0000:81:00.0"], 1, 32 << 30);
+    pinned_stats(&f, 200 << 30);
+    let c = check(&f.report(), "gpu.bar1").clone();
+    // 200 of 288 GiB: 69.4 %, below the warning, but said to be a lower bound for one GPU.
+    assert_eq!(c.status, Status::Pass, "{}", c.summary);
+    assert!(
+        c.details.iter().any(|d| d.contains(
+            "nvpeer has 204800 MiB pinned over 2 GPUs: 69.4 % of their BAR1 together \
+             (294912 MiB); debugfs counts all GPUs together, so one GPU's share is not known"
+        )),
+        "{:#?}",
+        c.details
+    );
+    assert_eq!(c.data["nvpeer_pinned"]["attributed"], false);
+    assert!(c.data["nvpeer_pinned"]["gpu"].is_null());
+    // 250 of 288 GiB: above 75 % of the sum, so some GPU is above 75 % of its own.
+    pinned_stats(&f, 250 << 30);
+    let c = check(&f.report(), "gpu.bar1").clone();
+    assert_eq!(c.status, Status::Warn);
+    assert!(
+        c.summary.contains(
+            "nvpeer has pinned 86.8 % of the BAR1 of all GPUs together (256000 of 294912 MiB, \
+             above 75 %), so at least one GPU has more than 75 % of its own pinned"
+        ),
+        "{}",
+        c.summary
+    );
 }
 
 #[test]

@@ -119,6 +119,7 @@ pub(super) fn steps_cmd(steps: &[String]) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn steps_parse() {
@@ -131,5 +132,33 @@ mod tests {
         assert_eq!(parse_step("sleep:100").unwrap(), Step::Sleep(100));
         assert!(parse_step("sleep").is_err());
         assert!(parse_step("bogus").is_err());
+    }
+
+    proptest! {
+        /// Whatever is typed, a step or an error, never a panic.
+        #[test]
+        fn any_string_parses_or_is_an_error(s in any::<String>()) {
+            let _ = parse_step(&s);
+        }
+
+        /// The same over strings made of the steps' own words, numbers, units and separators,
+        /// where the number parsers are reached.
+        #[test]
+        fn step_like_strings_parse_or_are_errors(
+            s in "(alloc|reg|free|dereg|activate|sleep|show|x)?(:(0x)?[0-9a-fA-FkKmMgGtTpPiBb.+-]{0,24}){0,4}",
+        ) {
+            let _ = parse_step(&s);
+        }
+
+        /// Numbers written in decimal or in hex come back as given.
+        #[test]
+        fn numbers_round_trip(size in any::<u64>(), off in any::<u64>(), ms in any::<u64>()) {
+            prop_assert_eq!(parse_step(&format!("alloc:{size}")).unwrap(), Step::Alloc(size));
+            prop_assert_eq!(
+                parse_step(&format!("reg:{off:#x}:{size}")).unwrap(),
+                Step::Reg(off, Some(size))
+            );
+            prop_assert_eq!(parse_step(&format!("sleep:{ms}")).unwrap(), Step::Sleep(ms));
+        }
     }
 }

@@ -1,0 +1,31 @@
+//! RDMA stack: peer-memory API, devices, nvpeer itself (under its drop-in name `nvidia_peermem` or
+//! its own), who serves `nv_mem`, conflicts, what the communication libraries will detect, dma-buf.
+//!
+//! One file per check: `peer_api`, `devices`, `nvpeer_module`, `nvidia_peermem`, `peer_clients`,
+//! `conflicts`, `consumers` (what the communication libraries will detect), `dmabuf`;
+//! `nv_mem_owner` holds what several of them ask: which module serves `nv_mem` and how nvpeer is
+//! installed.
+
+mod conflicts;
+mod consumers;
+mod devices;
+mod dmabuf;
+mod nv_mem_owner;
+mod nvidia_peermem;
+mod nvpeer_module;
+mod peer_api;
+mod peer_clients;
+
+pub use conflicts::conflicts;
+pub use consumers::{consumers, CONSUMERS};
+pub use devices::devices;
+pub use dmabuf::dmabuf;
+pub use nv_mem_owner::nvpeer_name;
+pub use nvidia_peermem::nvidia_peermem;
+pub use nvpeer_module::nvpeer_module;
+pub use peer_api::peer_api;
+pub use peer_clients::peer_clients;
+
+const PEERS: &str = "/sys/kernel/mm/memory_peers";
+/// nvpeer's debugfs summary (uapi/debugfs.md).
+const DEBUGFS_CONFIG: &str = "/sys/kernel/debug/nvpeer/config";

@@ -1,0 +1,135 @@
+//! `nvpeer.module`: whether nvpeer is loaded, under which name, its version and parameters.
+
+use super::nv_mem_owner::{
+    dropin, installed, nvpeer_name, Dropin, Owner, DROPIN, INSTALL_DROPIN, LOAD_DROPIN,
+};
+use super::DEBUGFS_CONFIG;
+use crate::checks::Ctx;
+use crate::report::{Check, Status};
+use serde_json::json;
+
+/// `nvpeer.module`: nvpeer is loaded (as `nvidia_peermem` or as `nvpeer`), whose `nvidia_peermem`
+/// is loaded, nvpeer's version and parameters.
+pub fn nvpeer_module(ctx: &Ctx) -> Check {
+    const ID: &str = "nvpeer.module";
+    const T: &str = "nvpeer loaded";
+    let drop = dropin(ctx);
+    let drop_json = drop.as_ref().map(Dropin::json);
+    let Some(name) = nvpeer_name(ctx) else {
+        let inst = installed(ctx);
+        let inst_json = json!({"dropin": inst.dropin, "nvpeer": inst.own, "dkms": inst.dkms});
+        let installed_any = inst.dkms || inst.dropin.is_some() || inst.own.is_some();
+        if let Some(d) = &drop {
+            let who = if d.owner == Owner::Nvidia {
+                "NVIDIA's"
+            } else {
+                "an unidentified"
+            };
+            return Check::new(ID, T, true, Status::Fail, format!("not loaded: {who} nvidia_peermem is ({})", d.why))
+                .fix(format!(
+                    "It serves nv_mem and nvpeer refuses to load beside it: `modprobe -r nvidia_peermem`, {INSTALL_DROPIN} so that `modinfo nvidia-peermem` names nvpeer, then `{LOAD_DROPIN}`."
+                ))
+                .data(json!({"loaded": false, "module_name": DROPIN, "owner": d.owner.as_str(), "nvidia_peermem": drop_json, "installed": installed_any, "install": inst_json}));
+        }
+        let (summary, fix) = if inst.dkms && inst.dropin.is_some() {
+            (
+                "installed (DKMS, as nvidia-peermem) but not loaded".to_string(),
+                format!("Run `{LOAD_DROPIN}` (and enable nvpeer.service to load it at boot)."),
+            )
+        } else if let Some(p) = &inst.dropin {
+            (
+                format!("not loaded; {p} is installed (nvpeer's if `modinfo nvidia-peermem` names nvpeer, else NVIDIA's)"),
+                format!("If `modinfo nvidia-peermem` names nvpeer, run `{LOAD_DROPIN}`; otherwise {INSTALL_DROPIN}, then `{LOAD_DROPIN}`."),
+            )
+        } else if inst.own.is_some() {
+            (
+                "installed as nvpeer only (the side-by-side name), not loaded".to_string(),
+                format!("Install nvpeer as nvidia-peermem (`make dkms-install` or `make install`: docs/install.md), then `{LOAD_DROPIN}`: under the name nvpeer NCCL, UCX and NVSHMEM do not find it."),
+            )
+        } else {
+            (
+                "not installed for this kernel".to_string(),
+                format!("Install nvpeer for this kernel (`make dkms-install`: DKMS builds it as nvidia-peermem, docs/install.md), then `{LOAD_DROPIN}`."),
+            )
+        };
+        return Check::new(ID, T, true, Status::Fail, summary)
+            .fix(fix)
+            .data(json!({"loaded": false, "module_name": null, "owner": null, "nvidia_peermem": drop_json, "installed": installed_any, "install": inst_json}));
+    };
+    let base = format!("/sys/module/{name}");
+    let version = ctx.root.read_trim(&format!("{base}/version"));
+    let mut params = serde_json::Map::new();
+    let sysfs_params = format!("{base}/parameters");
+    let mut source = sysfs_params.clone();
+    for p in ctx.root.list(&sysfs_params) {
+        let v = ctx
+            .root
+            .read_trim(&format!("{sysfs_params}/{p}"))
+            .unwrap_or_else(|| "(unreadable)".into());
+        params.insert(p, json!(v));
+    }
+    // Rust `module!` parameters (Linux 7.2) do not appear in sysfs; nvpeer reports the values in
+    // effect in debugfs `config` (`<name> <value>` lines; root only), under either module name.
+    let mut clients = Vec::new();
+    if let Some(cfg) = ctx.root.read(DEBUGFS_CONFIG) {
+        for line in cfg.lines() {
+            match line.split_once(' ') {
+                Some(("client", rest)) => clients.push(rest.to_string()),
+                Some(("version", _)) | None => {}
+                Some((k, v)) if params.is_empty() || source == DEBUGFS_CONFIG => {
+                    source = DEBUGFS_CONFIG.to_string();
+                    params.insert(k.to_string(), json!(v.trim()));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let taint = ctx
+        .root
+        .read_trim(&format!("{base}/taint"))
+        .unwrap_or_default();
+    let mut details: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    let how = if name == DROPIN {
+        "as nvidia_peermem (drop-in)"
+    } else {
+        details.push("loaded under its own name: the libraries that probe /sys/module/nvidia_peermem do not find it (peer.consumers)".into());
+        "as nvpeer (side-by-side name)"
+    };
+    if let Some(d) = drop.as_ref().filter(|d| d.owner != Owner::Nvpeer) {
+        details.push(format!(
+            "also loaded: nvidia_peermem, {} (peer.conflicts)",
+            d.why
+        ));
+    }
+    let v = version.clone().unwrap_or_else(|| "no version".into());
+    let shown: Vec<&String> = details.iter().filter(|d| d.contains('=')).collect();
+    let params_text = if shown.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {}",
+            shown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!("loaded {how}, {v}{params_text}"),
+    )
+    .details(details)
+    .data(json!({
+        "loaded": true, "module_name": name, "owner": "nvpeer", "nvidia_peermem": drop_json,
+        "version": version, "parameters": params,
+        "parameters_source": if params.is_empty() { None } else { Some(source) },
+        "clients": clients, "taint": taint
+    }))
+}

@@ -1,0 +1,106 @@
+//! `peer.clients`: the registered peer-memory clients and their counters, or the module that serves
+//! `nv_mem` where the core keeps no client list.
+
+use super::nv_mem_owner::{serving, serving_json, LOAD_DROPIN};
+use super::{DEBUGFS_CONFIG, PEERS};
+use crate::checks::Ctx;
+use crate::report::{Check, Status};
+use serde_json::json;
+
+/// One registered peer-memory client and its counters.
+fn client_json(ctx: &Ctx, name: &str) -> serde_json::Value {
+    let base = format!("{PEERS}/{name}");
+    let mut m = serde_json::Map::new();
+    m.insert("name".into(), json!(name));
+    for f in ctx.root.list(&base) {
+        if let Some(v) = ctx.root.read_trim(&format!("{base}/{f}")) {
+            m.insert(f, json!(v));
+        }
+    }
+    serde_json::Value::Object(m)
+}
+
+/// `peer.clients`: who serves `nv_mem`. Where the core keeps a client list
+/// (`/sys/kernel/mm/memory_peers`, MLNX_OFED before 24.04, or a kernel that exports `mm_kobj`),
+/// its entries and counters; where it keeps none (DOCA-OFED / OFED ≥ 24.04 on a kernel without
+/// the `mm_kobj` export), the loaded module that serves it.
+pub fn peer_clients(ctx: &Ctx) -> Check {
+    const ID: &str = "peer.clients";
+    const T: &str = "registered peer clients";
+    let sysfs = ctx.root.is_dir(PEERS);
+    let names = ctx.root.list(PEERS);
+    let clients: Vec<serde_json::Value> = names.iter().map(|n| client_json(ctx, n)).collect();
+    let mut details: Vec<String> = clients
+        .iter()
+        .map(|c| {
+            format!(
+                "{} version {} (mrs {}/{} alloc/dealloc, {} invalidations)",
+                c["name"].as_str().unwrap_or(""),
+                c["version"].as_str().unwrap_or("?"),
+                c["num_alloc_mrs"].as_str().unwrap_or("?"),
+                c["num_dealloc_mrs"].as_str().unwrap_or("?"),
+                c["num_free_callbacks"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    let serve = serving(ctx);
+    let modules: Vec<&str> = serve.iter().map(|(_, _, d)| d.as_str()).collect();
+    let data = json!({"clients": clients, "sysfs": sysfs, "served_by": serving_json(&serve)});
+    let load = format!("Load nvpeer: `{LOAD_DROPIN}` (DKMS installs it under that name: docs/install.md); it registers the `nv_mem` client.");
+    if sysfs {
+        if names.iter().any(|n| n == "nv_mem" || n == "nv_mem_nc") {
+            return Check::new(ID, T, true, Status::Pass, names.join(", "))
+                .details(details)
+                .data(data);
+        }
+        if !modules.is_empty() {
+            return Check::new(ID, T, true, Status::Fail, format!("{} loaded, but no nv_mem client in {PEERS}", modules.join(", ")))
+                .details(details)
+                .fix("The module did not register with this core: see `dmesg | grep -i -e nvpeer -e peer`.")
+                .data(data);
+        }
+        let summary = if names.is_empty() {
+            "no peer-memory client registered".to_string()
+        } else {
+            format!("only {}", names.join(", "))
+        };
+        return Check::new(ID, T, true, Status::Fail, summary)
+            .details(details)
+            .fix(load)
+            .data(data);
+    }
+    details.push(format!(
+        "no {PEERS}: DOCA-OFED (OFED ≥ 24.04) creates it only on kernels that export mm_kobj, which mainline stopped doing in 2023 (\"mm: no need to export mm_kobj\")"
+    ));
+    if modules.is_empty() {
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Fail,
+            "no peer-memory module loaded (and this core keeps no client list in sysfs)",
+        )
+        .details(details)
+        .fix(load)
+        .data(data);
+    }
+    if let Some(cfg) = ctx.root.read(DEBUGFS_CONFIG) {
+        details.extend(
+            cfg.lines()
+                .filter_map(|l| l.strip_prefix("client "))
+                .map(|c| format!("nvpeer registered client {c} (debugfs config)")),
+        );
+    }
+    Check::new(
+        ID,
+        T,
+        true,
+        Status::Pass,
+        format!(
+            "this core keeps no client list in sysfs; nv_mem served by {}",
+            modules.join(", ")
+        ),
+    )
+    .details(details)
+    .data(data)
+}

@@ -1,0 +1,116 @@
+//! The overall verdict: ready, not ready, could not check; the JSON report; roots that are missing,
+//! empty or live.
+
+use super::*;
+
+#[test]
+fn healthy_node_is_ready() {
+    let r = Fx::healthy().report();
+    for c in &r.checks {
+        assert!(c.status != Status::Fail, "{} failed: {}", c.id, c.summary);
+    }
+    assert_eq!(r.verdict, Verdict::Ready);
+    assert_eq!(r.exit_code, 0);
+    assert_eq!(status(&r, "pci.topology"), Status::Pass);
+    assert_eq!(check(&r, "pci.topology").data["pairs"][0]["class"], "PIX");
+    let table = r.render_table(false);
+    assert!(table.contains("✔") && table.contains("READY"), "{table}");
+}
+
+#[test]
+fn any_gating_failure_means_not_ready() {
+    let f = Fx::healthy();
+    f.rm("/sys/module/nvidia_peermem");
+    let r = f.report();
+    assert_eq!(status(&r, "nvpeer.module"), Status::Fail);
+    assert_eq!(r.verdict, Verdict::NotReady);
+    assert_eq!(r.exit_code, 1);
+    let table = r.render_table(false);
+    assert!(
+        table.contains("✘") && table.contains("→ Install nvpeer"),
+        "{table}"
+    );
+}
+
+#[test]
+fn unreadable_gating_input_means_could_not_check() {
+    let f = Fx::healthy();
+    f.rm("/proc/kallsyms");
+    let r = f.report();
+    assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Unknown);
+    assert_eq!(status(&r, "rdma.peer_api"), Status::Unknown);
+    assert_eq!(r.verdict, Verdict::CouldNotCheck);
+    assert_eq!(r.exit_code, 2);
+}
+
+#[test]
+fn warnings_do_not_change_the_verdict() {
+    let f = Fx::healthy();
+    f.file("/proc/cpuinfo", "flags\t: fpu hypervisor\n");
+    let r = f.report();
+    assert_eq!(status(&r, "platform.virtualization"), Status::Warn);
+    assert!(check(&r, "platform.virtualization").fix.is_some());
+    assert_eq!(r.verdict, Verdict::Ready);
+}
+
+#[test]
+fn json_report_has_every_check() {
+    let r = Fx::healthy().report();
+    let v: serde_json::Value = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(v["verdict"], "ready");
+    assert_eq!(v["exit_code"], 0);
+    let ids: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "nvidia.driver",
+        "nvidia.flavour",
+        "rdma.peer_api",
+        "peer.clients",
+        "pci.acs",
+        "kernel.rust",
+        "kernel.signing",
+    ] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+}
+
+#[test]
+fn missing_root_is_could_not_check() {
+    let args = Args {
+        root: "/nonexistent/doctor-root".into(),
+        json: true,
+        verbose: false,
+        no_probes: true,
+        require: Require::Any,
+    };
+    assert_eq!(crate::run(args), 2);
+}
+
+#[test]
+fn empty_root_fails_cleanly() {
+    let f = Fx::new();
+    let r = f.report();
+    assert_eq!(r.verdict, Verdict::NotReady);
+    assert_eq!(status(&r, "nvidia.driver"), Status::Fail);
+    assert_eq!(status(&r, "pci.topology"), Status::Skip);
+    assert_eq!(status(&r, "kernel.rust"), Status::Unknown);
+}
+
+#[test]
+fn live_system_does_not_panic() {
+    // Whatever this machine is, every check must produce a result (probes included).
+    let args = Args {
+        root: "/".into(),
+        json: false,
+        verbose: true,
+        no_probes: false,
+        require: Require::Any,
+    };
+    let r = diagnose(&args, Probes::run());
+    assert_eq!(r.checks.len(), crate::checks::run_all_count());
+    assert!(!r.render_table(true).is_empty());
+}

@@ -1,0 +1,309 @@
+//! `nvpeer bench`: registration latency per size, and bandwidth/latency sweeps with perftest's
+//! columns (`ib_write_bw -a`, `ib_read_bw`, `ib_send_bw`, `ib_write_lat --write_with_imm`).
+//!
+//! Files by test: `registration` (reg / dereg latency), `bandwidth` (write, read and send bandwidth,
+//! and against perftest's own server), `latency` (WRITE_WITH_IMM ping-pong), `reports` (the
+//! `--json` document and the `--out_json` file). This file holds what the tests share (the
+//! session, its connections, perftest's names) and the entry point that runs them.
+
+mod bandwidth;
+mod latency;
+mod registration;
+mod reports;
+
+use reports::write_reports;
+
+pub use bandwidth::{cq_mod, BwPlan, PEAK_MAX_ITERS};
+
+use crate::cli::{BenchArgs, BenchTest, MemKind, Role};
+use crate::mem::{self, Backend};
+use crate::peer::{self, Peer, Req, Target};
+use crate::perftest_peer;
+use crate::reg::{RegPath, Registrar};
+use crate::report::{self, TestInfo};
+use crate::stats;
+use crate::verbs::{self, Device, Endpoint};
+use serde_json::{json, Value};
+use std::rc::Rc;
+use std::time::Duration;
+
+const POLL: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BenchError(String);
+
+fn be<E: std::fmt::Display>(ctx: &str) -> impl Fn(E) -> BenchError + '_ {
+    move |e| BenchError(format!("{ctx}: {e}"))
+}
+
+struct Bench {
+    args: BenchArgs,
+    mem: MemKind,
+    backend: Rc<dyn Backend>,
+    dev: Option<Rc<Device>>,
+    reg: Registrar,
+    peer: Option<Peer>,
+}
+
+fn sizes(a: &BenchArgs) -> Vec<u64> {
+    if a.all {
+        stats::sweep_sizes(a.max_size)
+    } else {
+        vec![a.size]
+    }
+}
+
+impl Bench {
+    fn say(&self, s: &str) {
+        if !self.args.common.json {
+            report::say(s);
+        }
+    }
+
+    /// perftest's `test_info` for this run (`ep`: the connected endpoint, for the negotiated MTU
+    /// and READ depth).
+    fn info(
+        &self,
+        test: &str,
+        ep: Option<&Endpoint>,
+        cq_mod: Option<u64>,
+        reads: Option<bool>,
+    ) -> Value {
+        let dev = self.dev.as_deref();
+        let (mtu, out_reads) = ep.map_or((dev.map_or(0, |d| d.mtu as u8), 0), Endpoint::offer);
+        report::test_info_json(&TestInfo {
+            test: test.into(),
+            device: dev.map(|d| d.name.clone()).unwrap_or_default(),
+            link_layer: dev.map(|d| d.link_layer.clone()).unwrap_or_default(),
+            tx_depth: cq_mod.map(|_| self.args.tx_depth),
+            cq_mod,
+            qps: if cq_mod.is_some() { self.args.qps } else { 1 },
+            mtu: verbs::mtu_bytes(mtu),
+            gid_index: dev.map_or(0, |d| u32::from(d.gid_index)),
+            out_reads: reads.filter(|r| *r).map(|_| out_reads),
+            mem: self.mem.to_string(),
+            cuda_device: matches!(self.mem, MemKind::Cuda | MemKind::CudaDmabuf)
+                .then(|| self.args.memory().1.to_string()),
+            gbits: self.args.report_gbits,
+        })
+    }
+
+    /// A QP connected to the far side's, with `-m` and `-o` applied before the negotiation; `more`:
+    /// the far side keeps its earlier QPs (`-q`).
+    fn connect(&mut self, depth: u32, more: bool) -> Result<Endpoint, BenchError> {
+        let dev = self
+            .dev
+            .clone()
+            .ok_or_else(|| BenchError("no RDMA device".into()))?;
+        let mut ep = Endpoint::new(&dev, depth).map_err(be("QP"))?;
+        self.limit(&mut ep);
+        let p = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| BenchError("no peer".into()))?;
+        let info = p
+            .connect_more(ep.info(), depth, more)
+            .map_err(be("peer connect"))?;
+        ep.connect(&info).map_err(be("connect"))?;
+        Ok(ep)
+    }
+
+    fn limit(&self, ep: &mut Endpoint) {
+        if let Some(code) = self.args.mtu.and_then(verbs::mtu_code) {
+            ep.limit_mtu(code);
+        }
+        if let Some(n) = self.args.out_reads {
+            ep.limit_out_reads(n);
+        }
+        if let Some(tc) = self.args.tos {
+            ep.set_traffic_class(tc);
+        }
+    }
+}
+
+/// perftest's title of a test's table.
+fn perftest_title(test: BenchTest) -> &'static str {
+    match test {
+        BenchTest::ReadBw => "RDMA_Read BW Test",
+        BenchTest::SendBw => "Send BW Test",
+        BenchTest::WriteLat => "RDMA_Write_imm Latency Test",
+        BenchTest::Reg => "Registration Latency Test",
+        BenchTest::WriteBw => "RDMA_Write BW Test",
+    }
+}
+
+/// perftest's `test_info.test` of a test (`RDMA_Write_BW_Test`, ...).
+pub fn perftest_name(test: BenchTest) -> String {
+    perftest_title(test).replace(' ', "_")
+}
+
+/// Entry point of `nvpeer bench`.
+pub fn run(args: BenchArgs) -> u8 {
+    if let Err(e) = args.check() {
+        eprintln!("nvpeer bench: {e}");
+        return 2;
+    }
+    let mut c = args.common.clone();
+    // perftest's --use_cuda* choose the memory as --mem/--gpu do.
+    (c.mem, c.gpu) = args.memory();
+    let path = match c.mem {
+        MemKind::CudaDmabuf => RegPath::DmaBuf,
+        MemKind::Emu => RegPath::EmuCore,
+        _ => RegPath::VaMr,
+    };
+    if c.server {
+        let opts = perftest_peer::ServeOpts {
+            size: if args.all { args.max_size } else { args.size },
+            gid_given: c.gid_index.is_some(),
+            mtu: args.mtu.and_then(verbs::mtu_code),
+            traffic_class: args.tos.unwrap_or(0),
+        };
+        return peer::run_server("nvpeer bench --server", &c, path, Some(opts));
+    }
+    // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
+    // larger).
+    if args.all && args.tests.iter().any(|t| *t != BenchTest::Reg) {
+        if let Err(e) = figures::size::check_message(args.max_size) {
+            eprintln!("nvpeer bench: --max-size: {e}");
+            return 2;
+        }
+    }
+    let mem_kind = c.mem;
+    let backend: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
+        Ok(b) => Rc::from(b),
+        Err(e) => {
+            eprintln!("nvpeer bench: {e}");
+            return 2;
+        }
+    };
+    let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
+        Ok(d) => Some(Rc::new(d)),
+        Err(e) if mem_kind == MemKind::Emu && !c.server => {
+            if !c.json {
+                eprintln!(
+                    "nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu only"
+                );
+            }
+            None
+        }
+        Err(e) => {
+            eprintln!(
+                "nvpeer bench: {e}\n  probable cause: {}",
+                crate::causes::device(&e)
+            );
+            return 2;
+        }
+    };
+    let core = if c.mem == MemKind::Emu {
+        mem::emu::EmuBackend::open().ok().and_then(|b| b.core())
+    } else {
+        None
+    };
+    let reg = Registrar {
+        pd: dev.as_ref().map(|d| d.pd.clone()),
+        core,
+        path,
+    };
+    let peer = match (&dev, c.role()) {
+        // perftest's server speaks only its own exchange (bw_perftest): no nvpeer channel to it.
+        (Some(_), Role::Client(_)) if args.perftest => None,
+        (Some(_), Role::Client(h)) => {
+            match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
+                Ok(ch) => {
+                    let mut p = Peer::Remote(ch);
+                    if let Err(e) = p.call(peer::hello(&c)) {
+                        eprintln!("nvpeer bench: {e}");
+                        return 2;
+                    }
+                    Some(p)
+                }
+                Err(e) => {
+                    eprintln!("nvpeer bench: {e} (is `nvpeer bench --server` running there?)");
+                    return 2;
+                }
+            }
+        }
+        // In loopback the far QP is this node's too: it sends with the same -T.
+        (Some(d), _) => Some(Peer::Local(Box::new(
+            Target::new(d.clone(), backend.clone(), path, c.serve.mem_limit)
+                .with_traffic_class(args.tos.unwrap_or(0)),
+        ))),
+        (None, _) => None,
+    };
+    let mut b = Bench {
+        args,
+        mem: mem_kind,
+        backend,
+        dev,
+        reg,
+        peer,
+    };
+    let mut out = Vec::new();
+    let mut failed = false;
+    // A test this node cannot run at all makes the exit status 2 (could not run), not 1.
+    let mut could_not_run = false;
+    for t in b.args.tests.clone() {
+        let r = match (t, c.role()) {
+            (t, Role::Client(h)) if b.args.perftest => b.bw_perftest(t, &h),
+            (t, _) => match t {
+                BenchTest::Reg => b.reg(),
+                _ if b.peer.is_none() || c.mem == MemKind::Emu => {
+                    could_not_run = true;
+                    Err(BenchError(
+                        "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
+                            .into(),
+                    ))
+                }
+                BenchTest::WriteLat => b.lat(),
+                t => b.bw(t),
+            },
+        };
+        match r {
+            Ok(v) => out.push(v),
+            Err(e) => {
+                failed = true;
+                eprintln!("nvpeer bench: {}: {e}", t.name());
+                out.push(json!({"test": t.name(), "error": e.to_string()}));
+            }
+        }
+    }
+    if let Some(Peer::Remote(_)) = b.peer.as_ref() {
+        let _ = b.peer.as_mut().map(|p| p.unit(Req::Bye));
+    }
+    let gpu_bus = b
+        .backend
+        .facts()
+        .into_iter()
+        .find(|(k, _)| k == "pci bus id")
+        .map(|(_, v)| v);
+    let env = crate::environment::collect(
+        std::path::Path::new("/"),
+        b.dev.as_ref().map(|d| d.name.as_str()),
+        gpu_bus.as_deref(),
+        crate::environment::ofed_info(),
+    );
+    b.say(&format!("\n{}", env.text()));
+    if !write_reports(&b.args, c.mem, b.dev.as_deref(), &env, &out) {
+        could_not_run = true;
+    }
+    if could_not_run {
+        2
+    } else {
+        u8::from(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn sweep_never_overflows(max in 0u64..=u64::MAX) {
+            let v = stats::sweep_sizes(max);
+            proptest::prop_assert!(v.iter().all(|s| *s <= max && s.is_power_of_two()));
+            proptest::prop_assert!(v.len() <= 63);
+        }
+    }
+}

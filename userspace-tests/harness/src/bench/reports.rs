@@ -1,0 +1,171 @@
+//! The bench's output files: the `--json` document (every test, the environment), perftest's
+//! `--out_json` document of the one test, and the `--junit` XML (a test case per test and size).
+
+use crate::cli::{BenchArgs, MemKind};
+use crate::junit;
+use crate::report::{self, CaseResult};
+use crate::verbs::Device;
+use serde_json::{json, Value};
+
+/// The JUnit cases of a bench run: one per test and size measured, named `test[MsgSize]`, its
+/// result row (perftest's keys) as JSON in `system-out`; a test that could not run is one failed
+/// case with its error, a test that measured nothing one skipped case.
+pub(super) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
+    let mut cases = Vec::new();
+    for t in tests {
+        let name = t["test"].as_str().unwrap_or("test");
+        if let Some(e) = t.get("error") {
+            let e = e.as_str().map_or_else(|| e.to_string(), str::to_string);
+            cases.push(CaseResult::fail(name, e.clone(), e));
+            continue;
+        }
+        let rows = t["results"].as_array().map_or(&[][..], Vec::as_slice);
+        if rows.is_empty() {
+            cases.push(CaseResult::skip(name, "no size was measured"));
+        }
+        for (i, r) in rows.iter().enumerate() {
+            let size = r["MsgSize"]
+                .as_u64()
+                .map_or_else(|| format!("#{i}"), |s| s.to_string());
+            cases.push(CaseResult::pass(&format!("{name}[{size}]"), r.to_string()));
+        }
+    }
+    cases
+}
+
+/// Prints the `--json` document (nvpeer's: every test, the environment) and writes the
+/// `--out_json` file (perftest's document of the one test); false when the file could not be
+/// written or its test did not run.
+pub(super) fn write_reports(
+    args: &BenchArgs,
+    mem_kind: MemKind,
+    dev: Option<&Device>,
+    env: &crate::environment::Environment,
+    tests: &[Value],
+) -> bool {
+    let mut ok = true;
+    if args.common.json {
+        let doc = json!({
+            "tool": "nvpeer bench",
+            "version": env!("CARGO_PKG_VERSION"),
+            "mem": mem_kind.to_string(),
+            "device": dev.map(|d| d.name.clone()),
+            "environment": env,
+            "tests": tests,
+        });
+        report::say(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+    }
+    if let Some(f) = args.json_file() {
+        // One test per file (BenchArgs::check); a failed test leaves no file, as in perftest.
+        match tests.first() {
+            Some(t) if t.get("error").is_none() => {
+                let rows = t["results"].as_array().cloned().unwrap_or_default();
+                let doc = report::perftest_doc(&t["test_info"], &rows);
+                if let Err(e) =
+                    std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap_or_default())
+                {
+                    eprintln!("nvpeer bench: writing {}: {e}", f.display());
+                    ok = false;
+                }
+            }
+            _ => ok = false,
+        }
+    }
+    if let Some(f) = &args.junit {
+        let written = junit::render("nvpeer bench", &junit_cases(tests), &[], &env.pairs())
+            .and_then(|x| std::fs::write(f, x));
+        if let Err(e) = written {
+            eprintln!("nvpeer bench: writing {}: {e}", f.display());
+            ok = false;
+        }
+    }
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn junit_has_a_testcase_per_test_and_size() {
+        let tests = vec![
+            json!({"test": "write_bw", "test_info": {}, "results": [
+                {"MsgSize": 2, "n_iterations": 5000, "BW_peak": 1.5, "BW_average": 1.25, "MsgRate": 0.6},
+                {"MsgSize": 65536, "n_iterations": 5000, "BW_peak": 9000.0, "BW_average": 8800.5, "MsgRate": 0.14},
+            ]}),
+            json!({"test": "reg", "test_info": {}, "results": [
+                {"MsgSize": 4096, "n_iterations": 1000, "reg": {"t_typical": 3.5}},
+            ]}),
+            json!({"test": "write_lat", "error": "needs an RDMA device <rxe>"}),
+            json!({"test": "read_bw", "test_info": {}, "results": []}),
+        ];
+        let env = crate::environment::Environment {
+            tool: "nvpeer 0.1.0".into(),
+            command_line: "nvpeer bench -a --junit b.xml".into(),
+            kernel: Some("6.12.48".into()),
+            nic: Some("mlx5_0".into()),
+            ..Default::default()
+        };
+        let cases = junit_cases(&tests);
+        let x = junit::render("nvpeer bench", &cases, &[], &env.pairs()).unwrap();
+        let x = String::from_utf8(x).unwrap();
+        assert!(
+            x.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"),
+            "{x}"
+        );
+        assert!(
+            x.contains(
+                r#"<testsuite name="nvpeer bench" tests="5" failures="1" errors="0" skipped="1""#
+            ),
+            "{x}"
+        );
+        assert_eq!(x.matches("<testcase ").count(), 5, "{x}");
+        for name in [
+            "write_bw[2]",
+            "write_bw[65536]",
+            "reg[4096]",
+            "write_lat",
+            "read_bw",
+        ] {
+            assert!(
+                x.contains(&format!(
+                    r#"<testcase name="{name}" classname="nvpeer bench""#
+                )),
+                "{name}: {x}"
+            );
+        }
+        // The row's figures under perftest's keys, escaped.
+        assert!(x.contains("&quot;BW_average&quot;:8800.5"), "{x}");
+        assert!(
+            x.contains(r#"<failure message="needs an RDMA device &lt;rxe&gt;">"#),
+            "{x}"
+        );
+        assert!(
+            x.contains(r#"<skipped message="no size was measured"/>"#),
+            "{x}"
+        );
+        // The environment as properties.
+        for (k, v) in [
+            ("kernel", "6.12.48"),
+            ("nic", "mlx5_0"),
+            ("command line", "nvpeer bench -a --junit b.xml"),
+        ] {
+            assert!(
+                x.contains(&format!(r#"<property name="{k}" value="{v}"/>"#)),
+                "{k}: {x}"
+            );
+        }
+    }
+
+    #[test]
+    fn junit_cases_of_odd_documents_never_panic() {
+        let odd = vec![
+            json!(null),
+            json!({"test": 7, "results": {"MsgSize": 1}}),
+            json!({"error": 3}),
+        ];
+        let cases = junit_cases(&odd);
+        assert_eq!(cases.len(), 3);
+        assert_eq!(cases[2].detail, "3");
+    }
+}

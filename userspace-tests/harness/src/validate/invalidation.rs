@@ -1,0 +1,264 @@
+//! Invalidation (`inval.*`): freeing memory under a live MR, idle and with transfers in flight.
+
+use super::{Suite, POLL};
+use crate::mem;
+use crate::peer::Req;
+use crate::reg::RegPath;
+use crate::report::CaseResult;
+use crate::verbs::{self, Op};
+use std::time::Duration;
+
+impl Suite {
+    pub(super) fn inval_cases(&mut self, path: RegPath) {
+        for inflight in [false, true] {
+            let name = format!(
+                "inval.{}[{}]",
+                if inflight {
+                    "free-inflight"
+                } else {
+                    "free-idle"
+                },
+                path.label()
+            );
+            self.case(&name.clone(), |s| {
+                if !s.gpu() {
+                    return CaseResult::skip(&name, "host memory stays pinned by its MR; invalidation applies to GPU memory");
+                }
+                if let Some(w) = s.no_regs(path) {
+                    return CaseResult::skip(&name, w);
+                }
+                if path == RegPath::EmuCore {
+                    if inflight {
+                        return CaseResult::skip(&name, "no DMA engine behind the emulated core; see the emulator scenario suites");
+                    }
+                    return s.inval_emu(&name);
+                }
+                match s.inval_verbs(&name, path, inflight) {
+                    Ok(r) | Err(r) => r,
+                }
+            });
+        }
+    }
+
+    fn inval_emu(&mut self, name: &str) -> CaseResult {
+        let reg = self.registrar(RegPath::EmuCore);
+        let mut buf = match self.alloc(1 << 20) {
+            Ok(b) => b,
+            Err(e) => return CaseResult::fail(name, e.to_string(), "allocation failed"),
+        };
+        let before = self.counters();
+        let mr = match self.try_reg(name, &reg, buf.as_ref(), 4096, 300_000) {
+            Ok(m) => m,
+            Err(r) => return r,
+        };
+        if let Err(e) = buf.release() {
+            return CaseResult::fail(name, e.to_string(), "emulated cudaFree failed");
+        }
+        let q = match mr.emu().map(|m| m.query()) {
+            Some(Ok(q)) => q,
+            Some(Err(e)) => return CaseResult::fail(name, e.to_string(), "cannot query the MR"),
+            None => return CaseResult::fail(name, "not an emulated MR", "internal"),
+        };
+        use mem::emu::{qflags, state};
+        let stopped = q.state != state::MAPPED || q.flags & qflags::REVOKED != 0;
+        // What the case expects comes from what the loaded module publishes (as on a real node,
+        // where no emulator tells); the emulated core's record of the client that took the MR
+        // is checked against it.
+        let registered_invalidating = q.flags & qflags::INVALIDATING != 0;
+        let (invalidating, mode) = match self.facts.persistent {
+            Some(persistent) if persistent == registered_invalidating => {
+                return CaseResult::fail(
+                    name,
+                    format!(
+                        "the loaded module publishes persistent_api_support={}, but the core \
+                         registered the MR with {} client",
+                        u8::from(persistent),
+                        if registered_invalidating {
+                            "an invalidating"
+                        } else {
+                            "a persistent"
+                        }
+                    ),
+                    "the client mode the module publishes is not the one it registered",
+                );
+            }
+            Some(persistent) => (
+                !persistent,
+                format!(
+                    "client mode from the loaded module: persistent_api_support={}",
+                    u8::from(persistent)
+                ),
+            ),
+            None => (
+                registered_invalidating,
+                "client mode not published (no nvpeer debugfs config or persistent_api_support \
+                 parameter): taken from the emulated core"
+                    .to_string(),
+            ),
+        };
+        drop(mr);
+        let cb = match (&before, self.counters()) {
+            (Some(b), Some(a)) => a
+                .get("num_free_callbacks")
+                .saturating_sub(b.get("num_free_callbacks")),
+            _ => 0,
+        };
+        if !invalidating {
+            // A persistent client: the provider keeps the pages until the pin is put at dereg.
+            if q.state != state::MAPPED {
+                return CaseResult::fail(
+                    name,
+                    format!(
+                        "persistent registration became {} after free",
+                        state::name(q.state)
+                    ),
+                    "a client without an invalidate callback had its MR torn down",
+                );
+            }
+            return CaseResult::pass(name, format!("persistent client: the MR stays mapped after the free (pages pinned until dereg, by design), num_free_callbacks +{cb}, dereg afterwards ok; {mode}"));
+        }
+        if !stopped {
+            return CaseResult::fail(
+                name,
+                format!(
+                    "MR still {} after free (flags {:#x})",
+                    state::name(q.state),
+                    q.flags
+                ),
+                "the peer client did not invalidate on the free callback",
+            );
+        }
+        if cb == 0 && self.facts.peer_sysfs {
+            return CaseResult::fail(
+                name,
+                "num_free_callbacks did not move",
+                "the client did not call the core's invalidate from the free callback",
+            );
+        }
+        if !self.facts.peer_sysfs && q.invalidations == 0 {
+            return CaseResult::fail(
+                name,
+                format!(
+                    "MR {} after free but the core saw no invalidation",
+                    state::name(q.state)
+                ),
+                "the client did not call the core's invalidate from the free callback",
+            );
+        }
+        let cbs = if self.facts.peer_sysfs {
+            format!(", num_free_callbacks +{cb}")
+        } else {
+            " (this core keeps no counters in sysfs)".into()
+        };
+        CaseResult::pass(
+            name,
+            format!(
+                "freed under a live MR: state {}, {} invalidation(s){cbs}, dereg afterwards ok; {mode}",
+                state::name(q.state),
+                q.invalidations
+            ),
+        )
+    }
+
+    fn inval_verbs(
+        &mut self,
+        name: &str,
+        path: RegPath,
+        inflight: bool,
+    ) -> Result<CaseResult, CaseResult> {
+        let len = self.args.xfer_size;
+        let fail = |d: String, c: &str| CaseResult::fail(name, d, c);
+        let (mut lbuf, lmr) = self.local_buf(name, true, path, len)?;
+        let rbuf = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| CaseResult::skip(name, "no peer"))?
+            .alloc(len, true)
+            .map_err(|e| fail(e.to_string(), "peer alloc failed"))?;
+        let n_inflight: u32 = if inflight { 32 } else { 0 };
+        let mut ep = self.connect(n_inflight + 8).map_err(|mut r| {
+            r.name = name.into();
+            r
+        })?;
+        let before = self.counters();
+        let op = Op::Write {
+            rkey: rbuf.rkey,
+            raddr: rbuf.addr,
+        };
+        for i in 0..n_inflight {
+            ep.post(op, i as u64, lmr.lkey(), lbuf.addr(), len)
+                .map_err(|e| fail(e.to_string(), "post failed"))?;
+        }
+        // Free the GPU memory under the live MR (and, in-flight, under queued DMA).
+        lbuf.release()
+            .map_err(|e| fail(e.to_string(), "cuMemFree failed"))?;
+        let mut seen = Vec::new();
+        if inflight {
+            seen = ep.poll(n_inflight as usize, POLL).unwrap_or_default();
+        }
+        // The MR must stop working: a new transfer from it must not succeed.
+        let post = ep.post(op, 999, lmr.lkey(), lmr.addr, len);
+        let after_status = match post {
+            Err(_) => None,
+            Ok(()) => match ep.poll(1, Duration::from_secs(20)) {
+                Ok(cs) => cs
+                    .iter()
+                    .find(|c| c.wr_id == 999)
+                    .map(|c| c.status)
+                    .or(Some(5)),
+                Err(_) => None,
+            },
+        };
+        drop(lmr);
+        let _ = self
+            .peer
+            .as_mut()
+            .map(|p| p.unit(Req::Drop { id: rbuf.id }));
+        let cb = match (&before, self.counters()) {
+            (Some(b), Some(a)) => Some(
+                a.get("num_free_callbacks")
+                    .saturating_sub(b.get("num_free_callbacks")),
+            ),
+            _ => None,
+        };
+        let ok_before = seen.iter().filter(|c| c.ok()).count();
+        let flight = if inflight {
+            format!(
+                "{ok_before}/{} in-flight writes completed before the revoke, ",
+                seen.len()
+            )
+        } else {
+            String::new()
+        };
+        match after_status {
+            Some(0) if path == RegPath::DmaBuf => Ok(CaseResult::pass(
+                name,
+                format!("{flight}transfer after free still succeeded: the dma-buf importer keeps the pages until dereg (no revoke); process alive"),
+            )),
+            Some(0) if self.facts.persistent == Some(true) => Ok(CaseResult::pass(
+                name,
+                format!("{flight}transfer after free still succeeded: persistent client (persistent_api_support=1) keeps the pages pinned until dereg, by design; process alive"),
+            )),
+            Some(0) if self.facts.persistent.is_none() => Ok(CaseResult::skip(
+                name,
+                format!("{flight}transfer after free still succeeded, and the client mode is unknown: a persistent client \
+                         keeps the pages by design, an invalidating one must revoke; nothing published it (nvpeer's \
+                         debugfs config needs debugfs mounted and root, NVIDIA's module its persistent_api_support \
+                         parameter), so this case cannot judge"),
+            )),
+            Some(0) => Ok(fail(
+                format!("{flight}RDMA WRITE from the freed MR completed successfully"),
+                "the MR kept working on freed GPU memory: the peer client did not invalidate (the NIC may DMA into reused memory); \
+                 expected only for a persistent client (persistent_api_support=1)",
+            )),
+            st => {
+                let how = st.map(|s| format!("completion '{}'", verbs::wc_status_name(s))).unwrap_or_else(|| "post refused".into());
+                if self.counted(path) && cb == Some(0) {
+                    return Ok(fail(format!("{flight}MR stopped ({how}) but num_free_callbacks did not move"), "revocation happened outside the peer client's free callback"));
+                }
+                let cbs = cb.map(|c| format!(", num_free_callbacks +{c}")).unwrap_or_default();
+                Ok(CaseResult::pass(name, format!("{flight}MR stopped working after free ({how}){cbs}; process alive, dereg ok")))
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! `nvpeer validate`: the conformance suite (ecosystem.md §1.6). Capability discovery, the
+//! registration matrix per path, data integrity for every operation and direction, and
+//! invalidation, each as one case with a pass/fail line and a probable cause.
+//!
+//! Files by concept: `capability` (the `cap.*` prerequisites), `memory` (the `mem.*` cases of the
+//! memory backend), `registration` (the registration matrix per path), `transfer` (data integrity
+//! per operation and direction), `invalidation` (a free under a live MR), `summary` (the closing
+//! report and exit status). This file holds the suite's shared state, the case runner and the
+//! order the cases run in.
+
+mod capability;
+mod invalidation;
+mod memory;
+mod registration;
+mod summary;
+mod transfer;
+
+pub use registration::{matrix_sizes, OFFSETS};
+pub use transfer::direction_pairs;
+
+use crate::cli::{MemKind, Role, ValidateArgs};
+use crate::mem::{self, Backend, Buffer, MemError};
+use crate::peer::{self, Peer, Req, Target};
+use crate::reg::{RegPath, Registrar};
+use crate::report::{self, CaseResult};
+use crate::sysfs::{self, NodeFacts, PeerCounters};
+use crate::verbs::Device;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const POLL: Duration = Duration::from_secs(60);
+
+/// Everything the cases share.
+pub struct Suite {
+    args: ValidateArgs,
+    facts: NodeFacts,
+    backend: Option<Rc<dyn Backend>>,
+    dev: Option<Rc<Device>>,
+    emu_core: Option<mem::emu::EmuCore>,
+    peer: Option<Peer>,
+    remote_mem: String,
+    seed: u64,
+    pub info: Vec<(String, String)>,
+    pub results: Vec<CaseResult>,
+    /// The failed prerequisite (a `cap.*` or `oob.*` case) that keeps the rest from running.
+    blocker: Option<String>,
+    /// Cases not run because of the blocker, with the reason.
+    pub not_run: Vec<(String, String)>,
+}
+
+/// Whether a case is a prerequisite of the others: its failure means the suite could not run.
+pub fn is_setup_case(name: &str) -> bool {
+    name.starts_with("cap.") || name.starts_with("oob.")
+}
+
+impl Suite {
+    /// Whether a case runs under `--only`. The prerequisites (`cap.*`) always run: every other
+    /// case needs what they open, and a failed one is the root cause to name.
+    fn wanted(&self, name: &str) -> bool {
+        name.starts_with("cap.")
+            || self.args.only.is_empty()
+            || self.args.only.iter().any(|w| name.contains(w.as_str()))
+    }
+
+    fn record(&mut self, mut r: CaseResult, start: Instant) {
+        r.duration_ms = start.elapsed().as_millis() as u64;
+        if r.status == report::Status::Fail && is_setup_case(&r.name) && self.blocker.is_none() {
+            self.blocker = Some(format!("{} failed", r.name));
+        }
+        if !self.args.common.json {
+            report::say(&report::case_line(&r));
+        }
+        self.results.push(r);
+    }
+
+    /// Runs `f` as case `name` unless filtered out.
+    fn case(&mut self, name: &str, f: impl FnOnce(&mut Self) -> CaseResult) {
+        if !self.wanted(name) {
+            return;
+        }
+        if let Some(b) = &self.blocker {
+            self.not_run
+                .push((name.to_string(), format!("not run: {b}")));
+            return;
+        }
+        let t = Instant::now();
+        let r = f(self);
+        self.record(r, t);
+    }
+
+    fn gpu(&self) -> bool {
+        self.args.common.mem != MemKind::Host
+    }
+
+    fn paths(&self) -> Vec<RegPath> {
+        match self.args.common.mem {
+            MemKind::Host => vec![RegPath::VaMr],
+            MemKind::Cuda if self.args.both_paths => vec![RegPath::VaMr, RegPath::DmaBuf],
+            MemKind::Cuda => vec![RegPath::VaMr],
+            MemKind::CudaDmabuf => vec![RegPath::DmaBuf],
+            MemKind::Emu => vec![RegPath::EmuCore],
+        }
+    }
+
+    fn registrar(&self, path: RegPath) -> Registrar {
+        Registrar {
+            pd: self.dev.as_ref().map(|d| d.pd.clone()),
+            core: self.emu_core.clone(),
+            path,
+        }
+    }
+
+    fn counters(&self) -> Option<PeerCounters> {
+        sysfs::main_client(Path::new(sysfs::MEMORY_PEERS))
+    }
+
+    /// Whether registrations on `path` must show up in the peer client's counters.
+    /// Whether a registration on `path` moves the core's client counters that can be read here: not
+    /// on a core that keeps no `/sys/kernel/mm/memory_peers` (DOCA-OFED on a kernel without the
+    /// `mm_kobj` export, i.e. every Rust-capable kernel), where the counter checks are skipped.
+    fn counted(&self, path: RegPath) -> bool {
+        self.gpu() && path != RegPath::DmaBuf && self.facts.peer_sysfs
+    }
+
+    /// The reason verbs cases cannot run, if any.
+    fn no_verbs(&self) -> Option<String> {
+        if self.dev.is_none() {
+            Some("no RDMA device".into())
+        } else {
+            None
+        }
+    }
+
+    fn no_regs(&self, path: RegPath) -> Option<String> {
+        match path {
+            RegPath::EmuCore if self.emu_core.is_none() => Some("peer_mem_emu not loaded".into()),
+            RegPath::EmuCore => None,
+            _ => self.no_verbs(),
+        }
+    }
+
+    fn alloc(&self, size: u64) -> Result<Box<dyn Buffer>, MemError> {
+        match &self.backend {
+            Some(b) => b.alloc(size as usize),
+            None => Err(MemError::Unsupported("memory backend unavailable".into())),
+        }
+    }
+
+    /// Runs every case; returns the process exit status.
+    pub fn run(&mut self) -> u8 {
+        self.cap_memory();
+        self.cap_device();
+        self.cap_dmabuf();
+        self.cap_peer_client();
+        self.mem_cases();
+        // Far side: a local target in loopback, the server in two-node mode.
+        if let (Some(dev), Some(be)) = (self.dev.clone(), self.backend.clone()) {
+            let path = self.paths()[0];
+            match self.args.common.role() {
+                Role::Client(host) => match crate::oob::Channel::connect(&host, self.args.common.port, Duration::from_secs(30)) {
+                    Ok(ch) => {
+                        let mut p = Peer::Remote(ch);
+                        match p.call(peer::hello(&self.args.common)) {
+                            Ok(peer::Resp::Hello { mem, .. }) => {
+                                self.remote_mem = mem;
+                                self.peer = Some(p);
+                            }
+                            Ok(r) => self.record(
+                                CaseResult::fail(
+                                    "oob.connect",
+                                    format!("unexpected answer to hello: {r:?}"),
+                                    "the peer is not an nvpeer server of this version",
+                                ),
+                                Instant::now(),
+                            ),
+                            Err(e) => self.record(
+                                CaseResult::fail(
+                                    "oob.connect",
+                                    e.to_string(),
+                                    "the server refused this client: give both sides the same \
+                                     --token (or NVPEER_TOKEN), and the same nvpeer version",
+                                ),
+                                Instant::now(),
+                            ),
+                        }
+                    }
+                    Err(e) => self.record(CaseResult::fail("oob.connect", e.to_string(), "start `nvpeer validate --server` on the other node first; check the TCP port and firewall"), Instant::now()),
+                },
+                _ => {
+                    self.remote_mem = be.kind().to_string();
+                    let limit = self.args.common.serve.mem_limit;
+                    self.peer = Some(Peer::Local(Box::new(Target::new(dev, be, path, limit))));
+                }
+            }
+        }
+        for path in self.paths() {
+            self.reg_cases(path);
+        }
+        for path in self.paths() {
+            self.xfer_cases(path);
+        }
+        for path in self.paths() {
+            self.inval_cases(path);
+        }
+        if let Some(Peer::Remote(_)) = self.peer.as_ref() {
+            let _ = self.peer.as_mut().map(|p| p.unit(Req::Bye));
+        }
+        self.finish()
+    }
+}
+
+/// Entry point of `nvpeer validate`.
+pub fn run(args: ValidateArgs) -> u8 {
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    if args.common.server {
+        return serve(&args);
+    }
+    let facts = sysfs::node_facts(Path::new("/"));
+    let remote_mem = args.common.mem.to_string();
+    let mut s = Suite {
+        info: vec![("seed".into(), seed.to_string())],
+        args,
+        facts,
+        backend: None,
+        dev: None,
+        emu_core: None,
+        peer: None,
+        remote_mem,
+        seed,
+        results: Vec::new(),
+        blocker: None,
+        not_run: Vec::new(),
+    };
+    if !s.args.common.json {
+        report::say(&format!(
+            "nvpeer validate: mem={} role={:?} max-size={} seed={seed}",
+            s.args.common.mem,
+            s.args.common.role(),
+            s.args.max_size
+        ));
+    }
+    s.run()
+}
+
+fn serve(args: &ValidateArgs) -> u8 {
+    let c = &args.common;
+    let path = if c.mem == MemKind::CudaDmabuf {
+        RegPath::DmaBuf
+    } else {
+        RegPath::VaMr
+    };
+    peer::run_server("nvpeer validate --server", c, path, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_prerequisites_block() {
+        for n in [
+            "cap.memory",
+            "cap.rdma-device",
+            "cap.peer-client",
+            "oob.connect",
+        ] {
+            assert!(is_setup_case(n), "{n}");
+        }
+        for n in [
+            "reg.sizes[ibv_reg_mr]",
+            "xfer.write.host->host[ibv_reg_mr]",
+            "mem.alloc-free",
+        ] {
+            assert!(!is_setup_case(n), "{n}");
+        }
+    }
+}

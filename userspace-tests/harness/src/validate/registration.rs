@@ -1,0 +1,264 @@
+//! The registration matrix per path (`reg.*`): sizes around host and GPU page edges, unaligned
+//! offsets, and what the registrations move in the peer client's counters.
+
+use super::Suite;
+use crate::causes;
+use crate::mem::Buffer;
+use crate::reg::{Mr, RegPath, Registrar};
+use crate::report::CaseResult;
+use crate::sysfs::PeerCounters;
+use std::time::Instant;
+
+/// Registration sizes of the matrix: edges around host and GPU pages, powers of two, the max.
+pub fn matrix_sizes(max: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = vec![1, 2, 3, 7, 4095, 4096, 4097, 65535, 65536, 65537, 2 << 20];
+    let mut p = 1u64 << 17;
+    while p <= max {
+        v.push(p);
+        match p.checked_mul(2) {
+            Some(n) => p = n,
+            None => break,
+        }
+    }
+    v.push(max);
+    v.retain(|s| *s <= max);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Offsets not aligned to the 64 KiB GPU page (and one that is, as a control).
+pub const OFFSETS: [u64; 7] = [1, 4095, 4096, 65535, 65536, 65537, 3 * 65536 + 123];
+
+impl Suite {
+    /// Registers `len` at `off` of `buf` on `path`, returns the MR or a failed case.
+    pub(super) fn try_reg(
+        &self,
+        name: &str,
+        reg: &Registrar,
+        buf: &dyn Buffer,
+        off: u64,
+        len: u64,
+    ) -> Result<Mr, CaseResult> {
+        reg.register(buf, off as usize, len as usize).map_err(|e| {
+            CaseResult::fail(
+                name,
+                format!(
+                    "{} of {len} bytes at offset {off}: {}",
+                    reg.path.label(),
+                    e.msg
+                ),
+                causes::registration(self.args.common.mem, reg.path, e.errno, len, &self.facts),
+            )
+        })
+    }
+
+    /// Checks that `n` registrations moved the client's counters (GPU VA paths only).
+    fn counters_moved(
+        &self,
+        path: RegPath,
+        before: &Option<PeerCounters>,
+        n: u64,
+    ) -> Result<String, (String, String)> {
+        if !self.counted(path) {
+            return Ok(String::new());
+        }
+        let (Some(b), Some(a)) = (before.as_ref(), self.counters()) else {
+            return Err((
+                "no peer client counters".into(),
+                "no client under /sys/kernel/mm/memory_peers (module not loaded?)".into(),
+            ));
+        };
+        let d = a.delta(b);
+        let alloc = d.get("num_alloc_mrs").copied().unwrap_or(0);
+        let dealloc = d.get("num_dealloc_mrs").copied().unwrap_or(0);
+        if alloc < n || dealloc < n {
+            return Err((
+                format!("{}: num_alloc_mrs +{alloc}, num_dealloc_mrs +{dealloc}, expected +{n} each", a.client),
+                format!("registrations did not go through the peer client '{}' (another client claimed them, or host pages were pinned)", a.client),
+            ));
+        }
+        Ok(format!(
+            "; {}: num_alloc_mrs +{alloc}, num_dealloc_mrs +{dealloc}",
+            a.client
+        ))
+    }
+
+    pub(super) fn reg_cases(&mut self, path: RegPath) {
+        let tag = format!("[{}]", path.label());
+        let max = self.args.max_size;
+        let name = format!("reg.sizes{tag}");
+        self.case(&name.clone(), |s| {
+            if let Some(w) = s.no_regs(path) {
+                return CaseResult::skip(&name, w);
+            }
+            let reg = s.registrar(path);
+            let buf = match s.alloc(max) {
+                Ok(b) => b,
+                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
+            };
+            let sizes = matrix_sizes(max);
+            let before = s.counters();
+            for &sz in &sizes {
+                match s.try_reg(&name, &reg, buf.as_ref(), 0, sz) {
+                    Ok(mr) => mr.dereg(),
+                    Err(r) => return r,
+                }
+            }
+            match s.counters_moved(path, &before, sizes.len() as u64) {
+                Ok(c) => CaseResult::pass(
+                    &name,
+                    format!(
+                        "{} sizes 1 B .. {max} B registered and deregistered{c}",
+                        sizes.len()
+                    ),
+                ),
+                Err((d, cause)) => CaseResult::fail(&name, d, cause),
+            }
+        });
+        let name = format!("reg.offsets{tag}");
+        self.case(&name.clone(), |s| {
+            if let Some(w) = s.no_regs(path) {
+                return CaseResult::skip(&name, w);
+            }
+            let reg = s.registrar(path);
+            let len = 8192u64;
+            let size = OFFSETS.iter().max().copied().unwrap_or(0) + 2 * 65536 + len;
+            let buf = match s.alloc(size) {
+                Ok(b) => b,
+                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
+            };
+            let before = s.counters();
+            let mut n = 0;
+            for off in OFFSETS {
+                for l in [1, len, 65536 + 17] {
+                    match s.try_reg(&name, &reg, buf.as_ref(), off, l) {
+                        Ok(mr) => mr.dereg(),
+                        Err(r) => return r,
+                    }
+                    n += 1;
+                }
+            }
+            match s.counters_moved(path, &before, n) {
+                Ok(c) => {
+                    CaseResult::pass(&name, format!("{n} unaligned (offset, length) pairs{c}"))
+                }
+                Err((d, cause)) => CaseResult::fail(&name, d, cause),
+            }
+        });
+        let name = format!("reg.many-small{tag}");
+        let count = self.args.small_mrs.max(1) as u64;
+        self.case(&name.clone(), |s| {
+            if let Some(w) = s.no_regs(path) {
+                return CaseResult::skip(&name, w);
+            }
+            let reg = s.registrar(path);
+            let stride = 65536u64;
+            let buf = match s.alloc(count * stride) {
+                Ok(b) => b,
+                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
+            };
+            let before = s.counters();
+            let mut mrs = Vec::new();
+            for i in 0..count {
+                match s.try_reg(&name, &reg, buf.as_ref(), i * stride + 512, 4096) {
+                    Ok(mr) => mrs.push(mr),
+                    Err(mut r) => {
+                        r.detail = format!("after {i} live MRs: {}", r.detail);
+                        return r;
+                    }
+                }
+            }
+            let keys: std::collections::HashSet<u32> = mrs.iter().map(|m| m.lkey()).collect();
+            if path != RegPath::EmuCore && keys.len() != mrs.len() {
+                return CaseResult::fail(
+                    &name,
+                    format!("{} distinct lkeys for {} MRs", keys.len(), mrs.len()),
+                    "the NIC handed out duplicate keys",
+                );
+            }
+            drop(mrs);
+            match s.counters_moved(path, &before, count) {
+                Ok(c) => CaseResult::pass(
+                    &name,
+                    format!("{count} MRs of 4 KiB held at once, then deregistered{c}"),
+                ),
+                Err((d, cause)) => CaseResult::fail(&name, d, cause),
+            }
+        });
+        let name = format!("reg.churn{tag}");
+        let churn = self.args.churn.max(1) as u64;
+        self.case(&name.clone(), |s| {
+            if let Some(w) = s.no_regs(path) {
+                return CaseResult::skip(&name, w);
+            }
+            let reg = s.registrar(path);
+            let buf = match s.alloc(1 << 20) {
+                Ok(b) => b,
+                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
+            };
+            let before = s.counters();
+            let t = Instant::now();
+            for i in 0..churn {
+                match s.try_reg(&name, &reg, buf.as_ref(), (i % 3) * 4096, 1 << 19) {
+                    Ok(mr) => mr.dereg(),
+                    Err(mut r) => {
+                        r.detail = format!("cycle {i}: {}", r.detail);
+                        return r;
+                    }
+                }
+            }
+            let per = t.elapsed().as_secs_f64() * 1e6 / churn as f64;
+            let balanced = match (&before, s.counters()) {
+                (Some(b), Some(a)) if s.counted(path) => {
+                    let d = a.delta(b);
+                    let al = d.get("num_alloc_mrs").copied().unwrap_or(0);
+                    let de = d.get("num_dealloc_mrs").copied().unwrap_or(0);
+                    if al != de || al < churn {
+                        return CaseResult::fail(
+                            &name,
+                            format!("num_alloc_mrs +{al} vs num_dealloc_mrs +{de}"),
+                            "registrations leaked in the peer client (dereg did not unpin)",
+                        );
+                    }
+                    format!("; counters balanced (+{al}/+{de})")
+                }
+                _ => String::new(),
+            };
+            CaseResult::pass(
+                &name,
+                format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each{balanced}"),
+            )
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_covers_edges() {
+        let m = matrix_sizes(4 << 20);
+        assert_eq!(m.first(), Some(&1));
+        assert_eq!(m.last(), Some(&(4 << 20)));
+        for s in [4095, 4096, 4097, 65535, 65536, 65537] {
+            assert!(m.contains(&s), "{s}");
+        }
+        assert!(m.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(matrix_sizes(3), vec![1, 2, 3]);
+        let odd = matrix_sizes(100_000);
+        assert_eq!(odd.last(), Some(&100_000));
+        assert!(OFFSETS.iter().filter(|o| *o % 65536 != 0).count() >= 5);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matrix_never_overflows(max in 1u64..=u64::MAX) {
+            let m = matrix_sizes(max);
+            proptest::prop_assert_eq!(m.last(), Some(&max));
+            proptest::prop_assert!(m.windows(2).all(|w| w[0] < w[1]));
+            proptest::prop_assert!(m.len() <= 11 + 48);
+        }
+    }
+}
