@@ -40,10 +40,9 @@ tb_case H5-callback-on-released-context nvr_kasan_case doca3 0 dereg-other-pid n
     'violation recorded: wrong_process_put: [^;]*' 'H5: callback on the context release freed (nvidia-peermem.c:131 after :384-385)'
 # H1 (callback_task written after invalidate returned, nvidia-peermem.c:158) is not among these:
 # no scenario reproduced its report. free-vs-dereg-invalidating with the legacy client
-# (peerdirect_support=1) on the 5.5 and 4.9 cores ran clean, without a KASAN report, in the
-# exploration run and in make check at d441898; in the emulated cores release does not run
-# while the callback is still inside invalidate. It stays a hazard read from the source
-# (docs/design.md), not one this bench shows.
+# (peerdirect_support=1) on the 5.5 core passed without a KASAN report in make check at d441898
+# (it also passed on 5.5 and 4.9 in the exploration run). It stays a hazard read from the source
+# (docs/emulators.md), not one this bench shows.
 # H4: the registration window with the legacy client: the buffer is freed between get_pages and
 # dma_map; the callback frees the page table (:164) and nv_dma_map then reads it (:250).
 tb_case H4-dma-map-on-freed-table nvr_kasan_case 5.5 1 free-after-get-pages nv_dma_map \
