@@ -94,6 +94,8 @@ for tool in ("ib_write_bw", "ib_read_bw"):
     print(f"{tool}: nvpeer client {ours['results']['BW_average']:.2f}, perftest client "
           f"{theirs['results']['BW_average']:.2f} MiB/s average; test_info keys perftest has and nvpeer "
           f"lacks: {sorted(missing) or 'none'}")
+    # perftest's --out_json shape: every test_info key it writes, nvpeer writes too.
+    assert not missing, (tool, sorted(missing))
 PY
 [ "$fails" = 0 ] && echo "perftest interop: 4 pairings passed"
 exit "$fails"
