@@ -458,21 +458,11 @@ impl Mr {
             );
             EINVAL
         })?;
-        let (table, pages) = {
-            let mut inner = self.inner.lock();
-            let (next, _) = step(inner.state, Event::MapBegin).map_err(refused)?;
-            inner.state = next;
-            (
-                inner.page_table.as_ref().map(PageTable::as_raw),
-                inner.cover.pages(),
-            )
-        };
-        let Some(table) = table else {
-            self.map_failed();
-            return Err(EINVAL);
-        };
-        // The SG table is allocated before our lock is taken again (the free callback waits for
-        // that lock while it holds NVIDIA's).
+        // The SG table first, with no lock held (the free callback waits for our lock while it
+        // holds NVIDIA's): nothing that can sleep may run between reading the table's address
+        // and NVIDIA's call, which would widen the H4 window. The cover is fixed once get_pages
+        // returned; a state that refuses the map below frees the table unused.
+        let pages = self.inner.lock().cover.pages();
         let sg = match u32::try_from(pages)
             .map_err(|_| EINVAL)
             .and_then(|n| sgt.alloc(n))
@@ -480,14 +470,24 @@ impl Mr {
             Ok(sg) => sg,
             Err(e) => {
                 STATS.err_nomem.inc();
-                self.map_failed();
                 return Err(e);
             }
         };
+        let table = {
+            let mut inner = self.inner.lock();
+            let (next, _) = step(inner.state, Event::MapBegin).map_err(refused)?;
+            inner.state = next;
+            inner.page_table.as_ref().map(PageTable::as_raw)
+        };
+        let Some(table) = table else {
+            drop(sg);
+            self.map_failed();
+            return Err(EINVAL);
+        };
         // SAFETY: NVIDIA's lock is taken in here, so ours is not held (H3). In state `Mapping`
-        // no path of ours puts or frees the table: it stays live unless NVIDIA's free callback
-        // frees it first (the H4 window, docs/design.md: a non-persistent pin only; the
-        // persistent API has no callback).
+        // no path of ours puts or frees the table, and the address goes to the call with nothing
+        // between: it stays live unless NVIDIA's free callback frees it first (the H4 window,
+        // docs/design.md: a non-persistent pin only; the persistent API has no callback).
         let mapped = unsafe { p2p::dma_map_pages(&dma_device, table) };
         let mapping = match mapped {
             Ok(mapping) => mapping,
