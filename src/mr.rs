@@ -285,7 +285,8 @@ impl Mr {
         match step(inner.state, Event::PinDone) {
             Ok((next, _)) => inner.state = next,
             // The callback already ran: NVIDIA dropped the pin (and frees the table); nothing
-            // to put.
+            // to put. It was this pin's callback: a registration pins only while no earlier pin
+            // of it can call back (a fresh one, or a re-pin after the old pin's put returned).
             Err(r) => return Err(refused(r)),
         }
         inner.cover = cover;
@@ -371,6 +372,7 @@ impl Mr {
         let page_table = inner.page_table.take();
         let start = inner.cover.start();
         drop(inner);
+        let mut put_failed = false;
         if let Some(page_table) = page_table {
             // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up
             // here. A persistent table stays live until this put. A non-persistent one is freed
@@ -378,11 +380,17 @@ impl Mr {
             // pin (the put window, docs/design.md).
             let put = unsafe { p2p::put_pages(self.persistent, start, page_table) };
             if let Err(e) = put {
+                put_failed = true;
                 STATS.err_put.inc();
                 let persistent = if self.persistent { "_persistent" } else { "" };
                 pr_warn!("nvidia_p2p_put_pages{} failed: {:?}\n", persistent, e);
             }
         }
+        // A re-pin may follow only once NVIDIA calls back no more for this pin: its put returned
+        // (or its callback ran meanwhile). After a failed put NVIDIA may still hold the pin, and
+        // its callback, which carries the same ticket, would revoke the new pin: the
+        // registration ends here instead (`Released`, in which `core_get_pages` pins nothing).
+        let repin = repin && !put_failed;
         let mut inner = self.inner.lock();
         match step(inner.state, Event::UnpinDone { repin }) {
             Ok((next, _)) => inner.state = next,
@@ -431,9 +439,18 @@ impl Mr {
         })?;
         let mut inner = self.inner.lock();
         if inner.state == State::Pinned && inner.cover != cover {
-            drop(inner);
             STATS.repins.inc();
-            self.unpin(true);
+            let unpinned = self.unpin_locked(inner, true);
+            // Pin again only where the new pin would be accepted: `Idle`, the old pin gone for
+            // good (its put returned, or its callback ran). Not after its put failed (`Released`)
+            // or a foreign caller left it to the callback (`Orphaned`): a callback of the old pin
+            // could revoke the new one, which would then be refused without a put and stay live.
+            // From `Idle` on, only the new pin's own callback can revoke the registration, and
+            // that callback frees the pin: `pin` refuses it with nothing to put.
+            if let Err(r) = step(unpinned.state, Event::PinDone) {
+                return Err(refused(r));
+            }
+            drop(unpinned);
             self.pin(cover, trim)?;
             inner = self.inner.lock();
         }

@@ -59,7 +59,8 @@ pub(crate) enum Event {
     },
     /// Our `put_pages*` call returned; `repin`: a new pin follows.
     UnpinDone {
-        /// A new pin of a different range follows.
+        /// A new pin of a different range follows (only after a put that succeeded: after a
+        /// failed one NVIDIA may still call back for the old pin, with the same ticket).
         repin: bool,
     },
     /// NVIDIA's free callback found this registration.
@@ -308,6 +309,23 @@ mod tests {
         assert_eq!(a, Action::Put);
         let (s, _) = step(s, UnpinDone { repin: true }).unwrap();
         assert_eq!(step(s, PinDone), Ok((State::Pinned, Action::None)));
+        // The old pin's callback ran while its put waited: that pin is gone, a new one follows.
+        let (s, _) = run(&[PinDone, Unpin { foreign: false }, Callback]).unwrap();
+        let (s, _) = step(s, UnpinDone { repin: true }).unwrap();
+        assert_eq!(step(s, PinDone), Ok((State::Pinned, Action::None)));
+        // No new pin while the old one may still call back (mr.rs checks `PinDone` before
+        // pinning again): after a failed put (`repin: false`) or a foreign caller's orphan.
+        let failed_put = [
+            PinDone,
+            Unpin { foreign: false },
+            UnpinDone { repin: false },
+        ];
+        assert_eq!(
+            step(run(&failed_put).unwrap().0, PinDone),
+            Err(Refusal::Order)
+        );
+        let (s, _) = run(&[PinDone, Unpin { foreign: true }]).unwrap();
+        assert_eq!(step(s, PinDone), Err(Refusal::Order));
     }
 
     /// Walks every event sequence up to length 7 and checks the invariants the design relies on:
