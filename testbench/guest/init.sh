@@ -29,6 +29,13 @@ cp -a "/kernel/modules/lib/modules/$krel" /lib/modules/ 2>/dev/null
 mkdir -p "/lib/modules/$krel/extra"
 cp /bench/modules/*.ko "/lib/modules/$krel/extra/" 2>/dev/null
 depmod -a
+# Debian's kernel builds the RDMA stack as modules (the bench kernel has it built in). On a node,
+# rdma-core's udev rules load the verbs and RDMA-CM user interfaces when a device appears; this
+# guest has no udev, so modprobe loads them with rxe.
+if [ -d "/lib/modules/$krel/kernel/drivers/infiniband" ]; then
+    mkdir -p /run/modprobe.d
+    echo "softdep rdma_rxe post: ib_uverbs rdma_ucm" >/run/modprobe.d/nvpeer-bench-rdma.conf
+fi
 mkdir -p /bench/results
 echo "nvpeer-bench: guest ready, kernel $krel" >/dev/kmsg
 

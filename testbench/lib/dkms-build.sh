@@ -1,18 +1,22 @@
 #!/bin/bash
 # Runs INSIDE the toolchain root (tb_chroot: a private mount namespace, the repo at /src, the bench
-# kernel at /kernel, an output directory bound at /out): `make dkms-install` of nvpeer for the bench
-# kernel, natively, exactly as 50-dkms runs it in the guest (same root, same kernel build tree, same
-# make arguments and paths), into tmpfs copies of the directories it writes. Packs the result as
+# kernel at /kernel, an output directory bound at /out): `make dkms-install` of nvpeer for a bench
+# VM kernel, natively, exactly as 50-dkms runs it in the guest (same root, same kernel build tree,
+# same make arguments and paths), into tmpfs copies of the directories it writes. The kernel: the
+# bench kernel, or (DKMS_KREL, DKMS_KBUILD, DKMS_KMODULES: its release, build tree and module tree
+# as this root sees them) Debian's stock kernel, where make check runs 50-dkms. Packs the result as
 # /out/dkms-prebuilt.tar for 50-dkms, which unpacks it in the booted guest and goes on from there
 # (dkms status, modprobe, reinstall, removal). Under TCG the compile took 300-700 s of make check;
 # here it takes seconds. Prints the lines 50-dkms would have asserted on; fails like the guest would.
 set -euo pipefail
-krel=$(cat /kernel/release)
+krel=${DKMS_KREL:-$(cat /kernel/release)}
+kbuild=${DKMS_KBUILD:-/kernel/obj}
+kmodules=${DKMS_KMODULES:-/kernel/modules/lib/modules/$krel}
 # The directories dkms-install writes, as in the guest (tmpfs there: guest init and 50-dkms).
 for d in /var/lib/dkms /lib/modules /run; do mkdir -p "$d" && mount -t tmpfs tmpfs "$d"; done
 mkdir -p "/lib/modules/$krel"
-cp -a "/kernel/modules/lib/modules/$krel/." "/lib/modules/$krel/"
-[ -e "/lib/modules/$krel/build" ] || ln -sfn /kernel/obj "/lib/modules/$krel/build"
+cp -a "$kmodules/." "/lib/modules/$krel/"
+[ -e "/lib/modules/$krel/build" ] || ln -sfn "$kbuild" "/lib/modules/$krel/build"
 depmod -a "$krel"
 srctree=/tmp/nvpeer-dkms-src
 log=/tmp/dkms-install.log

@@ -2,8 +2,13 @@
 """Bench results: merge JSON-lines result files, scan kernel logs, print a summary.
 
 Usage:
-  report.py scan LOG [--expect REGEX]...  print offending kernel report lines; exit 1 if the log fails
-                                        (with --expect: each REGEX must appear; they excuse the log)
+  report.py scan LOG [--expect SUITE REGEX]...
+                                        print offending kernel report lines; exit 1 if the log fails.
+                                        --expect: REGEX must appear while SUITE runs (between the
+                                        guest's "suite SUITE start" and "end" marks); the suites that
+                                        expect reports run last in their boot (testbench/vm), and
+                                        from the first expected report on the log is read only for
+                                        the expected reports
   report.py summary FILE...             table of all results + "N passed, N failed, N skipped"
 """
 import json
@@ -25,6 +30,21 @@ BENIGN = re.compile(r"nvpeer-bench:|kasan_multi_shot|KASAN: (initialized|disable
 
 EXPECT_BEGIN = re.compile(r"nvpeer-bench: expect-begin (.*)$")
 EXPECT_END = re.compile(r"nvpeer-bench: expect-end")
+SUITE_START = re.compile(r"nvpeer-bench: suite (\S+) start")
+SUITE_END = re.compile(r"nvpeer-bench: suite (\S+) end")
+
+
+def suite_of_lines(lines):
+    """The suite running at each line of the log (None outside the guest's suite marks)."""
+    cur, out = None, []
+    for line in lines:
+        m = SUITE_START.search(line)
+        if m:
+            cur = m.group(1)
+        out.append(cur)
+        if SUITE_END.search(line):
+            cur = None
+    return out
 
 
 def scan(path, expect):
@@ -51,26 +71,37 @@ def scan(path, expect):
 
 def cmd_scan(args):
     path = args[0]
-    expects = [re.compile(args[i + 1]) for i, a in enumerate(args) if a == "--expect"]
+    expects = []  # (suite, regex)
+    i = 1
+    while i < len(args):
+        if args[i] != "--expect" or i + 2 >= len(args):
+            print(f"report.py scan: bad argument {args[i]!r} (--expect SUITE REGEX)")
+            return 2
+        expects.append((args[i + 1], re.compile(args[i + 2])))
+        i += 3
     res = scan(path, None)
     if not res:
         print(f"missing log {path}")
         return 1
     hits, lines = res
     if expects:
-        missing = [e.pattern for e in expects if not any(e.search(l) for l in lines)]
+        owner = suite_of_lines(lines)
+        # Where each expected report appears: only inside its own suite's run.
+        seen = [j for j, l in enumerate(lines)
+                if any(owner[j] == su and e.search(l) for su, e in expects)]
+        missing = [f"{su}: {e.pattern}" for su, e in expects
+                   if not any(owner[j] == su and e.search(lines[j]) for j in seen)]
         # Reports before the first expected one are not excused (a KASAN report disables lockdep
         # and taints the kernel: after it, the log is only read for the expected reports).
-        first = min((i for i, l in enumerate(lines) if any(e.search(l) for e in expects)), default=None)
-        early = [(i, l) for i, l in hits if first is not None and i < first and
-                 not any(e.search(l) for e in expects)]
+        first = min(seen, default=None)
+        early = [(j, l) for j, l in hits if first is None or j < first]
         if early:
             print(f"{len(early)} unexpected kernel report line(s) before the expected one:")
-            for _, l in early[:20]:
-                print("  " + l)
+            for j, l in early[:20]:
+                print(f"  [{owner[j] or 'outside the suites'}] " + l)
             return 1
         if not missing:
-            print("expected kernel report(s) seen: " + "; ".join(e.pattern for e in expects))
+            print("expected kernel report(s) seen: " + "; ".join(f"{su}: {e.pattern}" for su, e in expects))
             return 0
         print("expected kernel report NOT seen: " + "; ".join(missing))
         for _, l in hits[:40]:

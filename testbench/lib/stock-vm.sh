@@ -35,6 +35,26 @@ cp "$m/modules.builtin" "$m/modules.builtin.modinfo" "$m/modules.order" "$vm/mod
 # overlayfs: the package suite (55-deb) installs .debs into a writable overlay of the read-only root.
 mkdir -p "$vm/modules/lib/modules/$flavour/kernel/fs/overlayfs"
 xz -dc "$m/kernel/fs/overlayfs/overlay.ko.xz" >"$vm/modules/lib/modules/$flavour/kernel/fs/overlayfs/overlay.ko"
+# The RDMA and network modules the suites load from Debian's own build (the bench kernel has them
+# built in): rdma_rxe (soft-RoCE, for the harness and perftest suites), the verbs and RDMA-CM user
+# interfaces (ib_uverbs, rdma_ucm: guest init loads them with rxe), veth (the namespace pairs of
+# the harness) and dummy (the doctor's rxe netdevs), with every module they depend on (modinfo's
+# depends=, followed to the end).
+add_mod() {
+    local name=$1 f dst dep
+    case " $added " in *" $name "*) return 0 ;; esac
+    added+=" $name"
+    grep -qE "/(${name}|${name//_/-})\.ko\$" "$m/modules.builtin" && return 0
+    f=$(find "$m/kernel" \( -name "$name.ko.xz" -o -name "${name//_/-}.ko.xz" \) | head -n1)
+    [ -n "$f" ] || { echo "stock-vm: module $name is not in linux-modules-$flavour" >&2; exit 1; }
+    dst="$vm/modules/lib/modules/$flavour/${f#"$m/"}"
+    dst=${dst%.xz}
+    mkdir -p "$(dirname "$dst")"
+    xz -dc "$f" >"$dst"
+    for dep in $(modinfo -F depends "$dst" | tr ',' ' '); do add_mod "$dep"; done
+}
+added=""
+for k in rdma_rxe ib_uverbs rdma_ucm veth dummy; do add_mod "$k"; done
 # The 9p client, in dependency order (depends=: netfs <- 9pnet <- 9pnet_virtio, 9p).
 mods="fs/netfs/netfs net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p"
 for k in $mods; do xz -dc "$m/kernel/$k.ko.xz" >"$vm/initrd/mods/${k##*/}.ko"; done

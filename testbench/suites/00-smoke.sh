@@ -1,4 +1,5 @@
 # Bench smoke suite: the bench itself works (Rust module, vIOMMU, DMA peer, rxe + perftest).
+# bench: check-kernel stock
 
 smoke_rust_module() {
     modprobe nvpeer_hello || return 1
@@ -39,6 +40,7 @@ smoke_write_bw() {
     # The guest is slow: wait until the server listens instead of guessing a delay.
     for i in $(seq 1 120); do
         ip netns exec a ss -ltn 2>/dev/null | grep -q ':18515 ' && break
+        kill -0 $srv 2>/dev/null || { echo "ib_write_bw server exited:"; cat /tmp/bw-server.log; return 1; }
         sleep 1
     done
     timeout 300 ip netns exec b ib_write_bw -d rxeb -s 65536 -n 100 -F 10.99.0.1 >/tmp/bw-client.log 2>&1

@@ -1,6 +1,5 @@
 # Proves the detector is live: a planted use-after-free must produce a KASAN report, and the runner
 # must see it. The case passes when the report appears (checked by the host from dmesg).
-# bench: boot kasan
 # bench: expect-dmesg BUG: KASAN: slab-use-after-free in .*\[nvpeer_uaf\]
 
 canary() {

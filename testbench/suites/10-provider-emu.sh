@@ -2,6 +2,7 @@
 # emulator's in-kernel test client, fault injection, and each strictness check provoked on purpose.
 # Cases live in testbench/emu/nvp2p/test_nvp2p.py; they run in one Python process per group
 # (Python starts slowly in the TCG+KASAN guest) and each prints "RESULT case status secs details".
+# bench: check-kernel stock
 
 NVP2P_TEST=/src/testbench/emu/nvp2p/test_nvp2p.py
 

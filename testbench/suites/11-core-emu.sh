@@ -4,6 +4,7 @@
 # teardown, the MR path per OFED model with a memory-claiming self-test client (register, trim,
 # invalidate, dereg, sysfs counters), and the client-struct modification check. Clients come from
 # testbench/emu/peer_mem/selftest (pme_selftest.ko, driven by module parameters).
+# bench: check-kernel stock
 
 PMECTL="python3 -S /src/testbench/emu/peer_mem/selftest/pmectl.py"
 MP=/sys/kernel/mm/memory_peers

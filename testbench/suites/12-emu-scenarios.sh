@@ -36,6 +36,19 @@ else
     EMU_PT1_SET="basic unaligned"
 fi
 
+# enomem-walk fails each slab allocation in turn through the kernel's fault injection
+# (CONFIG_FAILSLAB), which the debug kernel has and Debian's stock kernel has not. make check runs
+# this suite on the stock kernel for every other cell (every model group, no slice) and, on the
+# debug kernel (NVPEER_SLICE set), for the enomem-walk cells only; make check-full runs all of it
+# on the debug kernel.
+EMU_SLAB_SCENARIOS="enomem-walk"
+if [ ! -d /sys/kernel/debug/failslab ]; then
+    EMU_ALL=$(printf '%s\n' $EMU_ALL | grep -vxF "$EMU_SLAB_SCENARIOS" | tr '\n' ' ')
+    echo "no CONFIG_FAILSLAB in this kernel: $EMU_SLAB_SCENARIOS runs on the debug kernel" >&2
+elif [ -n "${NVPEER_SLICE:-}" ] && [ "${NVPEER_DEPTH:-check}" = check ]; then
+    EMU_ALL=$EMU_SLAB_SCENARIOS EMU_QUICK=1
+    echo "make check: only $EMU_SLAB_SCENARIOS here (the other cells run on the stock kernel)" >&2
+fi
 emu_up() {
     modprobe nvp2p_emu "$@" && modprobe peer_mem_emu
 }

@@ -1,7 +1,7 @@
 # Bad clients whose bug is a memory-safety error: KASAN must report it (the boot runs with
-# kasan_multi_shot, so each case gets its own report). Its boot is shared only with the KASAN canary
-# (boot group "kasan"): a KASAN report turns lockdep off for the rest of a boot.
-# bench: boot kasan
+# kasan_multi_shot, so each case gets its own report). It runs at the end of the shared boot, after
+# every suite that expects no report (testbench/vm): a KASAN report turns lockdep off for the rest
+# of a boot.
 # bench: expect-dmesg BUG: KASAN: (double-free|slab-use-after-free|use-after-free|invalid-free)
 
 BAD=bad_peer

@@ -6,6 +6,7 @@
 # The OFED 5.1-5.4 lock inversion is caught by the core emulator's hang detector (it waits for
 # mapping_lock in a trylock loop that lockdep does not see, and records "deadlock" after
 # --hang-timeout-ms instead of hanging the machine).
+# bench: check-kernel stock
 
 BAD=bad_peer
 

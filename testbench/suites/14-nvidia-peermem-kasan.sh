@@ -2,10 +2,9 @@
 # kernel: the hazards whose harm only KASAN sees, each an expected failure that must show as a KASAN
 # report in the named function of the real module (and, where the emulators see part of it, as
 # that violation too). The debug kernel's sample of the real module's scenario column; the whole
-# matrix runs on the production kernel (nvidia-peermem-scenarios). Its boot is the KASAN group's
-# (with the canary and the bad clients' KASAN cases): a KASAN report turns lockdep off for the
-# rest of a boot.
-# bench: boot kasan
+# matrix runs on the production kernel (nvidia-peermem-scenarios). Like every suite that expects
+# a kernel report, it runs at the end of the shared boot (testbench/vm), with the canary and the
+# bad clients' KASAN cases: a KASAN report turns lockdep off for the rest of a boot.
 # bench: expect-dmesg BUG: KASAN: slab-use-after-free in (nv_get_p2p_free_callback|nv_mem_dummy_callback|nv_dma_map)\+
 
 NVR=nvidia_peermem_real

@@ -1,7 +1,7 @@
 # nvpeer.ko load/unload in every parameter combination, against the emulators (nvp2p_emu,
 # peer_mem_emu): client registration as the core sees it, load-time diagnostics, version strings,
-# debugfs formats (uapi/), KUnit suite, refusal of a second nv_mem provider.
-# bench: boot system
+# debugfs formats (uapi/), KUnit suite, refusal of a second nv_mem provider. It runs in the debug
+# kernel's shared boot (the KUnit case needs CONFIG_KUNIT) and unloads everything it loaded.
 
 PEERS=/sys/kernel/mm/memory_peers
 DBG=/sys/kernel/debug/nvpeer

@@ -79,7 +79,7 @@ tb_case free-under-live-mr-callback-path free_under_live_mr
 
 rmmod_refused() {
     np_up 5.5 2 || return 1
-    $NVPEER emu core register --size 256K --hold 30 >/tmp/np-hold.log 2>&1 &
+    $NVPEER emu core register --size 256K --hold 8 >/tmp/np-hold.log 2>&1 &
     local pid=$! i
     for i in $(seq 600); do grep -q state=mapped $NP_DBG/mrs && break; sleep 0.1; done
     cat $NP_DBG/mrs

@@ -10,6 +10,7 @@
 #   - a second nv_mem provider (NVIDIA's nvidia_peermem, nv_peer_mem) is refused by nvpeer from
 #     /sys/module, since this core accepts a second "nv_mem" and gives every registration to the
 #     first.
+# bench: check-kernel stock
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 DROPIN=nvidia-peermem

@@ -3,6 +3,7 @@
 # and two-node mode across the namespaces; then the emulated-GPU registration path through
 # nvp2p_emu + peer_mem_emu + a peer client. Sizes and iteration counts are small: the guest moves
 # about 1 MiB/s over rxe.
+# bench: check-kernel stock
 
 HV_A=10.99.0.1
 HV_B=10.99.0.2

@@ -4,6 +4,7 @@
 # debug-kernel run, NVPEER_SLICE set: the figures are printed, not compared), medians compared (testbench/bench/bw-vs-perftest.sh). The
 # case passes when both tools produced a figure; the figures and their ratio are in the details
 # and in /bench/harness/bw-vs-perftest.txt.
+# bench: check-kernel stock
 
 hbw_run() {
     local rounds=5

@@ -9,10 +9,10 @@
 # with the emulators, nvpeer as nvidia_peermem and an rxe device the nvpeer path is ready (exit 0
 # with --require nvpeer), NVIDIA's is not in use, and rxe's missing dma-buf import is no pass.
 # Assertions are on the JSON it prints.
-# Boot group "system" (20-nvpeer-load, this, 50-dkms): the baseline needs a machine where none of
-# our modules is loaded, which 20-nvpeer-load leaves behind; 50-dkms, which installs nvpeer into
-# the module tree, comes last.
+# Boot group "system" (this, then 50-dkms): the baseline needs a machine where none of our
+# modules was loaded yet; 50-dkms, which installs nvpeer into the module tree, comes last.
 # bench: boot system
+# bench: check-kernel stock
 
 DOC_JSON=/bench/doctor.json
 
@@ -161,6 +161,10 @@ with_listing_core() {
 }
 tb_case listing-core with_listing_core
 
+# rdma_unload: the rxe stack this suite loaded (modules on Debian's kernel; built in on the bench
+# kernel, where modprobe -r refuses and nothing needs unloading).
+rdma_unload() { local m; for m in rdma_rxe rdma_ucm ib_uverbs; do modprobe -r $m 2>/dev/null; done; return 0; }
+
 with_rxe() {
     modprobe rdma_rxe || return 1
     ip link add dtest0 type dummy && ip link set dtest0 up || return 1
@@ -195,11 +199,15 @@ ready_path() {
              'c("rdma.uverbs")["status"]' pass \
              'next(l for l in r["libraries"] if l["library"] == "NCCL")["path"]' nvpeer || rc=1
         [ $rc = 0 ] || python3 -S -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(c["id"], c["status"], c["summary"]) for c in r["checks"] if c["status"] in ("fail","unknown")]' "$DOC_JSON"
-        modprobe -r nvidia_peermem || rc=1
     else
         dmesg | tail -n 5; rc=1
     fi
     rdma link delete rxe_rdy; ip link delete dtest1
+    # The RDMA stack goes first: where it is modular (Debian's kernel), `modprobe -r` of a module
+    # whose dependency ib_core another module still uses removes the module and then fails on
+    # ib_core ("in use"), as it does on a node where mlx5_ib holds ib_core.
+    rdma_unload
+    if [ -e /sys/module/nvidia_peermem ]; then modprobe -r nvidia_peermem || rc=1; fi
     return $rc
 }
 tb_case ready-path ready_path
@@ -251,4 +259,5 @@ fixture_roots() {
 }
 tb_case fixture-roots fixture_roots
 
+rdma_unload
 modprobe -r peer_mem_emu nvp2p_emu 2>/dev/null || true

@@ -12,6 +12,7 @@
 # this guest. Without that file (make check-full, this suite run by hand) the guest compiles it
 # under TCG (300-700 s).
 # bench: boot system
+# bench: check-kernel stock
 
 KREL=$(uname -r)
 SRCTREE=/tmp/nvpeer-dkms-src
@@ -25,7 +26,15 @@ DK=(dkms --sourcetree "$SRCTREE")
 
 have() { command -v "$1" >/dev/null || { echo "$1 not in the guest root"; return 77; }; }
 
-unload_all() { modprobe -r nvidia-peermem nvpeer classic_peer nv_peer_mem peer_mem_emu nvp2p_emu 2>/dev/null; return 0; }
+# Ours, then the rxe stack earlier suites may have left (modules on Debian's kernel: with it
+# loaded, ib_core stays in use and `modprobe -r` of our modules fails on that dependency).
+unload_all() {
+    local m
+    for m in nvidia-peermem nvpeer classic_peer nv_peer_mem peer_mem_emu nvp2p_emu rdma_rxe rdma_ucm ib_uverbs; do
+        modprobe -r $m 2>/dev/null
+    done
+    return 0
+}
 
 dkms_install() {
     have dkms || return $?

@@ -3,6 +3,7 @@
 # only that numbers were produced and that nvpeer pins once per registration while the classic
 # C client and NVIDIA's own nvidia-peermem (built from Debian's source) pin twice; the figures
 # themselves are printed, never compared with targets.
+# bench: check-kernel stock
 . /src/testbench/bench/regpath-lib.sh
 
 RP_OUT=/bench/bench-results/smoke

@@ -2,6 +2,7 @@
 # emulated GPU memory, register it as an MR, free it under the live registration, and say at each
 # step what the peer-memory core (/sys/kernel/mm/memory_peers/nv_mem/*) and nvpeer
 # (/sys/kernel/debug/nvpeer/) report. Also recorded as a result, so `make check` keeps it working.
+# bench: check-kernel stock
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 say() { printf '\n=== %s\n' "$*"; }
