@@ -265,10 +265,11 @@ pub struct BenchArgs {
     /// Sweep all sizes from 2 bytes to `--max-size` in powers of two (perftest `-a`: 2 .. 2^23).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
-    /// Message size when not sweeping (perftest `-s`, default 65536; at most 2G, the InfiniBand
-    /// maximum message size).
-    #[arg(short = 's', long = "size", default_value = "65536", value_parser = figures::size::parse_message)]
-    pub size: u64,
+    /// Message size when not sweeping, at most 2G (the InfiniBand maximum message size). Default
+    /// as perftest's per test: 2 for write_lat (`ib_write_lat`), 65536 for the bandwidth tests and
+    /// reg (perftest `-s`); one `-s` given applies to every test of the run.
+    #[arg(short = 's', long = "size", value_parser = figures::size::parse_message)]
+    pub size: Option<u64>,
     /// Largest size of a sweep (perftest: 8 MiB).
     #[arg(long = "max-size", default_value = "8M", value_parser = parse_size)]
     pub max_size: u64,
@@ -341,7 +342,36 @@ pub struct BenchArgs {
     pub junit: Option<std::path::PathBuf>,
 }
 
+/// perftest's default message size of its bandwidth tests (`DEF_SIZE_BW` in perftest's
+/// `src/perftest_parameters.h`).
+pub const DEF_SIZE_BW: u64 = 65536;
+/// perftest's default message size of its latency tests (`DEF_SIZE_LAT`).
+pub const DEF_SIZE_LAT: u64 = 2;
+
 impl BenchArgs {
+    /// The message size of `test` when not sweeping: `-s` if given, else perftest's default for
+    /// that kind of test ([`DEF_SIZE_LAT`] for the latency test, [`DEF_SIZE_BW`] for the others;
+    /// `reg` keeps the bandwidth default, perftest having no such test).
+    pub fn size_for(&self, test: BenchTest) -> u64 {
+        self.size.unwrap_or(match test {
+            BenchTest::WriteLat => DEF_SIZE_LAT,
+            BenchTest::WriteBw | BenchTest::ReadBw | BenchTest::SendBw | BenchTest::Reg => {
+                DEF_SIZE_BW
+            }
+        })
+    }
+
+    /// The buffer a `--server` offers perftest clients: the top of the `-a` sweep, else the
+    /// message size of the tests it pairs with (`ib_write_bw`/`ib_read_bw`, so perftest's
+    /// bandwidth default when `-s` is not given, as those clients' own default).
+    pub fn serve_size(&self) -> u64 {
+        if self.all {
+            self.max_size
+        } else {
+            self.size_for(BenchTest::WriteBw)
+        }
+    }
+
     /// Iterations of `test` (perftest's defaults where `-n` is not given).
     pub fn iters_for(&self, test: BenchTest) -> u32 {
         self.iters.unwrap_or(if test == BenchTest::WriteBw {
@@ -560,7 +590,7 @@ mod tests {
         assert!(e.contains("one RDMA message"), "{e}");
         assert_eq!(
             B::try_parse_from(["x", "-s", "2G"]).unwrap().b.size,
-            1 << 31
+            Some(1 << 31)
         );
         assert!(V::try_parse_from(["x", "--xfer-size", "4G"]).is_err());
         // Registrations may be larger than one message.
@@ -575,6 +605,49 @@ mod tests {
         assert_eq!(v.common.serve.bind, "127.0.0.1");
         assert!(!v.common.serve.once && !v.common.serve.allow_any_peer);
         assert_eq!(v.common.serve.mem_limit, 4 << 30);
+    }
+
+    #[test]
+    fn message_size_defaults_per_test_like_perftest() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        // No -s: perftest's DEF_SIZE_LAT for the latency test, DEF_SIZE_BW for the others.
+        let b = T::try_parse_from(["x"]).unwrap().b;
+        assert_eq!(b.size, None);
+        assert_eq!(b.size_for(BenchTest::WriteLat), 2);
+        for t in [
+            BenchTest::WriteBw,
+            BenchTest::ReadBw,
+            BenchTest::SendBw,
+            BenchTest::Reg,
+        ] {
+            assert_eq!(b.size_for(t), 65536, "{}", t.name());
+        }
+        // The server offers perftest's bandwidth clients their own default.
+        assert_eq!(b.serve_size(), 65536);
+        // A given -s is every test's size, the latency test's too, and the server's buffer.
+        let b = T::try_parse_from(["x", "-s", "4K"]).unwrap().b;
+        for t in [
+            BenchTest::WriteLat,
+            BenchTest::WriteBw,
+            BenchTest::ReadBw,
+            BenchTest::SendBw,
+            BenchTest::Reg,
+        ] {
+            assert_eq!(b.size_for(t), 4096, "{}", t.name());
+        }
+        assert_eq!(b.serve_size(), 4096);
+        // -a: the server offers the top of the sweep whatever -s says.
+        let b = T::try_parse_from(["x", "-a", "--max-size", "1M", "-s", "2"])
+            .unwrap()
+            .b;
+        assert_eq!(b.serve_size(), 1 << 20);
+        let b = T::try_parse_from(["x", "-a"]).unwrap().b;
+        assert_eq!(b.serve_size(), 8 << 20);
     }
 
     #[test]
@@ -622,6 +695,28 @@ mod tests {
         fn tos_round_trips(v in 0u8..=255) {
             proptest::prop_assert_eq!(parse_tos(&v.to_string()), Ok(v));
             proptest::prop_assert_eq!(parse_tos(&format!("0x{v:x}")), Ok(v));
+        }
+
+        /// A given `-s` is the size of every test: none falls back to a default.
+        #[test]
+        fn a_given_size_wins_for_every_test(size in 1u64..=(1 << 31)) {
+            use clap::Parser;
+            #[derive(Parser)]
+            struct T {
+                #[command(flatten)]
+                b: BenchArgs,
+            }
+            let b = T::try_parse_from(["x", "-s", &size.to_string()]).unwrap().b;
+            for t in [
+                BenchTest::WriteLat,
+                BenchTest::WriteBw,
+                BenchTest::ReadBw,
+                BenchTest::SendBw,
+                BenchTest::Reg,
+            ] {
+                proptest::prop_assert_eq!(b.size_for(t), size);
+            }
+            proptest::prop_assert_eq!(b.serve_size(), size);
         }
 
         #[test]

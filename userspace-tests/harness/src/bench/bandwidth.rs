@@ -31,7 +31,7 @@ impl Bench {
 
     /// Bandwidth of one operation over all sizes.
     pub(super) fn bw(&mut self, test: BenchTest) -> Result<Value, BenchError> {
-        let sz = sizes(&self.args);
+        let sz = sizes(&self.args, test);
         let max = *sz.iter().max().unwrap_or(&2);
         let iters = self.args.iters_for(test);
         let depth = if test == BenchTest::SendBw {
@@ -146,7 +146,7 @@ impl Bench {
     /// write_bw or read_bw against perftest's server at `host` (`--perftest`): its buffer is the
     /// far side, its exchange sets the test up, and it gets this side's report at the end.
     pub(super) fn bw_perftest(&mut self, test: BenchTest, host: &str) -> Result<Value, BenchError> {
-        let sz = sizes(&self.args);
+        let sz = sizes(&self.args, test);
         let max = *sz.iter().max().unwrap_or(&2);
         let dev = self
             .dev

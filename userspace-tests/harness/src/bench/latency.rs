@@ -13,7 +13,7 @@ use std::time::Instant;
 impl Bench {
     /// WRITE_WITH_IMM ping-pong latency (valid on GPU memory: nobody polls the payload).
     pub(super) fn lat(&mut self) -> Result<Value, BenchError> {
-        let sz = sizes(&self.args);
+        let sz = sizes(&self.args, BenchTest::WriteLat);
         let max = *sz.iter().max().unwrap_or(&2);
         let iters = self.args.iters_for(BenchTest::WriteLat);
         let lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;

@@ -46,11 +46,13 @@ struct Bench {
     peer: Option<Peer>,
 }
 
-fn sizes(a: &BenchArgs) -> Vec<u64> {
+/// The message sizes a transfer test measures: the `-a` sweep, else the one size of `test`
+/// ([`BenchArgs::size_for`]: `-s`, or perftest's default for that test).
+fn sizes(a: &BenchArgs, test: BenchTest) -> Vec<u64> {
     if a.all {
         stats::sweep_sizes(a.max_size)
     } else {
-        vec![a.size]
+        vec![a.size_for(test)]
     }
 }
 
@@ -154,7 +156,7 @@ pub fn run(args: BenchArgs) -> u8 {
     };
     if c.server {
         let opts = perftest_peer::ServeOpts {
-            size: if args.all { args.max_size } else { args.size },
+            size: args.serve_size(),
             gid_given: c.gid_index.is_some(),
             mtu: args.mtu.and_then(verbs::mtu_code),
             traffic_class: args.tos.unwrap_or(0),
@@ -298,7 +300,60 @@ pub fn run(args: BenchArgs) -> u8 {
 mod tests {
     use super::*;
 
+    fn parse(argv: &[&str]) -> BenchArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        T::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
+            .unwrap()
+            .b
+    }
+
+    #[test]
+    fn each_test_measures_its_own_default_size() {
+        let a = parse(&[]);
+        assert_eq!(sizes(&a, BenchTest::WriteLat), vec![2]);
+        for t in [BenchTest::WriteBw, BenchTest::ReadBw, BenchTest::SendBw] {
+            assert_eq!(sizes(&a, t), vec![65536], "{}", t.name());
+        }
+        let a = parse(&["-s", "64K"]);
+        assert_eq!(sizes(&a, BenchTest::WriteLat), vec![65536]);
+        // -a is unaffected: the same sweep for every test.
+        let a = parse(&["-a", "--max-size", "16"]);
+        for t in [BenchTest::WriteLat, BenchTest::WriteBw, BenchTest::ReadBw] {
+            assert_eq!(sizes(&a, t), vec![2, 4, 8, 16], "{}", t.name());
+        }
+    }
+
     proptest::proptest! {
+        /// Whatever the options, a `--server` started with them offers perftest clients a buffer
+        /// that holds every message an nvpeer client with the same options sends in the tests
+        /// perftest pairs with (write_bw, read_bw), as an `ib_write_bw` with the same `-s`/`-a`.
+        #[test]
+        fn the_server_buffer_covers_the_client_sizes(
+            size in proptest::option::of(1u64..=(1 << 31)),
+            all in proptest::bool::ANY,
+            max_shift in 1u32..=31,
+        ) {
+            let max = (1u64 << max_shift).to_string();
+            let mut argv = vec!["--max-size", max.as_str()];
+            let s = size.map(|s| s.to_string());
+            if let Some(s) = &s {
+                argv.extend(["-s", s.as_str()]);
+            }
+            if all {
+                argv.push("-a");
+            }
+            let a = parse(&argv);
+            for t in [BenchTest::WriteBw, BenchTest::ReadBw] {
+                let top = sizes(&a, t).into_iter().max().unwrap_or(0);
+                proptest::prop_assert!(top <= a.serve_size(), "{} {top} > {}", t.name(), a.serve_size());
+            }
+        }
+
         #[test]
         fn sweep_never_overflows(max in 0u64..=u64::MAX) {
             let v = stats::sweep_sizes(max);

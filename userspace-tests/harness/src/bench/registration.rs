@@ -13,7 +13,7 @@ impl Bench {
         let sz = if self.args.all {
             matrix(self.args.max_size)
         } else {
-            vec![self.args.size]
+            vec![self.args.size_for(BenchTest::Reg)]
         };
         let iters = self.args.iters_for(BenchTest::Reg);
         let max = *sz.iter().max().unwrap_or(&1);
