@@ -260,6 +260,8 @@ pub struct TestInfo {
     pub mem: String,
     /// GPU selector when the memory is CUDA memory (perftest's `cuda_device`).
     pub cuda_device: Option<String>,
+    /// `-T` when given: the traffic class of the test's QPs (perftest's `TOS`).
+    pub tos: Option<u8>,
     pub gbits: bool,
 }
 
@@ -305,6 +307,11 @@ pub fn test_info_json(t: &TestInfo) -> serde_json::Value {
     }
     put("Use_ROCm_memory", "OFF".into());
     put("Data_ex_method", "Ethernet".into());
+    // perftest's key and place (`write_test_info_to_file` writes `"TOS": %d` after
+    // `Data_ex_method` when a ToS was set; it sets one only on rdma_cm QPs, nvpeer on every QP).
+    if let Some(tos) = t.tos {
+        put("TOS", tos.into());
+    }
     put("Memory", t.mem.clone().into());
     put("BW_unit", if t.gbits { "Gb/sec" } else { "MiB/sec" }.into());
     serde_json::Value::Object(m)
@@ -436,11 +443,29 @@ mod tests {
         });
         assert_eq!(info["Link_type"], "IB");
         assert_eq!(info["Max_inline_data"], 0);
+        // No -T, no TOS key (as perftest, which writes it only when a ToS was set).
+        assert!(info.get("TOS").is_none(), "{info}");
         let d = perftest_doc(&info, &[bw_json(&r, false)]);
         assert_eq!(d["results"]["MsgSize"], 65536);
         assert_eq!(d["test_info"]["test"], "RDMA_Write_BW_Test");
         let d = perftest_doc(&info, &[bw_json(&r, false), bw_json(&r, true)]);
         assert_eq!(d["results"].as_array().unwrap().len(), 2);
         assert!(lat_row(2, 3, &l).contains(&"2.00".to_string()));
+    }
+
+    #[test]
+    fn test_info_carries_the_tos_under_perftests_key() {
+        for tos in [0u8, 106, 255] {
+            let info = test_info_json(&TestInfo {
+                test: "RDMA_Write_BW_Test".into(),
+                tos: Some(tos),
+                ..Default::default()
+            });
+            // perftest's spelling, a JSON number, and in the --out_json document too.
+            assert_eq!(info["TOS"], serde_json::json!(tos), "{info}");
+            assert!(info.get("tos").is_none() && info.get("ToS").is_none());
+            let d = perftest_doc(&info, &[]);
+            assert_eq!(d["test_info"]["TOS"], u64::from(tos));
+        }
     }
 }

@@ -87,6 +87,8 @@ impl Bench {
             mem: self.mem.to_string(),
             cuda_device: matches!(self.mem, MemKind::Cuda | MemKind::CudaDmabuf)
                 .then(|| self.args.memory().1.to_string()),
+            // The ToS of the test's QPs: none without a QP (reg).
+            tos: ep.and(self.args.tos),
             gbits: self.args.report_gbits,
         })
     }
