@@ -159,6 +159,50 @@ print("duration run:", r)
 PY
 }
 
+hv_bench_bidirectional() {
+    # perftest's -b, loopback (both sides' QPs in one process) and two-node (the server, started
+    # with -b, runs its half when asked): every bandwidth test, perftest's bidirectional names, the
+    # figures of this side's -n; then a client without -b refused by a -b server (exit 2).
+    ip netns exec hva "$NVPEER" bench --mem host -d rxea -b --test write_bw,read_bw,send_bw -s 4096 \
+        -n 20 -t 8 --no-progress --json >"$OUT/bench-bidir-loopback.json" || { echo "loopback -b failed"; return 1; }
+    NVPEER_TOKEN=hv-secret ip netns exec hva "$NVPEER" bench --server -b --bind $HV_A --once -d rxea -p 18603 \
+        >"$OUT/bench-bidir-server.txt" 2>&1 &
+    local srv=$!
+    NVPEER_TOKEN=hv-secret ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18603 --mem host -d rxeb -b \
+        --test write_bw,read_bw,send_bw -s 4096 -n 20 -t 8 --no-progress --json >"$OUT/bench-bidir.json"
+    local rc=$?
+    wait $srv; local src=$?
+    [ "$rc" = 0 ] && [ "$src" = 0 ] || { echo "client $rc server $src"; cat "$OUT/bench-bidir-server.txt"; return 1; }
+    grep -q "running this side's half" "$OUT/bench-bidir-server.txt" || { echo "the server ran no half"; return 1; }
+    python3 -S - "$OUT/bench-bidir-loopback.json" "$OUT/bench-bidir.json" <<'PY' || return 1
+import json, sys
+for f in sys.argv[1:]:
+    t = {x["test"]: x for x in json.load(open(f))["tests"]}
+    for k, name in (("write_bw", "RDMA_Write_Bidirectional_BW_Test"),
+                    ("read_bw", "RDMA_Read_Bidirectional_BW_Test"),
+                    ("send_bw", "Send_Bidirectional_BW_Test")):
+        assert k in t and "error" not in t[k], (f, k, t.get(k))
+        r, i = t[k]["results"][0], t[k]["test_info"]
+        assert r["MsgSize"] == 4096 and r["n_iterations"] == 20 and r["BW_average"] > 0, (f, r)
+        assert i["test"] == name, (f, i)
+    assert t["send_bw"]["test_info"]["RX_depth"] == 20, (f, t["send_bw"]["test_info"])
+print("bidirectional json ok")
+PY
+    # A mismatch is refused at the hello: the client exits 2 and says what to change; the server
+    # (--once counts only a served client) is stopped here.
+    NVPEER_TOKEN=hv-secret ip netns exec hva "$NVPEER" bench --server -b --bind $HV_A --once -d rxea -p 18604 \
+        >"$OUT/bench-bidir-mismatch-server.txt" 2>&1 &
+    srv=$!
+    local out
+    out=$(NVPEER_TOKEN=hv-secret ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18604 --mem host -d rxeb \
+        --test write_bw -s 4096 -n 20 --no-progress 2>&1); rc=$?
+    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+    [ "$rc" = 2 ] && echo "$out" | grep -q "started with -b" || { echo "mismatch: exit $rc: $out"; return 1; }
+    grep -q 'refused: this server was started with -b' "$OUT/bench-bidir-mismatch-server.txt" ||
+        { echo "refusal not logged"; cat "$OUT/bench-bidir-mismatch-server.txt"; return 1; }
+    echo "mismatch refused: $out"
+}
+
 hv_bad_input() {
     local out rc
     out=$("$NVPEER" validate --max-size 0 2>&1) && { echo "accepted --max-size 0"; return 1; }
@@ -267,6 +311,7 @@ if hv_rxe_up >"$OUT/rxe-setup.txt" 2>&1; then
     tb_case bench-host-two-node hv_bench_two_node
     tb_case bench-host-sweep hv_bench_sweep
     tb_case bench-host-duration hv_bench_duration
+    tb_case bench-host-bidirectional hv_bench_bidirectional
 else
     tb_result rxe-setup fail "$(tail -n 5 "$OUT/rxe-setup.txt")"
 fi

@@ -289,6 +289,12 @@ pub struct BenchArgs {
     /// Seconds left out at each end of a `-D` run (perftest `-f`, `--margin`, default 2).
     #[arg(short = 'f', long = "margin", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=3600))]
     pub margin: u32,
+    /// Bidirectional bandwidth (perftest `-b`): both sides post at once, each measures its own
+    /// requests, and the figures are the sum of both sides' (write_bw, read_bw, send_bw). Two
+    /// nodes: give `-b` to the `--server` too; a server and a client that disagree are refused at
+    /// the hello (exit 2). Not with `--perftest`.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
     /// Do not compute the peak bandwidth (perftest `-N`; it is also skipped above 20000 iterations).
     #[arg(short = 'N', long = "noPeak")]
     pub no_peak: bool,
@@ -434,6 +440,31 @@ impl BenchArgs {
                     "-q runs write_bw and read_bw only, not {}",
                     t.name()
                 ));
+            }
+        }
+        if self.bidirectional {
+            if self.perftest {
+                return Err(
+                    "-b with --perftest: bidirectional pairing with perftest is not \
+                            implemented; run -b against nvpeer (loopback, or `nvpeer bench \
+                            --server -b`)"
+                        .into(),
+                );
+            }
+            // A server runs whatever its clients ask: its --test list does not matter.
+            if !self.common.server {
+                if let Some(t) = self.tests.iter().find(|t| {
+                    !matches!(
+                        t,
+                        BenchTest::WriteBw | BenchTest::ReadBw | BenchTest::SendBw
+                    )
+                }) {
+                    return Err(format!(
+                        "-b runs the bandwidth tests (write_bw, read_bw, send_bw) only, not {}: \
+                         give --test with those",
+                        t.name()
+                    ));
+                }
             }
         }
         if self.json_file().is_some() && self.tests.len() != 1 {
@@ -648,6 +679,49 @@ mod tests {
         assert_eq!(b.serve_size(), 1 << 20);
         let b = T::try_parse_from(["x", "-a"]).unwrap().b;
         assert_eq!(b.serve_size(), 8 << 20);
+    }
+
+    #[test]
+    fn bidirectional_is_for_the_bandwidth_tests_against_nvpeer() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let p = |argv: &[&str]| {
+            T::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
+                .unwrap()
+                .b
+        };
+        assert!(!p(&[]).bidirectional);
+        for argv in [
+            &["-b", "--test", "write_bw"][..],
+            &["--bidirectional", "--test", "read_bw,send_bw,write_bw"],
+            &["-b", "--test", "write_bw", "-q", "2", "-D", "5"],
+            &["-b", "--test", "send_bw", "--client", "h"],
+            // The server runs what its clients ask, whatever its own --test list says.
+            &["-b", "--server"],
+        ] {
+            let b = p(argv);
+            assert!(b.bidirectional, "{argv:?}");
+            assert_eq!(b.check(), Ok(()), "{argv:?}");
+        }
+        // The default --test list has reg and write_lat: refused, naming the first.
+        let e = p(&["-b"]).check().unwrap_err();
+        assert!(e.contains("-b") && e.contains("not reg"), "{e}");
+        let e = p(&["-b", "--test", "write_bw,write_lat"])
+            .check()
+            .unwrap_err();
+        assert!(e.contains("not write_lat"), "{e}");
+        // No bidirectional pairing with perftest.
+        let e = p(&["-b", "--perftest", "--client", "h", "--test", "write_bw"])
+            .check()
+            .unwrap_err();
+        assert!(
+            e.contains("--perftest") && e.contains("not implemented"),
+            "{e}"
+        );
     }
 
     #[test]

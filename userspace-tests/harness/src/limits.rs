@@ -10,6 +10,10 @@ pub const MAX_WAIT_MS: u64 = 600_000;
 pub const MAX_PONG_ITERS: u32 = 10_000_000;
 /// Most outstanding work requests a client may ask a QP for.
 pub const MAX_DEPTH: u32 = 1 << 16;
+/// Most requests per QP of one bidirectional half (`BwRun`; perftest's `MAX_ITER`).
+pub const MAX_BW_ITERS: u64 = 100_000_000;
+/// Longest `-D` of one bidirectional half, in seconds (the CLI's `-D` limit).
+pub const MAX_BW_SECS: f64 = 86_400.0;
 
 /// The server's state as far as checks need it.
 pub trait View {
@@ -96,7 +100,68 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
             }
             Ok(())
         }
+        Req::BwRun { id, size, plan, .. } => {
+            if size == 0 {
+                return Err("refused: messages of 0 bytes".into());
+            }
+            inside(id, 0, size)?;
+            figures::size::check_message(size)?;
+            let depth = connected()?;
+            if plan.depth > u64::from(depth) {
+                return Err(format!(
+                    "refused: {} outstanding requests on a QP of depth {depth}",
+                    plan.depth
+                ));
+            }
+            check_plan(&plan)
+        }
     }
+}
+
+/// The plan of a bidirectional half: what the server's loop would post, poll and record.
+fn check_plan(p: &crate::bench::BwPlan) -> Result<(), String> {
+    if p.iters == 0 || p.iters > MAX_BW_ITERS {
+        return Err(format!(
+            "refused: {} requests per QP (1 to {MAX_BW_ITERS})",
+            p.iters
+        ));
+    }
+    if p.depth == 0 || p.depth > u64::from(MAX_DEPTH) {
+        return Err(format!(
+            "refused: {} outstanding requests (1 to {MAX_DEPTH})",
+            p.depth
+        ));
+    }
+    if p.cq_mod == 0 || p.cq_mod > p.depth {
+        return Err(format!(
+            "refused: a signalled request every {} (1 to the depth {})",
+            p.cq_mod, p.depth
+        ));
+    }
+    // The peak keeps a time per request: only as many as perftest computes it for.
+    if p.peak && p.iters > crate::bench::PEAK_MAX_ITERS {
+        return Err(format!(
+            "refused: a peak over {} requests (at most {})",
+            p.iters,
+            crate::bench::PEAK_MAX_ITERS
+        ));
+    }
+    if let Some((d, margin)) = p.duration {
+        let ok = d.is_finite()
+            && margin.is_finite()
+            && d > 0.0
+            && d <= MAX_BW_SECS
+            && margin >= 0.0
+            && 2.0 * margin < d;
+        if !ok || p.peak {
+            return Err(format!(
+                "refused: a -D run of {d} s with a margin of {margin} s{} (0 < -D <= \
+                 {MAX_BW_SECS}, twice the margin below it, no peak)",
+                if p.peak { " and a peak" } else { "" }
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -199,6 +264,84 @@ mod tests {
         assert!(check(&recv(1), &unconnected, lim).is_err());
     }
 
+    fn plan(iters: u64, depth: u64, cq_mod: u64, peak: bool) -> crate::bench::BwPlan {
+        crate::bench::BwPlan {
+            iters,
+            depth,
+            cq_mod,
+            peak,
+            duration: None,
+        }
+    }
+
+    fn bw_run(size: u64, plan: crate::bench::BwPlan) -> Req {
+        Req::BwRun {
+            id: 1,
+            op: crate::peer::BwOp::Send,
+            size,
+            plan,
+        }
+    }
+
+    #[test]
+    fn bidirectional_halves_beyond_the_limits_are_refused() {
+        let v = fake();
+        let lim = 1 << 20;
+        let ok = |q: Req| check(&q, &v, lim);
+        assert!(ok(bw_run(65536, plan(1000, 8, 1, true))).is_ok());
+        // Outside the buffer, or more than one message.
+        assert!(ok(bw_run(65537, plan(1000, 8, 1, true))).is_err());
+        assert!(ok(bw_run(0, plan(1000, 8, 1, true))).is_err());
+        // Iterations, depth, signalling out of range.
+        for p in [
+            plan(0, 8, 1, false),
+            plan(MAX_BW_ITERS + 1, 8, 1, false),
+            plan(u64::MAX, 8, 1, false),
+            plan(10, 0, 1, false),
+            plan(10, 9, 1, false), // deeper than the connected QP (8)
+            plan(10, 8, 0, false),
+            plan(10, 8, 9, false),
+        ] {
+            assert!(ok(bw_run(4096, p)).is_err(), "{p:?}");
+        }
+        // A peak records a time per request: refused beyond perftest's peak limit.
+        let peak_max = crate::bench::PEAK_MAX_ITERS;
+        assert!(ok(bw_run(4096, plan(peak_max, 8, 1, true))).is_ok());
+        let e = ok(bw_run(4096, plan(peak_max + 1, 8, 1, true))).unwrap_err();
+        assert!(e.contains("peak"), "{e}");
+        assert!(ok(bw_run(4096, plan(peak_max + 1, 8, 1, false))).is_ok());
+        // -D: finite, positive, under a day, longer than twice the margin, without a peak.
+        let d = |secs: f64, margin: f64, peak: bool| {
+            bw_run(
+                4096,
+                crate::bench::BwPlan {
+                    duration: Some((secs, margin)),
+                    ..plan(1, 8, 1, peak)
+                },
+            )
+        };
+        assert!(ok(d(5.0, 2.0, false)).is_ok());
+        for (secs, margin, peak) in [
+            (4.0, 2.0, false),
+            (5.0, 2.0, true),
+            (0.0, 0.0, false),
+            (-1.0, 0.0, false),
+            (f64::NAN, 0.0, false),
+            (f64::INFINITY, 0.0, false),
+            (5.0, f64::NAN, false),
+            (5.0, -1.0, false),
+            (MAX_BW_SECS + 1.0, 0.0, false),
+        ] {
+            assert!(ok(d(secs, margin, peak)).is_err(), "{secs} {margin} {peak}");
+        }
+        // Not connected: refused before anything runs.
+        let unconnected = Fake {
+            depth: None,
+            ..fake()
+        };
+        assert!(check(&bw_run(4096, plan(10, 8, 1, false)), &unconnected, lim).is_err());
+    }
+
     fn any_req() -> impl Strategy<Value = Req> {
         prop_oneof![
             (any::<u64>(), any::<bool>()).prop_map(|(size, host)| Req::Alloc { size, host }),
@@ -231,6 +374,26 @@ mod tests {
                 rkey: 0,
                 raddr: 0
             }),
+            (
+                any::<u32>(),
+                any::<u64>(),
+                (any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>()),
+                proptest::option::of((any::<f64>(), any::<f64>())),
+            )
+                .prop_map(|(id, size, (iters, depth, cq_mod, peak), duration)| {
+                    Req::BwRun {
+                        id,
+                        op: crate::peer::BwOp::Write { rkey: 1, raddr: 2 },
+                        size,
+                        plan: crate::bench::BwPlan {
+                            iters,
+                            depth,
+                            cq_mod,
+                            peak,
+                            duration,
+                        },
+                    }
+                }),
         ]
     }
 
@@ -247,6 +410,18 @@ mod tests {
                         prop_assert!(off + len <= v.bufs[&id]);
                     }
                     Req::Pong { id, size, .. } => prop_assert!(size <= v.bufs[&id]),
+                    Req::BwRun { id, size, plan, .. } => {
+                        // What the server's loop then posts, keeps and waits for is bounded.
+                        prop_assert!(size >= 1 && size <= v.bufs[&id]);
+                        prop_assert!((1..=MAX_BW_ITERS).contains(&plan.iters));
+                        prop_assert!(plan.depth >= 1 && plan.depth <= 8);
+                        prop_assert!(plan.cq_mod >= 1 && plan.cq_mod <= plan.depth);
+                        prop_assert!(!plan.peak || plan.iters <= crate::bench::PEAK_MAX_ITERS);
+                        if let Some((d, m)) = plan.duration {
+                            prop_assert!(d.is_finite() && d > 0.0 && d <= MAX_BW_SECS);
+                            prop_assert!(m >= 0.0 && 2.0 * m < d && !plan.peak);
+                        }
+                    }
                     _ => {}
                 }
             }

@@ -165,6 +165,10 @@ pub struct ServeOpts {
     /// `-T` of the server: the GRH traffic class of every QP it connects (perftest and nvpeer
     /// clients alike).
     pub traffic_class: u8,
+    /// `-b` of the server: it runs its half of nvpeer clients' bidirectional bandwidth tests, and
+    /// serves only clients that said `-b` too (checked at the hello); perftest clients, whose
+    /// exchange does not say, are refused.
+    pub bidirectional: bool,
 }
 
 /// Serves one perftest client (`ib_write_bw` or `ib_read_bw` as client) on `s`: offers a buffer

@@ -248,6 +248,9 @@ pub struct TestInfo {
     /// `ibv_port_attr.link_layer` as sideway names it (`Ethernet`, `InfiniBand`).
     pub link_layer: String,
     pub tx_depth: Option<u32>,
+    /// perftest's `RX_depth` (it writes one for a send test's receiving side: its server, and
+    /// both sides of `-b`).
+    pub rx_depth: Option<u32>,
     pub cq_mod: Option<u64>,
     /// QP pairs (perftest's `Number_of_qps`; 0 is read as 1).
     pub qps: u32,
@@ -282,6 +285,9 @@ pub fn test_info_json(t: &TestInfo) -> serde_json::Value {
     put("ibv_wr_API", "ON".into());
     if let Some(d) = t.tx_depth {
         put("TX_depth", d.into());
+    }
+    if let Some(d) = t.rx_depth {
+        put("RX_depth", d.into());
     }
     if let Some(c) = t.cq_mod {
         put("CQ_Moderation", c.into());
@@ -443,8 +449,20 @@ mod tests {
         });
         assert_eq!(info["Link_type"], "IB");
         assert_eq!(info["Max_inline_data"], 0);
-        // No -T, no TOS key (as perftest, which writes it only when a ToS was set).
+        // No -T, no TOS key (as perftest, which writes it only when a ToS was set); no RX_depth
+        // unless given (perftest writes it for a send test's receiving side).
         assert!(info.get("TOS").is_none(), "{info}");
+        assert!(info.get("RX_depth").is_none(), "{info}");
+        let send = test_info_json(&TestInfo {
+            test: "Send_Bidirectional_BW_Test".into(),
+            tx_depth: Some(128),
+            rx_depth: Some(1000),
+            ..Default::default()
+        });
+        assert_eq!(
+            (send["TX_depth"].as_u64(), send["RX_depth"].as_u64()),
+            (Some(128), Some(1000))
+        );
         let d = perftest_doc(&info, &[bw_json(&r, false)]);
         assert_eq!(d["results"]["MsgSize"], 65536);
         assert_eq!(d["test_info"]["test"], "RDMA_Write_BW_Test");

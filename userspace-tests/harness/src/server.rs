@@ -68,6 +68,29 @@ pub trait Session {
     }
     /// What the server serves, for the hello answer and the log (`host`, `cuda`, ...).
     fn mem(&self) -> String;
+    /// Whether this server was started for bidirectional bandwidth tests (`bench --server -b`).
+    fn bidirectional(&self) -> bool {
+        false
+    }
+}
+
+/// Whether a client that said `client` (`-b` or not) in its hello may be served by a server
+/// started with `server`: both sides must say the same, as perftest's `-b` is given to both of
+/// its ends; a mismatch is refused at the hello with what to change.
+pub fn agree_bidirectional(server: bool, client: bool) -> Result<(), String> {
+    match (server, client) {
+        (true, false) => Err(
+            "this server was started with -b (bidirectional bandwidth) and the client was not: \
+             give -b to both sides or to neither"
+                .into(),
+        ),
+        (false, true) => Err(
+            "the client runs bidirectional bandwidth tests (-b) and this server was started \
+             without -b: give -b to both sides (`nvpeer bench --server -b`) or to neither"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Checks the options and binds the listening socket.
@@ -337,8 +360,12 @@ fn nvpeer_client<S: Session>(
     };
     // What is left of the pre-admission time; a zero limit times out at once.
     let left = t.pre_auth.saturating_sub(connected.elapsed());
-    let token = match ch.recv_within::<Req>(left) {
-        Ok(Req::Hello { proto, token }) if proto == PROTO => token,
+    let (token, bidirectional) = match ch.recv_within::<Req>(left) {
+        Ok(Req::Hello {
+            proto,
+            token,
+            bidirectional,
+        }) if proto == PROTO => (token, bidirectional),
         Ok(Req::Hello { proto, .. }) => {
             return refuse(
                 &mut ch,
@@ -367,6 +394,9 @@ fn nvpeer_client<S: Session>(
         return false;
     }
     let mut s = session();
+    if let Err(why) = agree_bidirectional(s.bidirectional(), bidirectional) {
+        return refuse(&mut ch, why);
+    }
     let mem = s.mem();
     if ch
         .send(&Resp::Hello {
@@ -420,6 +450,14 @@ fn describe(q: &Req) -> Option<String> {
         )),
         Req::Connect { depth, .. } => Some(format!("connected a QP of depth {depth}")),
         Req::Free { id } => Some(format!("freed buffer {id} under its MR")),
+        Req::BwRun { op, size, plan, .. } => Some(format!(
+            "bidirectional: running this side's half, {} of {size} bytes, {}",
+            op.op().name(),
+            match plan.duration {
+                Some((d, _)) => format!("{d} s on each QP"),
+                None => format!("{} on each QP", plan.iters),
+            }
+        )),
         _ => None,
     }
 }
@@ -488,13 +526,93 @@ mod tests {
     }
 
     fn client(port: u16, token: Option<&str>) -> Channel {
+        client_b(port, token, false)
+    }
+
+    /// A client whose hello says `bidirectional` (`bench -b`).
+    fn client_b(port: u16, token: Option<&str>, bidirectional: bool) -> Channel {
         let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
         c.send(&Req::Hello {
             proto: PROTO,
             token: token.map(Into::into),
+            bidirectional,
         })
         .unwrap();
         c
+    }
+
+    /// A session of a server started with `-b` or without.
+    struct Bidi(bool);
+
+    impl Session for Bidi {
+        fn handle(&mut self, _: Req) -> Resp {
+            Resp::Ok
+        }
+        fn mem(&self) -> String {
+            "host".into()
+        }
+        fn bidirectional(&self) -> bool {
+            self.0
+        }
+    }
+
+    #[test]
+    fn bidirectional_must_be_said_by_both_sides() {
+        assert_eq!(agree_bidirectional(false, false), Ok(()));
+        assert_eq!(agree_bidirectional(true, true), Ok(()));
+        let e = agree_bidirectional(true, false).unwrap_err();
+        assert!(
+            e.contains("server was started with -b") && e.contains("client was not"),
+            "{e}"
+        );
+        let e = agree_bidirectional(false, true).unwrap_err();
+        assert!(e.contains("client runs") && e.contains("without -b"), "{e}");
+        // Sessions that do not say are not bidirectional (validate's server).
+        let counting = Counting(std::rc::Rc::new(std::cell::Cell::new(0)));
+        assert!(!counting.bidirectional());
+    }
+
+    #[test]
+    fn a_bidirectional_mismatch_is_refused_at_the_hello() {
+        let mut a = args("127.0.0.1", None, false);
+        a.once = false;
+        let l = listen(&a, 0).unwrap();
+        let port = l.local_addr().unwrap().port();
+        // (server -b, client -b, admitted)
+        let cases = [
+            (true, false, false),
+            (false, true, false),
+            (true, true, true),
+            (false, false, true),
+        ];
+        let t = std::thread::spawn(move || {
+            for (server, client, admitted) in cases {
+                let mut c = client_b(port, None, client);
+                match c.recv::<Resp>() {
+                    Ok(Resp::Hello { .. }) if admitted => {
+                        assert!(matches!(c.call::<_, Resp>(&Req::Bye), Ok(Resp::Ok)));
+                    }
+                    Ok(Resp::Err { msg, .. }) if !admitted => {
+                        assert!(msg.starts_with("refused: ") && msg.contains("-b"), "{msg}");
+                        // Then the server closes the connection.
+                        assert!(matches!(c.recv::<Resp>(), Err(OobError::Closed)));
+                    }
+                    other => panic!("server -b {server}, client -b {client}: {other:?}"),
+                }
+            }
+        });
+        let log = Log::keeping();
+        for (server, _, admitted) in cases {
+            let (st, peer) = l.accept().unwrap();
+            let served = one_client(st, peer, &a, &log, Timeouts::default(), &mut || {
+                Bidi(server)
+            });
+            // A refused client does not count as served (a --once server waits for the next).
+            assert_eq!(served, admitted);
+        }
+        t.join().unwrap();
+        let refused = log.kept().iter().filter(|m| m.contains("refused:")).count();
+        assert_eq!(refused, 2, "{:#?}", log.kept());
     }
 
     /// A `--once` server on a free loopback port, without a token.

@@ -1,6 +1,6 @@
 //! perftest's figures: latency columns (over [`figures::stats`]) and bandwidth runs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Summary of a set of durations, in microseconds (perftest latency columns).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -34,7 +34,7 @@ pub fn summarize(samples_us: &[f64]) -> Option<LatencySummary> {
 }
 
 /// One bandwidth measurement, perftest style.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BwResult {
     pub msg_size: u64,
     pub iterations: u64,

@@ -25,6 +25,18 @@ fn bad_arguments_exit_2_with_a_message() {
         &["validate", "--xfer-size", "4G"],
         &["validate", "--max-size", "0"],
         &["validate", "--server", "--bind", "0.0.0.0"],
+        // -b: the default tests include reg and write_lat; no bidirectional perftest pairing.
+        &["bench", "-b"],
+        &["bench", "-b", "--test", "write_bw,write_lat"],
+        &[
+            "bench",
+            "-b",
+            "--perftest",
+            "--client",
+            "127.0.0.1",
+            "--test",
+            "write_bw",
+        ],
     ] {
         let o = nvpeer().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -32,6 +44,20 @@ fn bad_arguments_exit_2_with_a_message() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!err.trim().is_empty(), "{args:?}");
     }
+}
+
+#[test]
+fn bidirectional_errors_say_what_to_change() {
+    let o = nvpeer().args(["bench", "-b"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-b runs the bandwidth tests") && err.contains("--test"),
+        "{err}"
+    );
+    let o = nvpeer().args(["bench", "--help"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("-b, --bidirectional"), "{out}");
 }
 
 #[test]

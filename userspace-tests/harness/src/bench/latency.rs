@@ -114,7 +114,13 @@ impl Bench {
         }
         pb.finish_and_clear();
         self.say(&report::table(&report::lat_header(), &cells));
-        let info = self.info(&perftest_name(BenchTest::WriteLat), Some(&ep), None, None);
+        let info = self.info(
+            &perftest_name(BenchTest::WriteLat, false),
+            Some(&ep),
+            None,
+            None,
+            None,
+        );
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
         Ok(json!({"test": "write_lat", "test_info": info, "results": rows}))

@@ -13,7 +13,9 @@ mod reports;
 
 use reports::write_reports;
 
-pub use bandwidth::{cq_mod, BwPlan, PEAK_MAX_ITERS};
+pub use bandwidth::{
+    cq_mod, run_lanes, sum_bidirectional, BwPlan, Lane, Poster, SideResult, PEAK_MAX_ITERS,
+};
 
 use crate::cli::{BenchArgs, BenchTest, MemKind, Role};
 use crate::mem::{self, Backend};
@@ -64,13 +66,14 @@ impl Bench {
     }
 
     /// perftest's `test_info` for this run (`ep`: the connected endpoint, for the negotiated MTU
-    /// and READ depth).
+    /// and READ depth; `rx_depth`: perftest's `RX_depth`, where it writes one).
     fn info(
         &self,
         test: &str,
         ep: Option<&Endpoint>,
         cq_mod: Option<u64>,
         reads: Option<bool>,
+        rx_depth: Option<u32>,
     ) -> Value {
         let dev = self.dev.as_deref();
         let (mtu, out_reads) = ep.map_or((dev.map_or(0, |d| d.mtu as u8), 0), Endpoint::offer);
@@ -79,6 +82,7 @@ impl Bench {
             device: dev.map(|d| d.name.clone()).unwrap_or_default(),
             link_layer: dev.map(|d| d.link_layer.clone()).unwrap_or_default(),
             tx_depth: cq_mod.map(|_| self.args.tx_depth),
+            rx_depth,
             cq_mod,
             qps: if cq_mod.is_some() { self.args.qps } else { 1 },
             mtu: verbs::mtu_bytes(mtu),
@@ -126,20 +130,27 @@ impl Bench {
     }
 }
 
-/// perftest's title of a test's table.
-fn perftest_title(test: BenchTest) -> &'static str {
-    match test {
-        BenchTest::ReadBw => "RDMA_Read BW Test",
-        BenchTest::SendBw => "Send BW Test",
-        BenchTest::WriteLat => "RDMA_Write_imm Latency Test",
-        BenchTest::Reg => "Registration Latency Test",
-        BenchTest::WriteBw => "RDMA_Write BW Test",
+/// perftest's title of a test's table; `bidirectional` (`-b`) names a bandwidth test as
+/// perftest does (`RDMA_Write Bidirectional BW Test`).
+fn perftest_title(test: BenchTest, bidirectional: bool) -> String {
+    let (verb, kind) = match test {
+        BenchTest::ReadBw => ("RDMA_Read", "BW Test"),
+        BenchTest::SendBw => ("Send", "BW Test"),
+        BenchTest::WriteLat => ("RDMA_Write_imm", "Latency Test"),
+        BenchTest::Reg => ("Registration", "Latency Test"),
+        BenchTest::WriteBw => ("RDMA_Write", "BW Test"),
+    };
+    if bidirectional && kind == "BW Test" {
+        format!("{verb} Bidirectional {kind}")
+    } else {
+        format!("{verb} {kind}")
     }
 }
 
-/// perftest's `test_info.test` of a test (`RDMA_Write_BW_Test`, ...).
-pub fn perftest_name(test: BenchTest) -> String {
-    perftest_title(test).replace(' ', "_")
+/// perftest's `test_info.test` of a test (`RDMA_Write_BW_Test`, with `-b`
+/// `RDMA_Write_Bidirectional_BW_Test`, ...).
+pub fn perftest_name(test: BenchTest, bidirectional: bool) -> String {
+    perftest_title(test, bidirectional).replace(' ', "_")
 }
 
 /// Entry point of `nvpeer bench`.
@@ -162,6 +173,7 @@ pub fn run(args: BenchArgs) -> u8 {
             gid_given: c.gid_index.is_some(),
             mtu: args.mtu.and_then(verbs::mtu_code),
             traffic_class: args.tos.unwrap_or(0),
+            bidirectional: args.bidirectional,
         };
         return peer::run_server("nvpeer bench --server", &c, path, Some(opts));
     }
@@ -216,7 +228,7 @@ pub fn run(args: BenchArgs) -> u8 {
             match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
                 Ok(ch) => {
                     let mut p = Peer::Remote(ch);
-                    if let Err(e) = p.call(peer::hello(&c)) {
+                    if let Err(e) = p.call(peer::hello(&c, args.bidirectional)) {
                         eprintln!("nvpeer bench: {e}");
                         return 2;
                     }

@@ -72,7 +72,7 @@ impl Bench {
         }
         pb.finish_and_clear();
         self.say(&report::table(&header, &cells));
-        let mut info = self.info("Registration_Latency_Test", None, None, None);
+        let mut info = self.info("Registration_Latency_Test", None, None, None, None);
         if let Some(m) = info.as_object_mut() {
             m.insert("Registration_path".into(), self.reg.path.label().into());
         }

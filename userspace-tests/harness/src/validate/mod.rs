@@ -161,7 +161,7 @@ impl Suite {
                 Role::Client(host) => match crate::oob::Channel::connect(&host, self.args.common.port, Duration::from_secs(30)) {
                     Ok(ch) => {
                         let mut p = Peer::Remote(ch);
-                        match p.call(peer::hello(&self.args.common)) {
+                        match p.call(peer::hello(&self.args.common, false)) {
                             Ok(peer::Resp::Hello { mem, .. }) => {
                                 self.remote_mem = mem;
                                 self.peer = Some(p);
@@ -179,7 +179,8 @@ impl Suite {
                                     "oob.connect",
                                     e.to_string(),
                                     "the server refused this client: give both sides the same \
-                                     --token (or NVPEER_TOKEN), and the same nvpeer version",
+                                     --token (or NVPEER_TOKEN), and the same nvpeer version; a \
+                                     `bench --server -b` serves bidirectional bench clients only",
                                 ),
                                 Instant::now(),
                             ),
