@@ -2,18 +2,20 @@
 //! columns (`ib_write_bw -a`, `ib_read_bw`, `ib_send_bw`, `ib_write_lat --write_with_imm`).
 //!
 //! Files by test: `registration` (reg / dereg latency), `bandwidth` (write, read and send bandwidth,
-//! and against perftest's own server), `latency` (WRITE_WITH_IMM ping-pong), `reports` (the
-//! `--json` document and the `--out_json` file). This file holds what the tests share (the
+//! `-b` included, and against perftest's own server), `bwloop` (their posting loop, also the far
+//! half of a two-node `-b` run), `latency` (WRITE_WITH_IMM ping-pong), `reports` (the `--json`
+//! document and the `--out_json` file). This file holds what the tests share (the
 //! session, its connections, perftest's names) and the entry point that runs them.
 
 mod bandwidth;
+mod bwloop;
 mod latency;
 mod registration;
 mod reports;
 
 use reports::write_reports;
 
-pub use bandwidth::{
+pub use bwloop::{
     cq_mod, run_lanes, sum_bidirectional, BwPlan, Lane, Poster, SideResult, PEAK_MAX_ITERS,
 };
 
