@@ -3,7 +3,10 @@
  * nvpeer: the C part of the module.
  *
  * What Rust cannot express out of tree, and nothing else:
- *   - modinfo tags that module! does not take (version, softdep);
+ *   - modinfo tags that module! does not take (version). No softdep: the symbol dependencies on
+ *     nvidia and ib_core already order the load, and a soft dependency would make `modprobe -r`
+ *     try to remove both (the NVIDIA driver with it, where nothing else holds it; with kmod 34 an
+ *     exit 1 where something does);
  *   - C macros and inline functions (sg_dma_address/sg_dma_len, dev_is_pci, to_pci_dev,
  *     __module_get/module_put on THIS_MODULE);
  *   - layout facts of the two foreign API headers, as compiled here, which the Rust side
@@ -22,7 +25,6 @@
 #include "nvpeer_shim.h"
 
 MODULE_VERSION(NVPEER_VERSION);
-MODULE_SOFTDEP("pre: ib_core nvidia");
 
 const char *nvpeer_shim_version(void)
 {

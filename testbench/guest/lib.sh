@@ -89,3 +89,15 @@ tb_kmsg() { echo "nvpeer-bench: $*" >/dev/kmsg 2>/dev/null || true; }
 # Other reports (KASAN, lockdep, ...) in between still do.
 tb_expect_begin() { echo "nvpeer-bench: expect-begin $1" >/dev/kmsg; }
 tb_expect_end() { echo "nvpeer-bench: expect-end" >/dev/kmsg; }
+
+# tb_rdma_unload: takes out the RDMA modules a suite loaded with rxe, one module at a time, holders
+# first. On Debian's kernel they are modules (the bench kernel has them built in: nothing to do),
+# and a leftover one keeps ib_core in use, after which `modprobe -r` of a module that depends on
+# ib_core (the core emulator, nvpeer under either name) fails on that dependency with kmod 34.
+tb_rdma_unload() {
+    local m
+    for m in rdma_rxe rdma_ucm rdma_cm iw_cm ib_cm ib_uverbs; do
+        [ ! -d "/sys/module/$m" ] || [ ! -e "/sys/module/$m/refcnt" ] || rmmod "$m" 2>/dev/null
+    done
+    return 0
+}

@@ -55,5 +55,5 @@ tb_case ib-write-bw-over-rxe smoke_write_bw
 ip netns exec a rdma link delete rxea 2>/dev/null
 ip netns exec b rdma link delete rxeb 2>/dev/null
 ip netns del a 2>/dev/null; ip netns del b 2>/dev/null
-modprobe -r rdma_rxe 2>/dev/null
+tb_rdma_unload
 true

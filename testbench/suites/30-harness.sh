@@ -36,7 +36,7 @@ hv_rxe_down() {
     ip netns exec hva rdma link delete rxea 2>/dev/null
     ip netns exec hvb rdma link delete rxeb 2>/dev/null
     ip netns del hva 2>/dev/null; ip netns del hvb 2>/dev/null
-    modprobe -r rdma_rxe 2>/dev/null
+    tb_rdma_unload
     true
 }
 

@@ -20,5 +20,5 @@ hbw_interop() {
 mkdir -p /bench/harness
 tb_case perftest-interop hbw_interop
 tb_case bw-vs-perftest hbw_run
-modprobe -r rdma_rxe 2>/dev/null
+tb_rdma_unload
 true

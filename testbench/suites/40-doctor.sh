@@ -161,10 +161,6 @@ with_listing_core() {
 }
 tb_case listing-core with_listing_core
 
-# rdma_unload: the rxe stack this suite loaded (modules on Debian's kernel; built in on the bench
-# kernel, where modprobe -r refuses and nothing needs unloading).
-rdma_unload() { local m; for m in rdma_rxe rdma_ucm ib_uverbs; do modprobe -r $m 2>/dev/null; done; return 0; }
-
 with_rxe() {
     modprobe rdma_rxe || return 1
     ip link add dtest0 type dummy && ip link set dtest0 up || return 1
@@ -203,11 +199,10 @@ ready_path() {
         dmesg | tail -n 5; rc=1
     fi
     rdma link delete rxe_rdy; ip link delete dtest1
-    # The RDMA stack goes first: where it is modular (Debian's kernel), `modprobe -r` of a module
-    # whose dependency ib_core another module still uses removes the module and then fails on
-    # ib_core ("in use"), as it does on a node where mlx5_ib holds ib_core.
-    rdma_unload
-    if [ -e /sys/module/nvidia_peermem ]; then modprobe -r nvidia_peermem || rc=1; fi
+    # Only the module itself (docs/install.md: `modprobe -r` also tries its dependencies, and
+    # fails on one that another module holds, ib_core here, as on a node).
+    tb_rdma_unload
+    if [ -e /sys/module/nvidia_peermem ]; then rmmod nvidia_peermem || rc=1; fi
     return $rc
 }
 tb_case ready-path ready_path
@@ -259,5 +254,5 @@ fixture_roots() {
 }
 tb_case fixture-roots fixture_roots
 
-rdma_unload
+tb_rdma_unload
 modprobe -r peer_mem_emu nvp2p_emu 2>/dev/null || true

@@ -26,13 +26,10 @@ DK=(dkms --sourcetree "$SRCTREE")
 
 have() { command -v "$1" >/dev/null || { echo "$1 not in the guest root"; return 77; }; }
 
-# Ours, then the rxe stack earlier suites may have left (modules on Debian's kernel: with it
-# loaded, ib_core stays in use and `modprobe -r` of our modules fails on that dependency).
+# The RDMA modules earlier suites left (tb_rdma_unload), then ours.
 unload_all() {
-    local m
-    for m in nvidia-peermem nvpeer classic_peer nv_peer_mem peer_mem_emu nvp2p_emu rdma_rxe rdma_ucm ib_uverbs; do
-        modprobe -r $m 2>/dev/null
-    done
+    tb_rdma_unload
+    modprobe -r nvidia-peermem nvpeer classic_peer nv_peer_mem peer_mem_emu nvp2p_emu 2>/dev/null
     return 0
 }
 
@@ -108,10 +105,18 @@ modprobe_deps() {
 tb_case modprobe-resolves-deps modprobe_deps
 
 modprobe_remove() {
+    # ib_core, where it is a module (Debian's kernel) and loaded, is no dependency of nvpeer's
+    # here (the core emulator provides the peer-memory API): modprobe -r must leave it alone.
+    local ib_core=0
+    [ -e /sys/module/ib_core/refcnt ] && ib_core=1
     modprobe -r $MOD || return 1
     [ ! -e $SYSMOD ] || { echo "nvidia_peermem still loaded"; return 1; }
     # modprobe -r also drops the dependencies nobody else uses.
     [ ! -e /sys/module/nvp2p_emu ] || { echo "nvp2p_emu still loaded"; return 1; }
+    if [ $ib_core = 1 ]; then
+        [ -e /sys/module/ib_core ] || { echo "modprobe -r $MOD removed ib_core"; return 1; }
+        echo "ib_core (a module here) left loaded"
+    fi
 }
 tb_case modprobe-r modprobe_remove
 
@@ -134,7 +139,11 @@ modprobe_config() {
     echo "$out" | grep -q "/bin/false" && { echo "$MOD is blocked"; return 1; }
     out=$(modprobe -n -v nv_peer_mem 2>&1)
     echo "$out" | grep -q "install /bin/false" || { echo "nv_peer_mem not blocked"; return 1; }
-    modprobe --showconfig | grep -E "^softdep nvidia_peermem pre: nvidia ib_core( |$)" || { echo "softdep missing"; modprobe --showconfig | grep -E "nvpeer|peermem"; return 1; }
+    # No soft dependency: `modprobe -r` of nvpeer must not reach for the NVIDIA driver or ib_core.
+    out=$(modprobe --showconfig | grep -E "^softdep (nvidia_peermem|nvpeer) ")
+    [ -z "$out" ] || { echo "softdep configured: $out"; return 1; }
+    out=$(modinfo -F softdep $MOD)
+    [ -z "$out" ] || { echo "modinfo softdep: $out"; return 1; }
 }
 tb_case modprobe-config modprobe_config
 

@@ -54,7 +54,7 @@ doctor() {
 tb_case nvpeer-doctor doctor
 
 remove() {
-    in_node modprobe -r nvidia-peermem || return 1
+    in_node rmmod nvidia_peermem || return 1
     in_node apt-get remove -y nvpeer-dkms nvpeer-tools >"$O/remove.log" 2>&1 || { cat "$O/remove.log"; return 1; }
     tail -n 5 "$O/remove.log"
     [ -z "$(in_node dkms status -m nvpeer)" ] || { echo "dkms still lists nvpeer"; return 1; }

@@ -6,7 +6,8 @@
 # checkout in the node (the files `make dkms-source` packs, in /tmp/nvpeer), then the README's
 # commands, in order, each a case, with no bench variable (the real-node path: the PRE_BUILD
 # preflight finds OFED and NVIDIA under /usr/src, DKMS compiles nvpeer in this guest):
-#   make dkms-install; modprobe -r nvidia_peermem nv_peer_mem; modprobe nvidia-peermem; nvpeer doctor
+#   make dkms-install; rmmod of nvidia_peermem and nv_peer_mem where loaded; modprobe nvidia-peermem;
+#   nvpeer doctor
 # then `make dkms-uninstall`, after which the overlay's upper layer holds nothing the install wrote
 # and `dkms status` is empty. The one README line not rehearsed is `cargo install --locked --path
 # userspace-tests/nvpeer`: the guest is offline (no crates.io) and a cargo build under TCG would
@@ -64,19 +65,21 @@ tb_case make-dkms-install readme_dkms_install
 
 # The README takes NVIDIA's copy out first. A node where Mellanox's nv_peer_mem was loaded (the
 # bench's classic client under that name, inserted as a driver container would) has one to take
-# out; nvidia_peermem is not loaded (the bench has no NVIDIA driver), which modprobe -r accepts.
-readme_modprobe_r() {
+# out; nvidia_peermem is not loaded (the bench has no NVIDIA driver), which the README's loop skips.
+readme_rmmod() {
     local ko=/lib/modules/$KREL/extra/nv_peer_mem.ko
     if [ -f "$R$ko" ]; then
         in_node modprobe nvp2p_emu && in_node modprobe peer_mem_emu && in_node insmod "$ko" || return 1
         echo "before: nv_peer_mem loaded"
     fi
-    in_node modprobe -r nvidia_peermem nv_peer_mem || { echo "modprobe -r failed"; return 1; }
+    # shellcheck disable=SC2016
+    in_node sh -c 'for m in nvidia_peermem nv_peer_mem; do [ ! -d /sys/module/$m ] || rmmod $m; done' \
+        || { echo "the README's rmmod line failed"; return 1; }
     local m
     for m in nvidia_peermem nv_peer_mem; do [ ! -e "/sys/module/$m" ] || { echo "$m still loaded"; return 1; }; done
     echo "after: neither nvidia_peermem nor nv_peer_mem loaded"
 }
-tb_case modprobe-r-nvidia-copy readme_modprobe_r
+tb_case rmmod-nvidia-copy readme_rmmod
 
 # `modprobe nvidia-peermem` loads nvpeer's DKMS build and pulls the emulators in as dependencies:
 # anything the previous step left loaded goes first (the bench's state, not a README step).
@@ -119,7 +122,7 @@ nvpeer_gone() {
 }
 
 readme_uninstall() {
-    in_node modprobe -r nvidia-peermem || return 1
+    in_node rmmod nvidia_peermem || return 1
     in_checkout "make dkms-uninstall" >"$O/uninstall.log" 2>&1 || { cat "$O/uninstall.log"; return 1; }
     tail -n 5 "$O/uninstall.log"
     # The CLI's stand-in goes as `cargo uninstall nvpeer` would take it.
