@@ -71,10 +71,12 @@ NVR_EXPECT=(
 
 # nvr_expect MODEL SCENARIO: sets NVR_MODE (none, fails, racy), NVR_RE and NVR_WHY.
 nvr_expect() {
-    local e models sc mode re why
+    local e models sc mode rest re why
     NVR_MODE=none NVR_RE="" NVR_WHY=""
     for e in "${NVR_EXPECT[@]}"; do
-        IFS='|' read -r models sc mode re why <<<"$e"
+        # The regex may hold '|' itself: it is everything between the third '|' and the last.
+        IFS='|' read -r models sc mode rest <<<"$e"
+        re=${rest%|*} why=${rest##*|}
         [ "$sc" = "$2" ] || continue
         case " $models " in *" $1 "*) ;; *) continue ;; esac
         NVR_MODE=$mode NVR_RE="^FAIL $sc: $re\$" NVR_WHY=$why
