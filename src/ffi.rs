@@ -184,6 +184,9 @@ extern "C" {
     pub(crate) fn nvpeer_shim_other_nv_mem_module() -> *const c_char;
     pub(crate) fn nvpeer_shim_module_name() -> *const c_char;
     pub(crate) fn nvpeer_shim_ratelimit() -> bool;
+    pub(crate) fn nvpeer_shim_overtaken_begin();
+    pub(crate) fn nvpeer_shim_overtaken_end();
+    pub(crate) fn nvpeer_shim_overtaken_wait() -> c_int;
 }
 
 /// Whether a rate-limited kernel-log message may be printed now (`__ratelimit` with the kernel's

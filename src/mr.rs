@@ -29,6 +29,7 @@ use crate::logic::sgl;
 use crate::logic::state::{step, Action, Event, Refusal, State};
 use crate::logic::version::PAGE_SIZE_64KB;
 use crate::modref::ModuleRef;
+use crate::overtaken::{self, Overtaken};
 use crate::p2p::{self, DmaMapping, FreeCallback, PageTable, PciDev};
 use crate::registry::{Node, Registry, Tickets};
 use crate::sg::{CoreSgt, SgRecord};
@@ -126,6 +127,8 @@ struct Inner {
     counted: bool,
     /// The core has not released the registration yet.
     core_live: bool,
+    /// A free callback overtook this registration's put or map, which has not returned yet.
+    overtaken: Option<Overtaken>,
 }
 
 impl Inner {
@@ -162,7 +165,8 @@ fn current_tgid() -> Pid {
 
 /// Says why NVIDIA refused to pin GPU memory in acquire (rate-limited): the core then declines the
 /// registration with an errno that does not name the cause. `EINVAL` (not GPU memory: every host
-/// registration is offered to acquire first) and nvpeer's own refusals stay quiet.
+/// registration is offered to acquire first), nvpeer's own refusals and a fatal signal that ended
+/// the wait before the pin (`ERESTARTSYS`, src/overtaken.rs) stay quiet.
 fn log_pin_refused(e: Error, len: u64, persistent: bool) {
     let call = if persistent {
         "nvidia_p2p_get_pages_persistent"
@@ -176,7 +180,7 @@ fn log_pin_refused(e: Error, len: u64, persistent: bool) {
         "not supported for this GPU or memory (ENOTSUPP): vGPU, confidential computing, MIG on \
          drivers before 560 with persistent_api_support=1, or no P2P path between the GPU and the \
          NIC; 'nvpeer doctor' names it; dma-buf (ibv_reg_dmabuf_mr) may still work"
-    } else if e == EINVAL || e == EFAULT {
+    } else if e == EINVAL || e == EFAULT || e == ERESTARTSYS {
         return;
     } else {
         "unexpected error from the NVIDIA driver; see its messages above"
@@ -253,6 +257,7 @@ impl Mr {
                     core_context: None,
                     counted: false,
                     core_live: true,
+                    overtaken: None,
                 }),
                 _module: module,
             }),
@@ -275,6 +280,9 @@ impl Mr {
 
     /// Pins `cover` (state Idle -> Pinned) and checks the page table.
     fn pin(&self, cover: Cover, trim: Trim) -> Result {
+        // Not while a put or map a callback overtook may still release or map whatever pin gets
+        // its freed table's memory (the put window and H4, docs/design.md).
+        overtaken::wait_before_pin()?;
         let pinned = if self.persistent {
             p2p::get_pages_persistent(cover.start(), cover.len())
         } else {
@@ -392,6 +400,8 @@ impl Mr {
         // registration ends here instead (`Released`, in which `core_get_pages` pins nothing).
         let repin = repin && !put_failed;
         let mut inner = self.inner.lock();
+        // The put returned: if a callback overtook it, pins may start again.
+        drop(inner.overtaken.take());
         match step(inner.state, Event::UnpinDone { repin }) {
             Ok((next, _)) => inner.state = next,
             Err(r) => count_refusal(r),
@@ -516,6 +526,8 @@ impl Mr {
             }
         };
         let mut inner = self.inner.lock();
+        // The map returned: if a callback overtook it, pins may start again.
+        drop(inner.overtaken.take());
         if inner.state == State::Revoked {
             // The callback ran during the call; NVIDIA frees `mapping` with the table. Do not
             // touch it.
@@ -549,8 +561,11 @@ impl Mr {
         }
     }
 
+    /// A map that failed after `MapBegin` (no call made, or the call returned an error).
     fn map_failed(&self) {
         let mut inner = self.inner.lock();
+        // The map returned: if a callback overtook it, pins may start again.
+        drop(inner.overtaken.take());
         if let Ok((next, _)) = step(inner.state, Event::MapFailed) {
             inner.state = next;
         }
@@ -702,6 +717,11 @@ impl FreeCallback for Mr {
                 inner.state = next;
             }
         } else {
+            if action == Action::Overtaken {
+                // Counted before NVIDIA frees the table (when we return); uncounted by the put or
+                // map once it returned.
+                inner.overtaken = Some(Overtaken::new());
+            }
             STATS.callbacks_unmapped.inc();
         }
         // Revoked: NVIDIA frees the table and its mappings when we return.

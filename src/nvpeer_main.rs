@@ -17,6 +17,7 @@ mod invalidate;
 mod logic;
 mod modref;
 mod mr;
+mod overtaken;
 mod p2p;
 mod peer_ops;
 mod registration;

@@ -8,7 +8,9 @@
  *     try to remove both (the NVIDIA driver with it, where nothing else holds it; with kmod 34 an
  *     exit 1 where something does);
  *   - C macros and inline functions (sg_dma_address/sg_dma_len, dev_is_pci, to_pci_dev,
- *     __module_get/module_put on THIS_MODULE);
+ *     __module_get/module_put on THIS_MODULE, wait_event_killable);
+ *   - a statically initialised wait queue (src/overtaken.rs), which needs no
+ *     allocation at load nor freeing at unload;
  *   - layout facts of the two foreign API headers, as compiled here, which the Rust side
  *     compares with its own #[repr(C)] declarations at load time (src/ffi.rs, src/abi.rs).
  * Every function is called only from src/ffi.rs' declarations.
@@ -19,6 +21,7 @@
 #include <linux/ratelimit.h>
 #include <linux/scatterlist.h>
 #include <linux/stddef.h>
+#include <linux/wait.h>
 #include <rdma/peer_mem.h>
 #include <nv-p2p.h>
 
@@ -168,4 +171,33 @@ bool nvpeer_shim_peer_client_visible(const char *name)
 		return false;
 	path_put(&p);
 	return true;
+}
+
+/*
+ * Provider calls of ours that a free callback overtook and that have not returned yet, and the
+ * pins that wait for them (src/overtaken.rs).
+ */
+static atomic_t nvpeer_overtaken = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(nvpeer_overtaken_wq);
+
+void nvpeer_shim_overtaken_begin(void)
+{
+	atomic_inc(&nvpeer_overtaken);
+}
+
+void nvpeer_shim_overtaken_end(void)
+{
+	if (atomic_dec_and_test(&nvpeer_overtaken))
+		wake_up_all(&nvpeer_overtaken_wq);
+}
+
+/* 0: none in flight; 1: waited until none was; -ERESTARTSYS: a fatal signal came first. */
+int nvpeer_shim_overtaken_wait(void)
+{
+	int ret;
+
+	if (!atomic_read(&nvpeer_overtaken))
+		return 0;
+	ret = wait_event_killable(nvpeer_overtaken_wq, !atomic_read(&nvpeer_overtaken));
+	return ret ? ret : 1;
 }

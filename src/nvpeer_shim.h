@@ -47,5 +47,8 @@ bool nvpeer_shim_peer_client_visible(const char *name);
 const char *nvpeer_shim_other_nv_mem_module(void);
 const char *nvpeer_shim_module_name(void);
 bool nvpeer_shim_ratelimit(void);
+void nvpeer_shim_overtaken_begin(void);
+void nvpeer_shim_overtaken_end(void);
+int nvpeer_shim_overtaken_wait(void);
 
 #endif /* NVPEER_SHIM_H */

@@ -141,4 +141,8 @@ counters! {
     err_order,
     /// sg_table handed back that is not the one dma_map filled.
     err_sg_mismatch,
+    /// Free callbacks that overtook a put_pages or dma_map_pages of ours in flight.
+    overtaken_calls,
+    /// Pins that waited for such a call to return before calling NVIDIA.
+    pin_waits,
 }

@@ -36,7 +36,8 @@
 	"provider_dma_unmap_pages", "provider_free_page_table", "provider_free_dma_mapping", \
 	"err_pin", "err_range", "err_page_table_version", "err_page_size", "err_entries", \
 	"err_not_pci", "err_dma_map", "err_dma_mapping_version", "err_nomem", "err_sgl", \
-	"err_put", "err_unmap", "err_revoked", "err_order", "err_sg_mismatch"
+	"err_put", "err_unmap", "err_revoked", "err_order", "err_sg_mismatch", "overtaken_calls", \
+	"pin_waits"
 
 /* Values of the `state=` field of NVPEER_DEBUGFS_MRS. */
 #define NVPEER_MR_STATES \

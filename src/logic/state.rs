@@ -82,6 +82,11 @@ pub(crate) enum Action {
     UnmapThenPut,
     /// Call the core's invalidate (lock dropped), then apply [`Event::CallbackDone`].
     NotifyCore,
+    /// The callback overtook a provider call in flight on this pin's table (`put_pages` in
+    /// `Unpinning`, `dma_map_pages` in `Mapping`): NVIDIA frees the table when the callback
+    /// returns, and the call, once NVIDIA lets it run, names freed memory (the put window and H4,
+    /// docs/design.md). No new pin may start until that call returned.
+    Overtaken,
 }
 
 /// Why an event was refused.
@@ -183,10 +188,10 @@ pub(crate) fn step(state: State, event: Event) -> Result<(State, Action), Refusa
         (S::Mapped, Event::Callback) => ok(S::Invalidating, A::NotifyCore),
         // Not mapped for the HCA: no DMA to stop, and the core must not be told (it is either
         // still registering, in which case the next step fails, or already tearing down).
-        (
-            S::Idle | S::Pinned | S::Held | S::Mapping | S::Unmapped | S::Unpinning | S::Orphaned,
-            Event::Callback,
-        ) => ok(S::Revoked, A::None),
+        (S::Idle | S::Pinned | S::Held | S::Unmapped | S::Orphaned, Event::Callback) => {
+            ok(S::Revoked, A::None)
+        }
+        (S::Mapping | S::Unpinning, Event::Callback) => ok(S::Revoked, A::Overtaken),
         (S::Invalidating | S::Revoked | S::Released, Event::Callback) => Err(Refusal::Stale),
         (S::Invalidating, Event::CallbackDone) => ok(S::Revoked, A::None),
 
@@ -270,7 +275,7 @@ mod tests {
         );
         // dma_map in flight (H4): no core notification, dma_map fails afterwards.
         let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, Callback]).unwrap();
-        assert_eq!((s, a), (State::Revoked, Action::None));
+        assert_eq!((s, a), (State::Revoked, Action::Overtaken));
         assert_eq!(step(s, MapOk), Err(Refusal::Gone));
     }
 
@@ -294,8 +299,8 @@ mod tests {
     #[test]
     fn put_racing_callback() {
         use Event::*;
-        let (s, _) = run(&[PinDone, CoreGetPages, Unpin { foreign: false }, Callback]).unwrap();
-        assert_eq!(s, State::Revoked);
+        let (s, a) = run(&[PinDone, CoreGetPages, Unpin { foreign: false }, Callback]).unwrap();
+        assert_eq!((s, a), (State::Revoked, Action::Overtaken));
         assert_eq!(
             step(s, UnpinDone { repin: false }),
             Ok((State::Revoked, Action::None))
@@ -330,11 +335,12 @@ mod tests {
 
     /// Walks every event sequence up to length 7 and checks the invariants the design relies on:
     /// at most one put per pin, the core is notified only for a mapped registration and at most
-    /// once, nothing is unmapped or put after NVIDIA revoked the pin, and a refused event never
-    /// changes the state.
+    /// once, nothing is unmapped or put after NVIDIA revoked the pin, a callback reports an
+    /// overtaken call only while a put or a map is in flight and no pin of the registration starts
+    /// before that call returned, and a refused event never changes the state.
     #[test]
     fn exhaustive_invariants() {
-        fn walk(s: State, depth: u32, puts: u32, notifies: u32, revoked: bool) {
+        fn walk(s: State, depth: u32, puts: u32, notifies: u32, revoked: bool, lost: bool) {
             if depth == 0 {
                 return;
             }
@@ -357,6 +363,20 @@ mod tests {
                             assert_eq!(s, State::Mapped);
                             notifies += 1;
                         }
+                        if a == Action::Overtaken {
+                            assert!(
+                                matches!(s, State::Unpinning | State::Mapping),
+                                "overtaken without a call in flight from {s:?}"
+                            );
+                        }
+                        assert!(
+                            !(lost && e == Event::PinDone),
+                            "pin during an overtaken call"
+                        );
+                        let lost = match e {
+                            Event::UnpinDone { .. } | Event::MapOk | Event::MapFailed => false,
+                            _ => lost || a == Action::Overtaken,
+                        };
                         assert!(notifies <= 1);
                         // A re-pin (UnpinDone{repin}) starts a new pin: reset the put count.
                         let puts = if n == State::Idle && e == (Event::UnpinDone { repin: true }) {
@@ -366,11 +386,11 @@ mod tests {
                         };
                         assert!(puts <= 1, "two puts for one pin");
                         let revoked = revoked && n != State::Idle;
-                        walk(n, depth - 1, puts, notifies, revoked);
+                        walk(n, depth - 1, puts, notifies, revoked, lost);
                     }
                 }
             }
         }
-        walk(State::Idle, 7, 0, 0, false);
+        walk(State::Idle, 7, 0, 0, false, false);
     }
 }

@@ -175,18 +175,20 @@ static void unbuild_table(struct emu_pin *p)
 	p->uuid = NULL;
 }
 
-/* Allocate and fill the client-visible table for p (no locks needed). */
+/*
+ * Allocate the rest of the client-visible table for p and fill it (no locks
+ * needed); p->pt itself was allocated with p, before the RM lock.
+ */
 static int build_table(struct emu_pin *p, u32 abi)
 {
 	struct emu_alloc *a = p->alloc;
 	u32 first = (p->va - a->va) >> EMU_GPU_PAGE_SHIFT;
 	u32 i;
 
-	p->pt = kzalloc(sizeof(*p->pt), GFP_KERNEL);
 	p->pages = kvcalloc(p->nr, sizeof(*p->pages), GFP_KERNEL);
 	p->ptrs = kvcalloc(p->nr, sizeof(*p->ptrs), GFP_KERNEL);
 	p->uuid = kmemdup(emu.gpu_uuid, NVIDIA_P2P_GPU_UUID_LEN, GFP_KERNEL);
-	if (!p->pt || !p->pages || !p->ptrs || !p->uuid) {
+	if (!p->pages || !p->ptrs || !p->uuid) {
 		unbuild_table(p);
 		return -ENOMEM;
 	}
@@ -242,9 +244,18 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 		return emu_fail(op, -EINVAL);
 	}
 
+	/*
+	 * The page table first, before the RM lock, as nv_p2p_get_pages
+	 * allocates the container that holds it (nv_p2p_mem_info_t) before
+	 * rm_p2p_get_pages takes the lock: a call that waits for the lock
+	 * already owns its table's address.
+	 */
 	p = kzalloc(sizeof(*p), GFP_KERNEL);
-	if (!p) {
+	if (p)
+		p->pt = kzalloc(sizeof(*p->pt), GFP_KERNEL);
+	if (!p || !p->pt) {
 		/* The container's own allocation: *page_table stays NULL. */
+		kfree(p);
 		leave_null(page_table);
 		return emu_fail(op, -ENOMEM);
 	}
@@ -287,6 +298,7 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	if (ret) {
 		/* RM's get-pages call failed: the real table is freed, the pointer kept. */
 		mutex_unlock(&emu.rm_lock);
+		kfree(p->pt);
 		kfree(p);
 		leave_dangling(page_table);
 		return emu_fail(op, ret);

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Provider calls a free callback overtook, and the pins that wait for them (docs/design.md: the
+//! put window and H4).
+//!
+//! `nvidia_p2p_put_pages` and `nvidia_p2p_dma_map_pages` run with our lock dropped (H3) and wait
+//! for NVIDIA's lock. If NVIDIA's free callback for the same pin runs first, it finds the call in
+//! flight and returns, NVIDIA frees the page table, and the call, once it runs, names freed
+//! memory. NVIDIA finds nothing there, unless a new pin got the freed table's memory meanwhile:
+//! then the put releases that pin (NVIDIA looks it up by process, address and table pointer), or
+//! the map maps it.
+//!
+//! From the moment a callback finds such a call ([`Overtaken::new`]) until the call returned (the
+//! [`Overtaken`] dropped), no pin of this module starts ([`wait_before_pin`]). What stays open: a
+//! pin that passed the check an instant before the callback counted the call, pins that other
+//! users of NVIDIA's P2P API make, and the map's own read of the freed table (H4).
+
+use crate::ffi;
+use crate::stats::STATS;
+use kernel::prelude::*;
+
+/// A provider call of ours that a free callback overtook and that has not returned yet.
+///
+/// # Invariants
+///
+/// Counted once in the shim's count of overtaken calls from creation until drop.
+pub(crate) struct Overtaken(());
+
+impl Overtaken {
+    /// Counts a call the calling free callback found in flight; call before the callback returns
+    /// (NVIDIA frees the table after that).
+    pub(crate) fn new() -> Self {
+        STATS.overtaken_calls.inc();
+        // SAFETY: no arguments; the count is a static of the shim.
+        unsafe { ffi::nvpeer_shim_overtaken_begin() };
+        // INVARIANT: counted just above.
+        Self(())
+    }
+}
+
+impl Drop for Overtaken {
+    fn drop(&mut self) {
+        // SAFETY: counted once by `new` (type invariant), uncounted once here.
+        unsafe { ffi::nvpeer_shim_overtaken_end() };
+    }
+}
+
+/// Waits until no overtaken call is in flight; call before asking NVIDIA for a pin, with no lock
+/// held (an overtaken call returns only once NVIDIA's lock is free). Errors only on a fatal signal
+/// (`ERESTARTSYS`).
+pub(crate) fn wait_before_pin() -> Result {
+    // SAFETY: no arguments; may sleep, and the caller holds no lock.
+    let ret = unsafe { ffi::nvpeer_shim_overtaken_wait() };
+    if ret < 0 {
+        return Err(Error::from_errno(ret));
+    }
+    if ret > 0 {
+        STATS.pin_waits.inc();
+    }
+    Ok(())
+}
