@@ -111,7 +111,8 @@ pub(crate) struct Mr {
 /// `put_pages*` and by the free callback before that returns (NVIDIA frees a non-persistent
 /// table only after its callback returned, and the callback needs this lock first). The same
 /// holds for `mapping`, made from that table for `dma_device`. So while the lock is held, the
-/// handles in here are live.
+/// handles in here are live. `overtaken` is `Some` only in state `Revoked`, from the callback
+/// that found a put or map in flight until that call's caller, once the call returned, takes it.
 struct Inner {
     state: State,
     cover: Cover,
@@ -127,7 +128,8 @@ struct Inner {
     counted: bool,
     /// The core has not released the registration yet.
     core_live: bool,
-    /// A free callback overtook this registration's put or map, which has not returned yet.
+    /// A free callback overtook this registration's put or map, which has not returned yet
+    /// (counted in [`crate::overtaken`] while `Some`).
     overtaken: Option<Overtaken>,
 }
 
@@ -385,7 +387,8 @@ impl Mr {
             // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up
             // here. A persistent table stays live until this put. A non-persistent one is freed
             // by NVIDIA if a free callback runs before NVIDIA takes the put: NVIDIA then finds no
-            // pin (the put window, docs/design.md).
+            // pin, or one at a reused table address (the put window, docs/design.md; no pin of
+            // ours starts until this put returned, src/overtaken.rs).
             let put = unsafe { p2p::put_pages(self.persistent, start, page_table) };
             if let Err(e) = put {
                 put_failed = true;

@@ -14,6 +14,11 @@
 //! [`Overtaken`] dropped), no pin of this module starts ([`wait_before_pin`]). What stays open: a
 //! pin that passed the check an instant before the callback counted the call, pins that other
 //! users of NVIDIA's P2P API make, and the map's own read of the freed table (H4).
+//!
+//! The wait is a dependency lockdep does not see: a pin made from inside a free callback (which
+//! holds NVIDIA's lock, which the overtaken call needs) would wait forever. No core pins from its
+//! invalidate, and nvpeer's callback pins nothing; NVIDIA refuses such a pin anyway (its lock is
+//! not recursive: `-EIO`).
 
 use crate::ffi;
 use crate::stats::STATS;

@@ -336,8 +336,9 @@ mod tests {
     /// Walks every event sequence up to length 7 and checks the invariants the design relies on:
     /// at most one put per pin, the core is notified only for a mapped registration and at most
     /// once, nothing is unmapped or put after NVIDIA revoked the pin, a callback reports an
-    /// overtaken call only while a put or a map is in flight and no pin of the registration starts
-    /// before that call returned, and a refused event never changes the state.
+    /// overtaken call only while a put or a map is in flight, the registration's own state
+    /// refuses a pin until that call returned, and a refused event never changes the state. (That
+    /// no *other* registration pins meanwhile is the module's global wait, src/overtaken.rs.)
     #[test]
     fn exhaustive_invariants() {
         fn walk(s: State, depth: u32, puts: u32, notifies: u32, revoked: bool, lost: bool) {

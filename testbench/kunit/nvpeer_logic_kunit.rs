@@ -93,6 +93,14 @@ mod tests {
         );
         assert_eq!(
             step(State::Mapping, Event::Callback),
+            Ok((State::Revoked, Action::Overtaken))
+        );
+        assert_eq!(
+            step(State::Unpinning, Event::Callback),
+            Ok((State::Revoked, Action::Overtaken))
+        );
+        assert_eq!(
+            step(State::Held, Event::Callback),
             Ok((State::Revoked, Action::None))
         );
         assert_eq!(
