@@ -3,56 +3,108 @@
 
 Usage:
   budget.py BUDGETS TIMINGS cached|first RESULTS
+  budget.py calibrate
 
 TIMINGS holds one "NAME SECONDS" line per stage, boot and suite (written by testbench/check,
-testbench/vm and the guest). Prints the table (stage, seconds, budget, ratio) and appends one
-JSON result line per budgeted stage to RESULTS: a stage fails when it took more than twice its
-budget and more than 60 s over it (the 60 s keep a stage of a few seconds from failing on noise).
-"first" uses the first-run column (empty cache), "cached" the cached one.
+testbench/vm and the guest), and "calibration SECONDS" lines (`budget.py calibrate`, at the start
+and the end of the run). Prints the table (stage, seconds, budget, ratio) and appends one JSON
+result line per budgeted stage to RESULTS.
+
+The guard tells a slow machine from a broken stage: the run's own calibration (a fixed
+single-threaded workload, timed at the start and the end of the run; the slower of the two) over
+the reference in BUDGETS ("calibration SECONDS", measured on the machine the budgets were) gives
+the machine's speed factor f, clamped to [0.67, 3]. A stage fails when it took more than twice its
+budget times f, and more than 60 s over it (the 60 s keep a stage of a few seconds from failing on
+noise): a healthy run on a machine 1.5x slower passes, and a stage that doubled on its own is
+still caught. "first" uses the first-run column (empty cache), "cached" the cached one.
 """
 import json
 import os
 import sys
+import time
 
 SLACK_S = 60
+FACTOR_MIN, FACTOR_MAX = 0.67, 3.0
+# calibrate: iterations of the workload (about 2 s on the reference machine).
+CAL_ITER = 12_000_000
+
+
+def calibrate():
+    """Seconds of a fixed single-threaded workload, best of three."""
+    best = None
+    for _ in range(3):
+        t = time.perf_counter()
+        x = 0
+        for i in range(CAL_ITER):
+            x = (x * 31 + i) & 0xFFFFFFFF
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return best
 
 
 def read_budgets(path):
-    budgets = {}
+    """Returns ({stage: (cached, first)}, reference calibration seconds or None)."""
+    budgets, ref = {}, None
     for line in open(path):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
+        if line.startswith("calibration "):
+            ref = float(line.split()[1])
+            continue
         name, cached, first = line.rsplit(None, 2)
         budgets[name] = (int(cached), int(first))
-    return budgets
+    return budgets, ref
 
 
 def read_timings(path):
-    rows = []
+    """Returns ([(stage, seconds)], [calibration seconds])."""
+    rows, cal = [], []
     for line in open(path):
         line = line.strip()
         if not line:
             continue
         name, _, secs = line.rpartition(" ")
+        if name.strip() == "calibration":
+            try:
+                cal.append(float(secs))
+            except ValueError:
+                pass
+            continue
         try:
             rows.append((name.strip(), int(secs)))
         except ValueError:
             continue
-    return rows
+    return rows, cal
+
+
+def speed_factor(ref, cal):
+    """The machine's speed factor (1: as fast as the reference machine) and how it was found."""
+    if ref is None or not cal:
+        return 1.0, "no calibration (factor 1)"
+    raw = max(cal) / ref
+    f = min(max(raw, FACTOR_MIN), FACTOR_MAX)
+    runs = " and ".join(f"{c:.2f}" for c in cal)
+    return f, f"calibration {runs} s against {ref:.2f} s on the budgets' machine: speed factor {f:.2f}" + (
+        f" (measured {raw:.2f}, clamped)" if f != raw else "")
 
 
 def main(argv):
+    if len(argv) == 2 and argv[1] == "calibrate":
+        print(f"calibration {calibrate():.3f}")
+        return 0
     if len(argv) != 5 or argv[3] not in ("cached", "first"):
         print(__doc__, file=sys.stderr)
         return 2
-    budgets = read_budgets(argv[1])
-    rows = read_timings(argv[2])
+    budgets, ref = read_budgets(argv[1])
+    rows, cal = read_timings(argv[2])
+    factor, how = speed_factor(ref, cal)
     col = 0 if argv[3] == "cached" else 1
     results = []
     w = max([len(n) for n, _ in rows] + [10])
-    print(f"stage table ({argv[3]} budgets, testbench/{os.path.basename(argv[1])}; a stage fails above 2x its budget):",
-          file=sys.stderr)
+    print(f"stage table ({argv[3]} budgets, testbench/{os.path.basename(argv[1])}; a stage fails above 2x its budget"
+          f" times the machine's speed factor):", file=sys.stderr)
+    print(f"    {how}", file=sys.stderr)
     print(f"    {'stage'.ljust(w)}  seconds  budget  ratio", file=sys.stderr)
     for name, secs in rows:
         b = budgets.get(name)
@@ -61,19 +113,21 @@ def main(argv):
             continue
         budget = b[col]
         ratio = secs / budget if budget else float("inf") if secs else 0.0
-        over = secs > 2 * budget and secs > budget + SLACK_S
+        scaled = budget * factor
+        over = secs > 2 * scaled and secs > scaled + SLACK_S
         mark = "  OVER BUDGET" if over else ""
         print(f"    {name.ljust(w)}  {secs:7d}  {budget:6d}  {ratio:5.2f}{mark}", file=sys.stderr)
         if over:
             results.append({"suite": "budget", "case": name, "status": "fail", "duration": secs,
                             "details": f"{name} took {secs} s, more than twice its {argv[3]} budget of "
-                                       f"{budget} s (testbench/budgets.txt): find what grew, or "
+                                       f"{budget} s times this machine's speed factor {factor:.2f} "
+                                       f"(testbench/budgets.txt; {how}): find what grew, or "
                                        f"record a new budget with its reason"})
     missing = [n for n in budgets if n not in dict(rows) and budgets[n][col] > 0]
     if not results:
         results.append({"suite": "budget", "case": f"stages-within-2x[{argv[3]}]", "status": "pass",
                         "duration": 0,
-                        "details": f"{sum(1 for n, _ in rows if n in budgets)} budgeted stages"
+                        "details": f"{sum(1 for n, _ in rows if n in budgets)} budgeted stages; {how}"
                                    + (f"; not run: {' '.join(missing)}" if missing else "")})
     with open(argv[4], "a") as f:
         for r in results:
