@@ -3,9 +3,14 @@
 # Write Module.symvers entries for the symbols nvpeer imports from the peer-memory core and from
 # nvidia.ko, for modpost (KBUILD_EXTRA_SYMBOLS).
 #
-#   gen-symvers.sh OUT PROVIDER[=KO]...      PROVIDER: ofed | nvidia
+#   gen-symvers.sh OUT PROVIDER[:MODULE][=KO]...      PROVIDER: ofed | nvidia
 #
-# PROVIDER alone: CRC 0, only valid for kernels built without CONFIG_MODVERSIONS (modpost needs
+# The module column (what modpost writes into nvpeer's `depends=`, so what modprobe loads first)
+# is the module that exports the symbols: KO's name when KO is given, else MODULE, else the
+# provider's historical home (ofed: ib_core, nvidia: nvidia). OFED 24.07 and later, DOCA-OFED 3.x
+# included, export the peer-memory API from ib_uverbs, not ib_core (their
+# drivers/infiniband/core/Makefile links peer_mem.o into ib_uverbs).
+# No KO: CRC 0, only valid for kernels built without CONFIG_MODVERSIONS (modpost needs
 # to know the symbols exist; the loader checks no CRC).
 # PROVIDER=KO: the CRCs the installed module KO (.ko, .ko.xz, .ko.zst, .ko.gz) exports, read from
 # its symbol table: each export's `__crc_<symbol>` is either an absolute symbol whose value is the
@@ -61,9 +66,17 @@ ko_crcs() {
 }
 
 : >"$out"
+# ko_name KO: the module name of KO (its file name without .ko and a compression suffix).
+ko_name() {
+    n=$(basename "$1")
+    n=${n%.xz}; n=${n%.zst}; n=${n%.gz}
+    echo "${n%.ko}" | tr - _
+}
+
 for what in "$@"; do
-    ko=""
+    ko="" name=""
     case $what in *=*) ko=${what#*=}; what=${what%%=*} ;; esac
+    case $what in *:*) name=${what#*:}; what=${what%%:*} ;; esac
     case $what in
     ofed)
         mod=ib_core
@@ -75,6 +88,8 @@ for what in "$@"; do
               nvidia_p2p_free_page_table nvidia_p2p_free_dma_mapping" ;;
     *) echo "gen-symvers.sh: unknown provider $what" >&2; exit 2 ;;
     esac
+    [ -z "$name" ] || mod=$name
+    [ -z "$ko" ] || mod=$(ko_name "$ko")
     if [ -n "$ko" ]; then
         # shellcheck disable=SC2086
         crcs=$(ko_crcs "$ko" $syms) || exit 1

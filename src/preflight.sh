@@ -78,7 +78,10 @@ modversions=n
 kcfg CONFIG_MODVERSIONS && modversions=y
 mkdir -p "$root/build"
 
-# ---- peer-memory core (MLNX_OFED / DOCA-OFED ib_core) -------------------------------------
+# ---- peer-memory core (MLNX_OFED / DOCA-OFED) -----------------------------------------------
+# The module that exports the API is found by the symbol, whatever it is named: ib_uverbs in OFED
+# 24.07 and later (DOCA-OFED 3.x: mlnx-ofa_kernel's drivers/infiniband/core/Makefile links
+# peer_mem.o into ib_uverbs), ib_core before, another name in other vendors' cores.
 symvers_has() { [ -f "$1" ] && grep -q "[[:space:]]$2[[:space:]]" "$1"; }
 # installed_ko NAME: the file of module NAME installed for the target kernel (not the running one).
 installed_ko() { modinfo ${sysroot:+-b "$sysroot"} -k "$kver" -n "$1" 2>/dev/null; }
@@ -87,7 +90,34 @@ from_ko() { # PROVIDER KO
     local err
     err=$("$root/src/gen-symvers.sh" "$root/build/$1.symvers" "$1=$2" 2>&1) || { echo "${err#gen-symvers: }"; return 1; }
 }
+# exporters SYMBOL: the installed modules (files) for the target kernel that may export SYMBOL, best
+# first: the one depmod's modules.symbols names ("alias symbol:SYMBOL MODULE"), then ib_uverbs and
+# ib_core (a tree depmod has not indexed yet).
+exporters() {
+    local ko seen=""
+    for ko in "$(installed_ko "symbol:$1")" "$(installed_ko ib_uverbs)" "$(installed_ko ib_core)"; do
+        [ -n "$ko" ] && [ -f "$ko" ] || continue
+        case " $seen " in *" $ko "*) continue ;; esac
+        seen="$seen $ko"
+        echo "$ko"
+    done
+}
+# ofed_module_name: the module name a CRC-less entry names (no MODVERSIONS, no Module.symvers), for
+# nvpeer's depends=: the exporter depmod indexed, else the module OFED's own core Makefile links
+# peer_mem.o into, else ib_core.
+ofed_module_name() {
+    local ko mk
+    ko=$(installed_ko symbol:ib_register_peer_memory_client)
+    if [ -n "$ko" ]; then basename "$ko" | sed 's/\.ko.*//; s/-/_/g'; return; fi
+    for mk in "$OFED_DIR/drivers/infiniband/core/Makefile" "$OFED_DIR/../drivers/infiniband/core/Makefile"; do
+        [ -f "$mk" ] || continue
+        grep -qE '^ib_uverbs-.*peer_mem\.o' "$mk" && { echo ib_uverbs; return; }
+        grep -qE '^ib_core-.*peer_mem\.o' "$mk" && { echo ib_core; return; }
+    done
+    echo ib_core
+}
 ofed_syms=""
+ofed_note=""
 nv_syms=""
 nv_ver=""
 nv_note=""
@@ -119,15 +149,24 @@ else
         OFED_SYMVERS=${OFED_SYMVERS:-$OFED_DIR/Module.symvers}
         if symvers_has "$OFED_SYMVERS" ib_register_peer_memory_client; then
             ofed_syms=$OFED_SYMVERS
+            ofed_note="OFED CRCs: $OFED_SYMVERS"
         elif [ $modversions = n ]; then
             ofed_syms=generate
-        elif ko=$(installed_ko ib_core) && [ -n "$ko" ]; then
-            # OFED's Module.symvers is gone, its ib_core.ko for this kernel carries the CRCs.
-            why=$(from_ko ofed "$ko") ||
-                fail "kernel $kver has MODVERSIONS, $OFED_SYMVERS does not export ib_register_peer_memory_client and $why: reinstall the OFED kernel modules for $kver or pass OFED_SYMVERS="
-            ofed_syms=$root/build/ofed.symvers
+            ofed_mod=$(ofed_module_name)
+            ofed_note="OFED API from $ofed_mod, no CRC needed"
         else
-            fail "kernel $kver has MODVERSIONS but $OFED_SYMVERS does not export ib_register_peer_memory_client and no ib_core is installed for $kver: install the OFED kernel modules for $kver or pass OFED_SYMVERS="
+            # OFED's Module.symvers is gone (prebuilt signed modules keep none): the CRCs are
+            # read from the installed module that exports the API for this kernel.
+            why="" kos=$(exporters ib_register_peer_memory_client)
+            for ko in $kos; do
+                if w=$(from_ko ofed "$ko"); then ofed_syms=$root/build/ofed.symvers; break; fi
+                why="${why:+$why; }$w"
+            done
+            [ -n "$kos" ] ||
+                fail "kernel $kver has MODVERSIONS but $OFED_SYMVERS does not export ib_register_peer_memory_client and no installed module for $kver exports it (neither modules.symbols, ib_uverbs nor ib_core): install the OFED kernel modules for $kver (DOCA-OFED: doca-ofed DKMS or the prebuilt linux-modules-doca-ofed package) or pass OFED_SYMVERS="
+            [ -n "$ofed_syms" ] ||
+                fail "kernel $kver has MODVERSIONS, $OFED_SYMVERS does not export ib_register_peer_memory_client and $why: reinstall the OFED kernel modules for $kver or pass OFED_SYMVERS="
+            ofed_note="OFED CRCs: $ko"
         fi
     fi
 
@@ -173,7 +212,7 @@ else
 
     gen=""
     extra=""
-    [ "$ofed_syms" = generate ] && gen="$gen ofed"
+    [ "$ofed_syms" = generate ] && gen="$gen ofed:$ofed_mod"
     [ -n "$ofed_syms" ] && [ "$ofed_syms" != generate ] && extra="$extra $ofed_syms"
     [ "$nv_syms" = generate ] && gen="$gen nvidia"
     [ "$nv_syms" != generate ] && extra="$extra $nv_syms"
@@ -202,5 +241,5 @@ case $mode in
     printf '%s %s RUSTC=%q OFED_DIR=%q NVIDIA_SRC=%q KBUILD_EXTRA_SYMBOLS=%q\n' "$llvm" "$bench" "$RUSTC" \
         "${OFED_DIR:-}" "${NVIDIA_SRC:-}" "${extra# }" ;;
 *)
-    echo "nvpeer preflight: ok (kernel $kver, $kernel_rustc at $RUSTC, OFED ${OFED_DIR:-bench emulator}, NVIDIA ${NVIDIA_SRC:-bench emulator}${nv_ver:+ for driver $nv_ver}$nv_note, MODVERSIONS=$modversions${nv_syms:+, NVIDIA CRCs: ${nv_syms/generate/none needed}})" ;;
+    echo "nvpeer preflight: ok (kernel $kver, $kernel_rustc at $RUSTC, OFED ${OFED_DIR:-bench emulator}, NVIDIA ${NVIDIA_SRC:-bench emulator}${nv_ver:+ for driver $nv_ver}$nv_note, MODVERSIONS=$modversions${ofed_note:+, $ofed_note}${nv_syms:+, NVIDIA CRCs: ${nv_syms/generate/none needed}})" ;;
 esac

@@ -47,6 +47,29 @@ fixture_ko() {
     as "$t/fx.S" -o "$t/fx.o" && ld -r -T "$t/module.lds" "$t/fx.o" -o "$out"
 }
 
+ofed_syms="ib_register_peer_memory_client ib_unregister_peer_memory_client"
+# ofed_ko OUT NAME [EXPORTS]: a synthetic OFED module NAME exporting EXPORTS (default: the
+# peer-memory API; "" for a module that exports something else) with CRCs crc_of(sym), the
+# __ksymtab_strings depmod indexes exports by (modules.symbols), and a .modinfo.
+ofed_ko() {
+    local out=$1 name=$2 exports=${3-$ofed_syms} s
+    [ -n "$exports" ] || exports=${name}_other_export
+    {
+        echo ".text"
+        for s in $exports; do
+            echo ".globl $s"; echo "$s: ret"
+            echo ".section \"___kcrctab+$s\",\"a\""; echo ".globl __crc_$s"
+            echo "__crc_$s:"; echo ".long $(crc_of "$s")"; echo ".previous"
+        done
+        echo ".section __ksymtab_strings,\"a\""
+        for s in $exports; do echo ".asciz \"$s\""; done
+        echo ".section .modinfo,\"a\""
+        echo ".asciz \"license=Dual BSD/GPL\""; echo ".asciz \"name=$name\""
+    } >"$t/ofx.S"
+    printf 'SECTIONS {\n\t__kcrctab 0 : ALIGN(4) { *(SORT(___kcrctab+*)) }\n}\n' >"$t/module.lds"
+    as "$t/ofx.S" -o "$t/ofx.o" && ld -r -T "$t/module.lds" "$t/ofx.o" -o "$out"
+}
+
 # ---- CRC extraction --------------------------------------------------------------------------
 check_crcs() { # NAME SYMVERS
     local s want got all=1
@@ -58,9 +81,11 @@ check_crcs() { # NAME SYMVERS
     [ $all = 1 ] && ok "$1"
 }
 for style in kcrctab abs; do
-    fixture_ko "$t/nvidia-$style.ko" $style 550.163.01 || { bad "fixture[$style]" "as/ld failed"; continue; }
-    xz -k "$t/nvidia-$style.ko"
-    if "$here/src/gen-symvers.sh" "$t/$style.symvers" "nvidia=$t/nvidia-$style.ko.xz" 2>"$t/err"; then
+    # (the module column is the file's module name: nvidia)
+    mkdir -p "$t/$style"
+    fixture_ko "$t/$style/nvidia.ko" $style 550.163.01 || { bad "fixture[$style]" "as/ld failed"; continue; }
+    xz -k "$t/$style/nvidia.ko"
+    if "$here/src/gen-symvers.sh" "$t/$style.symvers" "nvidia=$t/$style/nvidia.ko.xz" 2>"$t/err"; then
         check_crcs "crc-extraction[$style, .ko.xz]" "$t/$style.symvers"
     else
         bad "crc-extraction[$style, .ko.xz]" "$(cat "$t/err")"
@@ -131,6 +156,69 @@ if out=$(preflight 2>&1); then
 else
     bad "preflight[node with MODVERSIONS]" "$out"
 fi
+
+# ---- OFED's CRCs from the installed module that exports the API, whatever its name -----------
+# check_ofed NAME SYMVERS MODULE: both API symbols with their fixture CRCs, exported by MODULE.
+check_ofed() {
+    local s want got
+    for s in $ofed_syms; do
+        want=$(crc_of "$s")
+        got=$(awk -v s="$s" -v m="$3" '$2 == s && $3 == m { print $1 }' "$2")
+        [ "$got" = "$want" ] || { bad "$1" "$s: got '${got}' for module $3, want $want ($(cat "$2" 2>/dev/null | tr '\t\n' ' '))"; return; }
+    done
+    ok "$1"
+}
+# A DOCA-OFED 3.x node with prebuilt modules: no Module.symvers, ib_uverbs exports the API and
+# ib_core does not.
+mv "$ofed/Module.symvers" "$t/ofed.symvers.away"
+odir=$sys/lib/modules/$kver/updates/dkms
+ofed_ko "$odir/ib_uverbs.ko" ib_uverbs && ofed_ko "$odir/ib_core.ko" ib_core "" && xz "$odir/ib_uverbs.ko" \
+    || bad "fixture[ofed]" "as/ld failed"
+depmod -b "$sys" "$kver" 2>/dev/null
+if out=$(preflight 2>&1) && echo "$out" | grep -q "$repo/build/ofed.symvers"; then
+    check_ofed "ofed-crcs[ib_uverbs exports, DOCA 3.x]" "$repo/build/ofed.symvers" ib_uverbs
+else
+    bad "ofed-crcs[ib_uverbs exports, DOCA 3.x]" "$out"
+fi
+# The same without depmod's index (a tree laid down but not indexed): ib_uverbs is tried first.
+mv "$sys/lib/modules/$kver/modules.symbols" "$t/modules.symbols.away"
+if out=$(preflight 2>&1) && echo "$out" | grep -q "$repo/build/ofed.symvers"; then
+    check_ofed "ofed-crcs[no modules.symbols: ib_uverbs tried]" "$repo/build/ofed.symvers" ib_uverbs
+else
+    bad "ofed-crcs[no modules.symbols: ib_uverbs tried]" "$out"
+fi
+# An older OFED: ib_core exports the API, ib_uverbs does not.
+rm -f "$odir/ib_uverbs.ko.xz" "$odir/ib_core.ko"
+ofed_ko "$odir/ib_uverbs.ko" ib_uverbs "" && ofed_ko "$odir/ib_core.ko" ib_core || bad "fixture[ofed]" "as/ld failed"
+depmod -b "$sys" "$kver" 2>/dev/null
+if out=$(preflight 2>&1) && echo "$out" | grep -q "$repo/build/ofed.symvers"; then
+    check_ofed "ofed-crcs[ib_core exports, OFED before 24.07]" "$repo/build/ofed.symvers" ib_core
+else
+    bad "ofed-crcs[ib_core exports, OFED before 24.07]" "$out"
+fi
+# No installed module exports it: one line naming the fix.
+rm -f "$odir/ib_core.ko"
+ofed_ko "$odir/ib_core.ko" ib_core "" || bad "fixture[ofed]" "as/ld failed"
+depmod -b "$sys" "$kver" 2>/dev/null
+refused "ofed-crcs[no installed module exports it]" "ib_uverbs.ko exports no CRC for ib_register_peer_memory_client.*ib_core.ko exports no CRC.*OFED_SYMVERS="
+rm -f "$odir"/ib_*.ko*
+depmod -b "$sys" "$kver" 2>/dev/null
+refused "ofed-crcs[no OFED module installed]" "no installed module for $kver exports it.*OFED_SYMVERS="
+# Without MODVERSIONS the generated entries name the exporter depmod indexed (nvpeer's depends=).
+ofed_ko "$odir/ib_uverbs.ko" ib_uverbs || bad "fixture[ofed]" "as/ld failed"
+depmod -b "$sys" "$kver" 2>/dev/null
+sed -i '/MODVERSIONS/d' "$kdir/.config"
+if out=$(preflight 2>&1) && echo "$out" | grep -q "$repo/build/generated.symvers" &&
+    [ "$(awk '$2 == "ib_register_peer_memory_client" { print $1, $3 }' "$repo/build/generated.symvers")" = "0x00000000 ib_uverbs" ]; then
+    ok "no-modversions[generated entries name ib_uverbs, the exporter]"
+else
+    bad "no-modversions[generated entries name ib_uverbs, the exporter]" "$out; $(tr '\t\n' ' ' <"$repo/build/generated.symvers" 2>/dev/null)"
+fi
+echo 'CONFIG_MODVERSIONS=y' >>"$kdir/.config"
+rm -f "$odir"/ib_*.ko*
+mv "$t/ofed.symvers.away" "$ofed/Module.symvers"
+mv -f "$t/modules.symbols.away" "$sys/lib/modules/$kver/modules.symbols" 2>/dev/null
+depmod -b "$sys" "$kver" 2>/dev/null
 
 # MODVERSIONS and no nvidia.ko for the target kernel: one line naming the fix.
 mv "$sys/lib/modules/$kver/updates/dkms/nvidia.ko.xz" "$t/"
