@@ -8,6 +8,7 @@
 //! doctor at a fixture tree. docs/doctor.md lists every check, its source and its fix.
 
 pub mod checks;
+pub mod distro;
 pub mod kernel;
 pub mod kmsg;
 pub mod limits;
@@ -55,6 +56,8 @@ pub fn diagnose(args: &Args, probes: probes::Probes) -> report::Report {
         args.require,
     );
     report.libraries = paths::library_uses(&ctx, &report.paths);
+    report.os = ctx.distro.as_ref().map(|d| d.pretty.clone());
+    report.kernel = ctx.release.clone();
     report
 }
 

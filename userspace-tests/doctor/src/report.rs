@@ -160,6 +160,10 @@ impl Require {
 pub struct Report {
     /// Root the files were read from.
     pub root: String,
+    /// The distribution (os-release's PRETTY_NAME), when known.
+    pub os: Option<String>,
+    /// The running kernel's release, when known.
+    pub kernel: Option<String>,
     /// What the verdict was asked for (`--require`).
     pub require: Require,
     /// Overall verdict.
@@ -183,6 +187,8 @@ impl Report {
         let verdict = verdict_of(&paths, require);
         Self {
             root,
+            os: None,
+            kernel: None,
             require,
             verdict,
             exit_code: verdict.exit_code(),
@@ -214,7 +220,11 @@ impl Report {
     /// the paths, which path each library takes, and the verdict. Columns through tabled, so a
     /// long title or library name widens its column instead of breaking it.
     pub fn render_table(&self, verbose: bool) -> String {
-        let mut out = format!("nvpeer doctor (root {})\n\n", self.root);
+        let mut out = format!("nvpeer doctor (root {}", self.root);
+        for part in [&self.os, &self.kernel].into_iter().flatten() {
+            out.push_str(&format!(", {part}"));
+        }
+        out.push_str(")\n\n");
         let mut rows = Builder::default();
         for c in &self.checks {
             let mut cell = vec![c.summary.clone()];

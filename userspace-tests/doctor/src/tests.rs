@@ -23,6 +23,9 @@ mod verdicts;
 
 const REL: &str = "7.2.12";
 
+/// Ubuntu 26.04's /etc/os-release (the fields the doctor reads).
+const UBUNTU_2604: &str = "PRETTY_NAME=\"Ubuntu 26.04 LTS\"\nNAME=\"Ubuntu\"\nVERSION_ID=\"26.04\"\nVERSION_CODENAME=resolute\nID=ubuntu\nID_LIKE=debian\n";
+
 /// A fake root filesystem.
 struct Fx {
     dir: TempDir,

@@ -55,6 +55,7 @@ pub fn rust(ctx: &Ctx) -> Check {
         .copied()
         .filter(|a| !ctx.root.exists(&format!("{build}/{a}")))
         .collect();
+    let distro = ctx.distro.as_ref();
     let mut details = vec![format!(
         "kernel built by: {}",
         rustc_kernel
@@ -64,18 +65,36 @@ pub fn rust(ctx: &Ctx) -> Check {
     if let Some(l) = &ctx.probes.rustc {
         details.push(format!("local toolchain: {l}"));
     }
+    if let Some(d) = distro {
+        details.push(format!("distribution: {}", d.pretty));
+    }
     let data = json!({"config_rust": true, "config": cfg.source, "build": build, "missing": missing, "rustc_kernel": rustc_kernel, "rustc_local": ctx.probes.rustc});
     if !ctx.root.exists(&build) {
         return Check::new(ID, T, false, Status::Warn, format!("CONFIG_RUST=y but {build} is missing"))
             .details(details)
-            .fix("Install this kernel's headers package (and its Rust artifacts, e.g. Ubuntu's linux-lib-rust-$(uname -r)) so DKMS can rebuild nvpeer.")
+            .fix(match crate::distro::family(distro) {
+                crate::distro::Family::Ubuntu => format!("Install this kernel's headers and Rust artifacts so DKMS can rebuild nvpeer: `apt install linux-headers-{rel} linux-lib-rust-{rel}`."),
+                _ => "Install this kernel's headers package (and its Rust artifacts) so DKMS can rebuild nvpeer.".to_string(),
+            })
             .data(data);
     }
     if !missing.is_empty() {
-        return Check::new(ID, T, false, Status::Warn, format!("CONFIG_RUST=y but the build tree lacks {}", missing.join(", ")))
-            .details(details)
-            .fix("Install the Rust artifacts for this kernel (Ubuntu: linux-lib-rust-$(uname -r); otherwise run `make modules_prepare` in the full kernel tree); see docs/compatibility.md.")
-            .data(data);
+        return Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            format!(
+                "CONFIG_RUST=y but the build tree lacks {}",
+                missing.join(", ")
+            ),
+        )
+        .details(details)
+        .fix(format!(
+            "Install the Rust artifacts for this kernel: {}; see docs/compatibility.md.",
+            crate::distro::rust_artifacts_install(distro, rel)
+        ))
+        .data(data);
     }
     if let (Some(k), Some(l)) = (&rustc_kernel, &ctx.probes.rustc) {
         let kv = k.split_whitespace().nth(1);
@@ -89,7 +108,13 @@ pub fn rust(ctx: &Ctx) -> Check {
                 "the local rustc differs from the one that built the kernel",
             )
             .details(details)
-            .fix("Put the kernel's exact rustc first in PATH (a different rustc fails with E0514).")
+            .fix(match kv {
+                Some(v) => format!(
+                    "Install the kernel's exact rustc {v} ({}); a different rustc fails with E0514.",
+                    crate::distro::rustc_install(distro, v)
+                ),
+                None => "Put the kernel's exact rustc first in PATH (a different rustc fails with E0514).".to_string(),
+            })
             .data(data);
         }
     }
@@ -233,7 +258,10 @@ pub fn signing(ctx: &Ctx) -> Check {
     if must_sign && !nvpeer {
         return Check::new(ID, T, false, Status::Warn, "signed modules required: nvpeer must be signed with an enrolled key")
             .details(details)
-            .fix("Run `make sign KEY=<key> CERT=<cert.der>` (or let DKMS sign with its MOK) and enroll the certificate with `mokutil --import`.")
+            .fix(format!(
+                "Let DKMS sign nvpeer: {} (or sign by hand: `make sign KEY=<key> CERT=<cert.der>` with an enrolled certificate). An unsigned or foreign-key module is refused with `Key was rejected by service`.",
+                crate::distro::mok_enroll(ctx.distro.as_ref())
+            ))
             .data(data);
     }
     if nvpeer && taint.contains('E') {

@@ -57,14 +57,14 @@ pub fn log(ctx: &Ctx) -> Check {
         "{} failed to load: {}",
         mods.join(", "),
         if mismatch {
-            "built against another ib_core/nvidia.ko (symbol CRC mismatch)"
+            "built against another OFED core (ib_uverbs/ib_core) or nvidia.ko (symbol CRC mismatch)"
         } else {
             "symbols the running kernel does not export"
         }
     );
     Check::new(ID, T, true, Status::Fail, summary)
         .details(details)
-        .fix("Rebuild the module against the running ib_core and NVIDIA driver: DKMS does (`dkms autoinstall`; OFED's Module.symvers must be the one of the loaded ib_core, docs/install.md); `Unknown symbol ib_register_peer_memory_client` means an inbox ib_core without the peer-memory API.")
+        .fix("Rebuild the module against the running OFED and NVIDIA driver: DKMS does (`dkms autoinstall`; after an OFED upgrade that changed the CRCs, `dkms remove nvpeer/<ver> --all` first so it rebuilds; the CRCs come from OFED's Module.symvers, or from the installed ib_uverbs.ko/ib_core.ko that exports the API, docs/install.md); `Unknown symbol ib_register_peer_memory_client` means an inbox RDMA core without the peer-memory API.")
         .data(data)
 }
 

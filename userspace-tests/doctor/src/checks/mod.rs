@@ -46,6 +46,8 @@ pub struct Ctx<'a> {
     pub probes: Probes,
     /// NCCL/UCX settings in effect (environment and NCCL's configuration files).
     pub settings: crate::settings::Settings,
+    /// The distribution (os-release), for the package names fix lines give.
+    pub distro: Option<crate::distro::Distro>,
 }
 
 impl<'a> Ctx<'a> {
@@ -99,6 +101,7 @@ impl<'a> Ctx<'a> {
             rdma_devices,
             probes,
             settings,
+            distro: crate::distro::Distro::load(root),
         }
     }
 

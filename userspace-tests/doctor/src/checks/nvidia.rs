@@ -61,7 +61,10 @@ pub fn driver(ctx: &Ctx) -> Check {
         .data(json!({"loaded": false, "p2p_provider": p}));
     }
     Check::new(ID, T, true, Status::Fail, "nvidia.ko is not loaded")
-        .fix("Install the NVIDIA open kernel modules and run `modprobe nvidia` (or start nvidia-persistenced).")
+        .fix(format!(
+            "Install NVIDIA's open kernel modules ({}) and run `modprobe nvidia` (or start nvidia-persistenced).",
+            crate::distro::nvidia_open_install(ctx.distro.as_ref())
+        ))
         .data(json!({"loaded": false}))
 }
 
@@ -103,7 +106,10 @@ pub fn flavour(ctx: &Ctx) -> Check {
     match open {
         Some((true, why)) => Check::new(ID, T, true, Status::Pass, format!("open kernel modules ({why})")).data(data),
         Some((false, why)) => Check::new(ID, T, true, Status::Fail, format!("proprietary kernel modules ({why})"))
-            .fix("Install the open flavour (e.g. `nvidia-open` / `nvidia-driver-XXX-open`, or the .run installer with `-m=kernel-open`): a GPL Rust module cannot link against the proprietary one.")
+            .fix(format!(
+                "Install the open flavour ({}): a GPL Rust module cannot link against the proprietary one.",
+                crate::distro::nvidia_open_install(ctx.distro.as_ref())
+            ))
             .data(data),
         None => {
             let gate = ctx.module_loaded("nvidia");

@@ -23,7 +23,20 @@ fn rust_artifacts_missing_warns() {
     let c = check(&r, "kernel.rust");
     assert_eq!(c.status, Status::Warn);
     assert!(c.summary.contains("rust/libkernel.rmeta"));
-    assert!(c.fix.as_ref().unwrap().contains("linux-lib-rust"));
+    assert!(c.fix.as_ref().unwrap().contains("modules_prepare"));
+    // On Ubuntu, the package that ships them for this kernel.
+    f.file("/etc/os-release", UBUNTU_2604);
+    let r = f.report();
+    let c = check(&r, "kernel.rust");
+    assert!(c
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains(&format!("apt install linux-lib-rust-{REL}")));
+    assert!(c
+        .details
+        .iter()
+        .any(|d| d == "distribution: Ubuntu 26.04 LTS"));
 }
 
 #[test]
@@ -49,6 +62,20 @@ fn config_from_proc_config_gz_and_rustc_match() {
         .as_ref()
         .unwrap()
         .contains("E0514"));
+    // Debian and Ubuntu name the kernel's compiler by its versioned package.
+    f.file(
+        "/etc/os-release",
+        "ID=debian
+PRETTY_NAME=\"Debian GNU/Linux 14 (forky)\"\n",
+    );
+    let mut p = Probes::none();
+    p.rustc = Some("rustc 1.95.0 (59807616e 2026-04-14)".into());
+    let r = f.report_with(p);
+    assert!(check(&r, "kernel.rust")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("apt install rustc-1.97"));
 }
 
 #[test]
@@ -102,6 +129,10 @@ fn secure_boot_and_signing() {
         .as_ref()
         .unwrap()
         .contains("make sign"));
+    f.file("/etc/os-release", UBUNTU_2604);
+    let fix = check(&f.report(), "kernel.signing").fix.clone().unwrap();
+    assert!(fix.contains("mokutil --import /var/lib/shim-signed/mok/MOK.der"));
+    assert!(fix.contains("Key was rejected by service"));
     f.file("/proc/sys/kernel/modules_disabled", "1\n");
     assert_eq!(status(&f.report(), "kernel.signing"), Status::Fail);
 }

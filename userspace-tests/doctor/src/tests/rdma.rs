@@ -23,6 +23,58 @@ fn inbox_rdma_without_peer_api_fails() {
 }
 
 #[test]
+fn ubuntu_generic_kernel_has_no_inbox_peer_api() {
+    let f = Fx::healthy();
+    f.file("/etc/os-release", UBUNTU_2604);
+    f.file("/proc/sys/kernel/osrelease", "7.0.0-14-generic\n");
+    f.file(
+        "/proc/kallsyms",
+        nv_syms("nvidia") + "0 T ib_register_device\t[ib_core]\n",
+    );
+    let r = f.report();
+    let c = check(&r, "rdma.peer_api");
+    assert_eq!(c.status, Status::Fail);
+    assert!(
+        c.summary.contains("Ubuntu's generic kernels from 6.8 on"),
+        "{}",
+        c.summary
+    );
+    let fix = c.fix.as_ref().unwrap();
+    for want in [
+        "doca-ofed-<version>-dkms",
+        "linux-modules-doca-ofed-<version>-generic",
+        "modprobe ib_uverbs",
+        "dma-buf",
+        "linux-nvidia",
+    ] {
+        assert!(fix.contains(want), "{want} not in {fix}");
+    }
+    assert_eq!(c.data["ubuntu_generic_no_inbox_api"], true);
+    assert!(r.render_table(false).starts_with(&format!(
+        "nvpeer doctor (root {}, Ubuntu 26.04 LTS, 7.0.0-14-generic)",
+        f.dir.path().display()
+    )));
+    // Ubuntu's linux-nvidia flavour keeps the inbox interface: the generic words.
+    f.file("/proc/sys/kernel/osrelease", "6.8.0-1010-nvidia\n");
+    let r = f.report();
+    assert!(!check(&r, "rdma.peer_api").summary.contains("Ubuntu"));
+}
+
+#[test]
+fn doca_exports_the_api_from_ib_uverbs() {
+    let f = Fx::healthy();
+    f.file(
+        "/proc/kallsyms",
+        nv_syms("nvidia")
+            + "0 T ib_register_device\t[ib_core]\n0 T ib_register_peer_memory_client\t[ib_uverbs]\n0 T ib_umem_dmabuf_get\t[ib_core]\n",
+    );
+    let r = f.report();
+    let c = check(&r, "rdma.peer_api");
+    assert_eq!(c.status, Status::Pass);
+    assert_eq!(c.data["owner"], "ib_uverbs");
+}
+
+#[test]
 fn peer_api_in_ofed_symvers_but_not_loaded() {
     let f = Fx::healthy();
     let syms = nv_syms("nvidia");

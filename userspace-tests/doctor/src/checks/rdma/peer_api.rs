@@ -1,4 +1,5 @@
-//! `rdma.peer_api`: whether ib_core exports the peer-memory client API (MLNX_OFED / DOCA-OFED).
+//! `rdma.peer_api`: whether the running kernel exports the peer-memory client API (MLNX_OFED /
+//! DOCA-OFED: from ib_uverbs in OFED 24.07 and later, DOCA-OFED 3.x included, from ib_core before).
 
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
@@ -6,7 +7,7 @@ use serde_json::json;
 
 const REGISTER: &str = "ib_register_peer_memory_client";
 
-/// Module.symvers files that may carry the OFED ib_core exports for `release`.
+/// Module.symvers files that may carry OFED's exports for `release`.
 fn ofed_symvers(release: &str) -> Vec<String> {
     vec![
         format!("/lib/modules/{release}/build/Module.symvers"),
@@ -17,10 +18,10 @@ fn ofed_symvers(release: &str) -> Vec<String> {
     ]
 }
 
-/// `rdma.peer_api`: ib_core exports the peer-memory client API (MLNX_OFED / DOCA-OFED only).
+/// `rdma.peer_api`: the OFED peer-memory client API is exported (MLNX_OFED / DOCA-OFED only).
 pub fn peer_api(ctx: &Ctx) -> Check {
     const ID: &str = "rdma.peer_api";
-    const T: &str = "ib_core peer-memory API";
+    const T: &str = "OFED peer-memory API";
     let owner = ctx.kallsyms.as_ref().and_then(|k| k.owner(REGISTER));
     if let Some(o) = &owner {
         let ofed = ctx
@@ -65,8 +66,8 @@ pub fn peer_api(ctx: &Ctx) -> Check {
         .data(json!({"symvers": in_symvers}));
     }
     if !in_symvers.is_empty() {
-        return Check::new(ID, T, true, Status::Fail, format!("built in {} but not in the running ib_core", in_symvers[0]))
-            .fix("Load the OFED ib_core instead of the inbox one (`/etc/init.d/openibd restart` or reboot after installing DOCA-OFED).")
+        return Check::new(ID, T, true, Status::Fail, format!("built in {} but not exported by the running kernel", in_symvers[0]))
+            .fix("Load OFED's modules instead of the inbox ones: `modprobe ib_uverbs` (DOCA-OFED exports the API from ib_uverbs, older OFED from ib_core), or `/etc/init.d/openibd restart`, or reboot after installing DOCA-OFED.")
             .data(json!({"loaded": false, "symvers": in_symvers}));
     }
     let ib_core = ctx.module_loaded("ib_core")
@@ -74,12 +75,27 @@ pub fn peer_api(ctx: &Ctx) -> Check {
             .kallsyms
             .as_ref()
             .is_some_and(|k| k.has("ib_register_device"));
-    let why = if ib_core {
-        "the running ib_core has no peer-memory API (inbox RDMA stack)"
+    let ib_uverbs = ctx.module_loaded("ib_uverbs");
+    let release = ctx.release.as_deref().unwrap_or("");
+    let distro = ctx.distro.as_ref();
+    let ubuntu_gone = crate::distro::ubuntu_generic_without_inbox_peer_api(distro, release);
+    let why = if ubuntu_gone {
+        format!("Ubuntu's generic kernels from 6.8 on ({release}) carry no inbox peer-memory API, and no DOCA-OFED is loaded")
+    } else if ib_core {
+        format!(
+            "the running RDMA core has no peer-memory API (inbox RDMA stack; ib_uverbs {})",
+            if ib_uverbs { "loaded" } else { "not loaded" }
+        )
     } else {
-        "ib_core is not loaded"
+        "no RDMA core is loaded (ib_core, ib_uverbs)".to_string()
+    };
+    let install = crate::distro::ofed_install(distro, ctx.release.as_deref());
+    let fix = if ubuntu_gone {
+        format!("Canonical keeps the inbox interface only in the 5.4, 5.15 and linux-nvidia kernels: {install}, then `modprobe ib_uverbs` (DOCA-OFED exports the API from ib_uverbs); or use dma-buf, which needs no peer-memory client (`nvpeer doctor --require dmabuf`).")
+    } else {
+        format!("{install} (kernel.org RDMA has no peer-memory API), then `modprobe ib_uverbs` (DOCA-OFED and OFED ≥ 24.07 export it from ib_uverbs, older OFED from ib_core).")
     };
     Check::new(ID, T, true, Status::Fail, why)
-        .fix("Install MLNX_OFED or DOCA-OFED (its ib_core carries the peer-memory API; kernel.org RDMA does not), then `modprobe ib_core`.")
-        .data(json!({"loaded": false, "ib_core": ib_core}))
+        .fix(fix)
+        .data(json!({"loaded": false, "ib_core": ib_core, "ib_uverbs": ib_uverbs, "ubuntu_generic_no_inbox_api": ubuntu_gone}))
 }
