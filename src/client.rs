@@ -97,7 +97,7 @@ pub(crate) fn table_of(kind: ClientKind) -> &'static PeerMemoryClientEx {
 /// The client's name as a C string.
 pub(crate) fn c_name(kind: ClientKind) -> &'static CStr {
     match kind {
-        ClientKind::PersistentNc => c"nv_mem_nc",
-        ClientKind::Persistent | ClientKind::Invalidating(_) => c"nv_mem",
+        ClientKind::PersistentNc => cstr!(c"nv_mem_nc"),
+        ClientKind::Persistent | ClientKind::Invalidating(_) => cstr!(c"nv_mem"),
     }
 }

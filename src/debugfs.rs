@@ -58,13 +58,16 @@ fn render_stats(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
 impl DebugFs {
     /// Creates the directory (without debugfs this is inert and never fails).
     pub(crate) fn new(config: ConfigInfo) -> Result<Self> {
-        let dir = Dir::new(c"nvpeer");
+        let dir = Dir::new(cstr!(c"nvpeer"));
         let stats = KBox::pin_init(
-            dir.read_callback_file(c"stats", (), &render_stats),
+            dir.read_callback_file(cstr!(c"stats"), (), &render_stats),
             GFP_KERNEL,
         )?;
-        let mrs = KBox::pin_init(dir.read_callback_file(c"mrs", (), &render_mrs), GFP_KERNEL)?;
-        let config = dir.read_callback_file(c"config", config, &render_config);
+        let mrs = KBox::pin_init(
+            dir.read_callback_file(cstr!(c"mrs"), (), &render_mrs),
+            GFP_KERNEL,
+        )?;
+        let config = dir.read_callback_file(cstr!(c"config"), config, &render_config);
         let config = KBox::pin_init(config, GFP_KERNEL)?;
         Ok(Self {
             _stats: stats,

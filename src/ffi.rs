@@ -187,6 +187,26 @@ extern "C" {
     pub(crate) fn nvpeer_shim_overtaken_begin();
     pub(crate) fn nvpeer_shim_overtaken_end();
     pub(crate) fn nvpeer_shim_overtaken_wait() -> c_int;
+    #[cfg(not(nvpeer_has_module_params))]
+    pub(crate) fn nvpeer_shim_param(which: u32) -> c_int;
+}
+
+/// A module parameter the C shim declares where `module!` takes none (src/compat.rs); the numbers
+/// are `enum nvpeer_param` of nvpeer_shim.h.
+#[cfg(not(nvpeer_has_module_params))]
+#[derive(Clone, Copy)]
+pub(crate) enum Param {
+    /// `persistent_api_support`.
+    PersistentApiSupport = 0,
+    /// `peerdirect_support`.
+    PeerdirectSupport = 1,
+}
+
+/// The value of module parameter `which`, as the loader set it.
+#[cfg(not(nvpeer_has_module_params))]
+pub(crate) fn shim_param(which: Param) -> c_int {
+    // SAFETY: no pointer crosses; the shim reads a static integer the loader wrote before init.
+    unsafe { nvpeer_shim_param(which as u32) }
 }
 
 /// Whether a rate-limited kernel-log message may be printed now (`__ratelimit` with the kernel's

@@ -7,16 +7,17 @@
 //! calls [`invalidate`] with both; `acquire` of the invalidating client declines until they are
 //! [`published`] (a registration it claimed could not be invalidated).
 
+use crate::compat::AtomicPtr;
 use crate::ffi::{self, InvalidateSlot};
 use core::ptr::{null_mut, NonNull};
 use kernel::ffi::c_void;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Release};
+use kernel::sync::atomic::{Acquire, Release};
 
 /// Where the core stores its invalidate entry point (written during registration).
 static ENTRY: InvalidateSlot = InvalidateSlot::new();
 /// Registration handle of the invalidating client (null when not registered).
-static HANDLE: Atomic<*mut c_void> = Atomic::new(null_mut());
+static HANDLE: AtomicPtr<c_void> = AtomicPtr::null();
 
 /// The storage handed to `ib_register_peer_memory_client` for the invalidating client.
 pub(crate) fn slot() -> *mut Option<ffi::InvalidateFn> {

@@ -40,7 +40,6 @@ use kernel::prelude::*;
 use kernel::rbtree::RBTreeNode;
 use kernel::sync::{Arc, Mutex, MutexGuard};
 use kernel::task::Pid;
-use kernel::{pr_err_once, pr_warn_once};
 
 kernel::sync::global_lock! {
     // SAFETY: initialised by `init_registry()` from module init, before any client is registered.
@@ -311,7 +310,7 @@ impl Mr {
         let info = unsafe { page_table.info() };
         let bad = if info.abi.is_none() {
             STATS.err_page_table_version.inc();
-            pr_err_once!(
+            err_once!(
                 "NVIDIA page table version {:#010x} is not supported (known: 0x0001xxxx >= \
                  0x00010002, 0x0002xxxx); update nvpeer\n",
                 info.version
@@ -319,7 +318,7 @@ impl Mr {
             true
         } else if info.page_size != PAGE_SIZE_64KB {
             STATS.err_page_size.inc();
-            pr_err_once!(
+            err_once!(
                 "NVIDIA page table with page size type {} (only 64 KiB is supported)\n",
                 info.page_size
             );
@@ -368,7 +367,7 @@ impl Mr {
         // Counted once per pin: release() after put_pages finds it already orphaned.
         if next == State::Orphaned && before != State::Orphaned {
             STATS.orphaned_pins.inc();
-            pr_warn_once!(
+            warn_once!(
                 "pin released from process {} but taken by {}; left to NVIDIA's free callback \
                  (see docs/design.md, H5)\n",
                 current_tgid(),
@@ -482,7 +481,7 @@ impl Mr {
         STATS.dma_map_calls.inc();
         let dma_device = dma_device.ok_or_else(|| {
             STATS.err_not_pci.inc();
-            pr_err_once!(
+            err_once!(
                 "dma_map for a DMA device that is not a PCI function; GPUDirect RDMA needs a PCI \
                  HCA\n"
             );
@@ -582,7 +581,7 @@ impl Mr {
         let info = unsafe { mapping.info() };
         let Some(addrs) = info.addresses else {
             STATS.err_dma_mapping_version.inc();
-            pr_err_once!(
+            err_once!(
                 "NVIDIA DMA mapping version {:#010x} is not supported (need 0x0002xxxx >= \
                  0x00020003)\n",
                 info.version
@@ -625,7 +624,7 @@ impl Mr {
         if let Some(rec) = rec {
             if !rec.free(sgt) {
                 STATS.err_sg_mismatch.inc();
-                pr_warn_once!("put_pages got an sg_table other than the one dma_map filled\n");
+                warn_once!("put_pages got an sg_table other than the one dma_map filled\n");
             }
         }
     }

@@ -8,9 +8,11 @@
 
 use kernel::prelude::*;
 
+// First: its macros (`cstr!`, `err_once!`, `warn_once!`) serve the modules below.
+#[macro_use]
+mod compat;
 mod abi;
 mod client;
-mod compat;
 mod debugfs;
 mod ffi;
 mod invalidate;
@@ -28,6 +30,18 @@ mod stats;
 use logic::params;
 use registration::Registration;
 
+// Kernels whose module! takes no parameters (before 6.19): the C shim declares the same two
+// (src/nvpeer_shim.c, src/compat.rs).
+#[cfg(not(nvpeer_has_module_params))]
+module! {
+    type: NvPeer,
+    name: "nvpeer",
+    authors: ["nvpeer developers"],
+    description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs (nv_mem)",
+    license: "GPL",
+}
+
+#[cfg(nvpeer_has_module_params)]
 module! {
     type: NvPeer,
     name: "nvpeer",
@@ -59,9 +73,7 @@ struct NvPeer {
 impl kernel::Module for NvPeer {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         abi::check()?;
-        let persistent_api_support =
-            compat::param_value(&module_parameters::persistent_api_support);
-        let peerdirect_support = compat::param_value(&module_parameters::peerdirect_support);
+        let (persistent_api_support, peerdirect_support) = compat::params();
         let config = params::config(persistent_api_support, peerdirect_support).map_err(|e| {
             pr_err!("invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);
             EINVAL

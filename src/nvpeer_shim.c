@@ -13,6 +13,9 @@
  *     allocation at load nor freeing at unload;
  *   - layout facts of the two foreign API headers, as compiled here, which the Rust side
  *     compares with its own #[repr(C)] declarations at load time (src/ffi.rs, src/abi.rs).
+ *   - on kernels whose module! takes no parameters (before 6.19), the two module parameters,
+ *     with the names, types, permissions and descriptions module! gives them elsewhere, and the
+ *     record of which side of each Rust API difference this build took (modinfo `compat`).
  * Every function is called only from src/ffi.rs' declarations.
  */
 #include <linux/module.h>
@@ -28,6 +31,78 @@
 #include "nvpeer_shim.h"
 
 MODULE_VERSION(NVPEER_VERSION);
+
+/*
+ * Which side of each Rust kernel API difference this build took (src/compat.rs; the flags come
+ * from src/compat-probe.sh): `modinfo -F compat` names them, for the bench and for bug reports.
+ */
+#ifdef NVPEER_HAS_MODULE_PARAMS
+#define NVPEER_CI_PARAMS "module_params=kernel"
+#else
+#define NVPEER_CI_PARAMS "module_params=shim"
+#endif
+#ifdef NVPEER_HAS_CORE_CSTR
+#define NVPEER_CI_CSTR "core_cstr=kernel"
+#else
+#define NVPEER_CI_CSTR "core_cstr=fallback"
+#endif
+#ifdef NVPEER_HAS_PR_ONCE
+#define NVPEER_CI_ONCE "pr_once=kernel"
+#else
+#define NVPEER_CI_ONCE "pr_once=fallback"
+#endif
+#ifdef NVPEER_HAS_ATOMIC_BOOL
+#define NVPEER_CI_BOOL "atomic_bool=kernel"
+#else
+#define NVPEER_CI_BOOL "atomic_bool=fallback"
+#endif
+#ifdef NVPEER_HAS_ATOMIC_PTR
+#define NVPEER_CI_PTR "atomic_ptr=kernel"
+#else
+#define NVPEER_CI_PTR "atomic_ptr=fallback"
+#endif
+#ifdef NVPEER_HAS_FETCH_SUB
+#define NVPEER_CI_SUB "fetch_sub=kernel"
+#else
+#define NVPEER_CI_SUB "fetch_sub=fallback"
+#endif
+#if !defined(NVPEER_HAS_MODULE_PARAMS)
+#define NVPEER_CI_COPY "param_value_copy=n/a"
+#elif defined(NVPEER_HAS_PARAM_VALUE_COPY)
+#define NVPEER_CI_COPY "param_value_copy=kernel"
+#else
+#define NVPEER_CI_COPY "param_value_copy=by-reference"
+#endif
+MODULE_INFO(compat, NVPEER_CI_PARAMS " " NVPEER_CI_CSTR " " NVPEER_CI_ONCE " " NVPEER_CI_BOOL
+		    " " NVPEER_CI_PTR " " NVPEER_CI_SUB " " NVPEER_CI_COPY);
+
+#ifndef NVPEER_HAS_MODULE_PARAMS
+/*
+ * As module! declares them from 6.19 (src/nvpeer_main.rs): a 32-bit signed integer shown by
+ * modinfo as (i32), permission 0 (not in sysfs), the same descriptions.
+ */
+static int persistent_api_support = 1;
+module_param_cb(persistent_api_support, &param_ops_int, &persistent_api_support, 0);
+__MODULE_PARM_TYPE(persistent_api_support, "i32");
+MODULE_PARM_DESC(persistent_api_support,
+		 "1: one persistent client named nv_mem (default); 0: invalidating nv_mem + persistent nv_mem_nc");
+static int peerdirect_support;
+module_param_cb(peerdirect_support, &param_ops_int, &peerdirect_support, 0);
+__MODULE_PARM_TYPE(peerdirect_support, "i32");
+MODULE_PARM_DESC(peerdirect_support,
+		 "1: invalidating client in the MLNX_OFED 4.x layout (OFED 4.9 LTS); 0: extended client");
+
+int nvpeer_shim_param(u32 which)
+{
+	switch (which) {
+	case NVPEER_P_PERSISTENT_API_SUPPORT:
+		return persistent_api_support;
+	case NVPEER_P_PEERDIRECT_SUPPORT:
+		return peerdirect_support;
+	}
+	return -1;
+}
+#endif
 
 const char *nvpeer_shim_version(void)
 {

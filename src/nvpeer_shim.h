@@ -33,6 +33,12 @@ enum nvpeer_layout_fact {
 	NVPEER_L_DMA_MAPPING_VERSION = 17,
 };
 
+/* Module parameters the shim declares where the kernel's module! takes none (src/compat.rs). */
+enum nvpeer_param {
+	NVPEER_P_PERSISTENT_API_SUPPORT = 0,
+	NVPEER_P_PEERDIRECT_SUPPORT = 1,
+};
+
 struct device;
 struct pci_dev;
 struct sg_table;
@@ -50,5 +56,8 @@ bool nvpeer_shim_ratelimit(void);
 void nvpeer_shim_overtaken_begin(void);
 void nvpeer_shim_overtaken_end(void);
 int nvpeer_shim_overtaken_wait(void);
+#ifndef NVPEER_HAS_MODULE_PARAMS
+int nvpeer_shim_param(u32 which);
+#endif
 
 #endif /* NVPEER_SHIM_H */

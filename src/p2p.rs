@@ -182,7 +182,7 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     CALLBACKS_RUNNING.add(1u64, Relaxed);
     T::on_free(data as usize as u64);
     // Everything `on_free` dropped (the last module reference among it) is gone by now.
-    CALLBACKS_RUNNING.fetch_sub(1u64, Release);
+    crate::compat::fetch_sub(&CALLBACKS_RUNNING, 1, Release);
 }
 
 /// Waits until no free callback executes nvpeer code any more, for module exit.

@@ -16,14 +16,14 @@ use crate::stats::STATS;
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Release};
+use kernel::sync::atomic::{Acquire, Release};
 use kernel::sync::Arc;
 use kernel::types::ForeignOwnable;
 
 /// Whether `acquire` may claim registrations: set once every client is registered, cleared
 /// before the first is unregistered. A module whose init fails part-way therefore never holds
 /// a registration (nor a pin) that the failed load would leave behind.
-static SERVING: Atomic<bool> = Atomic::new(false);
+static SERVING: crate::compat::Flag = crate::compat::Flag::new(false);
 
 /// Starts claiming registrations (the end of module init).
 pub(crate) fn start_serving() {

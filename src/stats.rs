@@ -27,7 +27,7 @@ impl Counter {
 
     /// Subtracts `n` (gauges only; callers pair every `sub` with an earlier `add`).
     pub(crate) fn sub(&self, n: u64) {
-        self.0.fetch_sub(n, Relaxed);
+        crate::compat::fetch_sub(&self.0, n, Relaxed);
     }
 
     /// Current value.

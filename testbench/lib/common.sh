@@ -142,14 +142,16 @@ tb_stock_repo() {
     echo "$dst"
 }
 
-# tb_stock_kbuild ROOT KDIR SDIR NAME DIR: builds the modules of DIR in the repo copy SDIR/NAME
-# against the stock kernel, with the symbols of every emulator built there before; output on
+# tb_stock_kbuild ROOT KDIR SDIR NAME DIR [SYMS]: builds the modules of DIR in the repo copy
+# SDIR/NAME against the stock kernel, with the symbols of every emulator built before in the repo
+# copy SDIR/SYMS (default NAME); NVPEER_COMPAT (src/compat-probe.sh) passes through; output on
 # stdout/stderr, status of make.
 tb_stock_kbuild() {
-    local root=$1 kdir=$2 sdir=$3 name=$4 dir=$5 extra="" s
-    for s in "$sdir/$name"/testbench/emu/*/Module.symvers; do
-        [ -f "$s" ] && extra+=" /stock/$name/${s#"$sdir/$name/"}"
+    local root=$1 kdir=$2 sdir=$3 name=$4 dir=$5 syms=${6:-$4} extra="" s
+    for s in "$sdir/$syms"/testbench/emu/*/Module.symvers; do
+        [ -f "$s" ] && extra+=" /stock/$syms/${s#"$sdir/$syms/"}"
     done
     TB_KERNEL_DIR=$kdir TB_BINDS="$sdir:/stock" tb_chroot "$root" make -C /stock/obj \
-        CC="$(cat "$sdir/cc")" M="/stock/$name/$dir" NVPEER_BENCH=1 KBUILD_EXTRA_SYMBOLS="$extra" modules
+        CC="$(cat "$sdir/cc")" M="/stock/$name/$dir" NVPEER_BENCH=1 NVPEER_COMPAT="${NVPEER_COMPAT:-}" \
+        KBUILD_EXTRA_SYMBOLS="$extra" modules
 }

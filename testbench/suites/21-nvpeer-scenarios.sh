@@ -6,5 +6,6 @@
 
 # (no process substitution: the guest has no /dev/fd)
 NP_ALL=($(np_all_scenarios))
+tb_case compat-flavour np_compat
 np_models persistent "${NP_ALL[@]}"
 np_down
