@@ -39,7 +39,7 @@ ucx_rxe_up() {
     mkdir -p /run/netns
     ip netns add $UCX_NS || return 1
     ip link add ucxveth-a type veth peer name ucxveth-b || return 1
-    ip link set ucxveth-a netns $UCX_NS || return 1
+    ip link set ucxveth-a netns $UCX_NS && ip link set ucxveth-b up || return 1
     ip -n $UCX_NS addr add 10.99.7.1/24 dev ucxveth-a && ip -n $UCX_NS link set ucxveth-a up && ip -n $UCX_NS link set lo up || return 1
     ip netns exec $UCX_NS rdma link add $UCX_DEV type rxe netdev ucxveth-a || return 1
     local i
@@ -87,7 +87,7 @@ found_by() {
     local line
     line=$(grep -h "GPUDirect RDMA is detected by checking" /tmp/ucx.out /tmp/ucx.err | head -n1)
     echo "$line" | grep -q "/sys/module/nvidia_peermem/version" || { echo "UCX's log: ${line:-no detection line}"; return 1; }
-    echo "UCX: ${line##*] }"
+    echo "UCX: $(echo "$line" | sed 's/.*\(GPUDirect RDMA is\)/\1/')"
 }
 
 # UCX_IB_GPU_DIRECT_RDMA=yes and no peer module: UCX refuses the device with its own message.
@@ -96,7 +96,7 @@ required_refused() {
     local msg
     msg=$(grep -h "Couldn't enable GPUDirect RDMA" /tmp/ucx.out /tmp/ucx.err | head -n1)
     [ -n "$msg" ] || { echo "no refusal from UCX with UCX_IB_GPU_DIRECT_RDMA=yes:"; tail -n 10 /tmp/ucx.err; return 1; }
-    echo "UCX: ${msg##*] }"
+    echo "UCX: ${msg#*ERROR }"
 }
 
 ucx_down() { rmmod nvidia_peermem nvpeer 2>/dev/null; np_down; rmmod peer_mem_emu nvp2p_emu 2>/dev/null; true; }
