@@ -56,12 +56,9 @@ macro_rules! err_once {
 /// `pr_err!` once per call site (see the other definition).
 #[cfg(not(nvpeer_has_pr_once))]
 macro_rules! err_once {
-    ($($arg:tt)*) => {{
-        static ONCE: $crate::compat::Once = $crate::compat::Once::new();
-        if ONCE.first() {
-            ::kernel::pr_err!($($arg)*);
-        }
-    }};
+    ($($arg:tt)*) => {
+        print_once!(pr_err, $($arg)*)
+    };
 }
 
 /// `pr_warn!` once per call site (the kernel's `pr_warn_once!` from 7.0).
@@ -75,10 +72,18 @@ macro_rules! warn_once {
 /// `pr_warn!` once per call site (see the other definition).
 #[cfg(not(nvpeer_has_pr_once))]
 macro_rules! warn_once {
-    ($($arg:tt)*) => {{
+    ($($arg:tt)*) => {
+        print_once!(pr_warn, $($arg)*)
+    };
+}
+
+/// `kernel::$print!` once per call site: a static flag of its own (the `*_once!` fallbacks).
+#[cfg(not(nvpeer_has_pr_once))]
+macro_rules! print_once {
+    ($print:ident, $($arg:tt)*) => {{
         static ONCE: $crate::compat::Once = $crate::compat::Once::new();
         if ONCE.first() {
-            ::kernel::pr_warn!($($arg)*);
+            ::kernel::$print!($($arg)*);
         }
     }};
 }
