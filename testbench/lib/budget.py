@@ -4,6 +4,7 @@
 Usage:
   budget.py BUDGETS TIMINGS cached|first RESULTS
   budget.py calibrate
+  budget.py selftest
 
 TIMINGS holds one "NAME SECONDS" line per stage, boot and suite (written by testbench/check,
 testbench/vm and the guest), and "calibration SECONDS" lines (`budget.py calibrate`, at the start
@@ -89,10 +90,42 @@ def speed_factor(ref, cal):
         f" (measured {raw:.2f}, clamped)" if f != raw else "")
 
 
+def over_budget(secs, budget, factor):
+    """The guard's rule: more than twice the budget scaled by the speed factor, and 60 s over it."""
+    scaled = budget * factor
+    return secs > 2 * scaled and secs > scaled + SLACK_S
+
+
+def selftest():
+    """The guard's cases, printed one per line; returns the number that failed."""
+    cases = [
+        # (what, seconds, budget, reference, calibrations, expected over)
+        ("healthy stage on a 1.5x slower machine", 290, 100, 1.0, [1.5, 1.4], False),
+        ("stage that doubled on its own, machine as fast", 290, 100, 1.0, [1.0, 1.02], True),
+        ("stage that doubled on its own, machine 1.5x slower", 450, 100, 1.0, [1.5, 1.5], True),
+        ("a few seconds over on a short stage", 40, 10, 1.0, [1.0], False),
+        ("faster machine, same stage time", 200, 100, 1.0, [0.7], True),
+        ("no calibration: factor 1", 190, 100, None, [], False),
+        ("a calibration 5x slower is clamped to 3", 700, 100, 1.0, [5.0], True),
+    ]
+    failed = 0
+    for what, secs, budget, ref, cal, want in cases:
+        factor, how = speed_factor(ref, cal)
+        got = over_budget(secs, budget, factor)
+        ok = got == want
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: {secs} s against {budget} s, {how} -> "
+              f"{'over' if got else 'within'}")
+    print(f"budget guard selftest: {len(cases) - failed} passed, {failed} failed")
+    return failed
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "calibrate":
         print(f"calibration {calibrate():.3f}")
         return 0
+    if len(argv) == 2 and argv[1] == "selftest":
+        return 1 if selftest() else 0
     if len(argv) != 5 or argv[3] not in ("cached", "first"):
         print(__doc__, file=sys.stderr)
         return 2
@@ -113,8 +146,7 @@ def main(argv):
             continue
         budget = b[col]
         ratio = secs / budget if budget else float("inf") if secs else 0.0
-        scaled = budget * factor
-        over = secs > 2 * scaled and secs > scaled + SLACK_S
+        over = over_budget(secs, budget, factor)
         mark = "  OVER BUDGET" if over else ""
         print(f"    {name.ljust(w)}  {secs:7d}  {budget:6d}  {ratio:5.2f}{mark}", file=sys.stderr)
         if over:
