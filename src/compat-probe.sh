@@ -20,13 +20,14 @@
 #   atomic_bool       7.0       Atomic<bool> (rust/kernel/sync/atomic/predefine.rs)
 #   atomic_ptr        7.1       Atomic<*mut T> (same file)
 #   fetch_sub         7.1       Atomic::fetch_sub (rust/kernel/sync/atomic.rs)
-#   param_value_copy  7.3       ModuleParamAccess::value() returns T (value_ref() the reference)
+#   param_value_copy  7.3       ModuleParamAccess has value_ref() (value() returns T from then)
 # A new difference is one line here, one in NAMES below and its two sides in src/compat.rs.
 srctree=$1
 mode=${2:-rust}
 rust=$srctree/rust
 NAMES="module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub param_value_copy"
 
+case $mode in rust | c) ;; *) echo "compat-probe: mode must be rust or c" >&2; exit 2 ;; esac
 if [ ! -f "$rust/kernel/lib.rs" ]; then
     echo "compat-probe: no $rust/kernel/lib.rs: the target kernel's Rust sources are needed" >&2
     exit 1
@@ -40,7 +41,7 @@ has() { # NAME: whether the target kernel has abstraction NAME
     atomic_bool) grep -qsE 'AtomicType for bool\b' "$rust/kernel/sync/atomic/predefine.rs" ;;
     atomic_ptr) grep -qsE 'AtomicType for \*mut T\b' "$rust/kernel/sync/atomic/predefine.rs" ;;
     fetch_sub) grep -qs 'pub fn fetch_sub' "$rust/kernel/sync/atomic.rs" ;;
-    param_value_copy) grep -qsE 'pub fn value\(&self\) -> T\b' "$rust/kernel/module_param.rs" ;;
+    param_value_copy) grep -qs 'pub fn value_ref' "$rust/kernel/module_param.rs" ;;
     *) echo "compat-probe: unknown abstraction $1" >&2; exit 2 ;;
     esac
 }

@@ -39,7 +39,7 @@ macro_rules! cstr {
         const C: &::kernel::str::CStr =
             match ::kernel::str::CStr::from_bytes_with_nul($lit.to_bytes_with_nul()) {
                 Ok(c) => c,
-                Err(_) => panic!("a C string literal has no interior NUL"),
+                Err(_) => panic!("a C string literal with an interior NUL"),
             };
         C
     }};
@@ -81,6 +81,8 @@ macro_rules! warn_once {
 #[cfg(not(nvpeer_has_pr_once))]
 macro_rules! print_once {
     ($print:ident, $($arg:tt)*) => {{
+        // (in .data..once, as the kernel's own once-flags: `clear_warn_once` resets them)
+        #[link_section = ".data..once"]
         static ONCE: $crate::compat::Once = $crate::compat::Once::new();
         if ONCE.first() {
             ::kernel::$print!($($arg)*);
@@ -99,9 +101,11 @@ impl Once {
         Self(Atomic::new(0))
     }
 
-    /// True for the first caller only.
+    /// True for the first caller only (after the first, a plain load answers).
     pub(crate) fn first(&self) -> bool {
-        self.0.xchg(1, kernel::sync::atomic::Relaxed) == 0
+        use kernel::sync::atomic::Relaxed;
+        // ORDERING: a flag with no data behind it; Relaxed, as the kernel's DO_ONCE_LITE.
+        self.0.load(Relaxed) == 0 && self.0.xchg(1, Relaxed) == 0
     }
 }
 
@@ -148,13 +152,11 @@ pub(crate) struct AtomicPtr<T> {
     inner: Atomic<*mut T>,
     #[cfg(not(nvpeer_has_atomic_ptr))]
     inner: Atomic<usize>,
+    // (`fn() -> *mut T`: the type without its auto traits, so that the fallback is Send and
+    // Sync exactly as the kernel's `Atomic<*mut T>`)
     #[cfg(not(nvpeer_has_atomic_ptr))]
-    _type: core::marker::PhantomData<*mut T>,
+    _type: core::marker::PhantomData<fn() -> *mut T>,
 }
-
-// SAFETY: only the pointer value is shared, atomically; nothing here dereferences it.
-#[cfg(not(nvpeer_has_atomic_ptr))]
-unsafe impl<T> Sync for AtomicPtr<T> {}
 
 impl<T> AtomicPtr<T> {
     /// A null pointer.

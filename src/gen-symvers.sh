@@ -66,8 +66,11 @@ ko_crcs() {
 }
 
 : >"$out"
-# ko_name KO: the module name of KO (its file name without .ko and a compression suffix).
+# ko_name KO: the module name of KO: its .modinfo `name=` (kbuild writes it), else its file name
+# without .ko and a compression suffix.
 ko_name() {
+    n=$(modinfo -F name "$1" 2>/dev/null | head -n1)
+    [ -z "$n" ] || { echo "$n"; return; }
     n=$(basename "$1")
     n=${n%.xz}; n=${n%.zst}; n=${n%.gz}
     echo "${n%.ko}" | tr - _

@@ -35,6 +35,12 @@ for f in rust/libcore.rmeta rust/libkernel.rmeta rust/libbindings.rmeta rust/lib
 done
 [ -z "$missing" ] ||
     fail "kernel $kver has CONFIG_RUST but its build tree lacks the Rust artifacts ($missing ): install linux-lib-rust-$kver (Ubuntu) or regenerate them with 'make modules_prepare' in the matching kernel source (docs/install.md)"
+# The kernel's Rust sources: src/compat-probe.sh reads them (through Kbuild's srctree: the build
+# tree's `source` link where there is one) to pick nvpeer's side of each Rust API difference.
+ksrc=$KDIR
+[ -d "$KDIR/source" ] && ksrc=$KDIR/source
+[ -f "$ksrc/rust/kernel/lib.rs" ] ||
+    fail "kernel $kver's tree at $ksrc has no Rust sources (rust/kernel/lib.rs), which nvpeer reads to match the kernel's Rust API (src/compat-probe.sh): install the kernel's full source tree or headers that carry rust/ (docs/compatibility.md)"
 
 # ---- rustc must be the one that built the kernel --------------------------------------------
 # The kernel's .rmeta files load only in the exact compiler that wrote them (E0514 otherwise). Its
@@ -158,10 +164,11 @@ else
             # OFED's Module.symvers is gone (prebuilt signed modules keep none): the CRCs are
             # read from the installed module that exports the API for this kernel.
             why="" kos=$(exporters ib_register_peer_memory_client)
-            for ko in $kos; do
+            while IFS= read -r ko; do
+                [ -n "$ko" ] || continue
                 if w=$(from_ko ofed "$ko"); then ofed_syms=$root/build/ofed.symvers; break; fi
                 why="${why:+$why; }$w"
-            done
+            done <<<"$kos"
             [ -n "$kos" ] ||
                 fail "kernel $kver has MODVERSIONS but $OFED_SYMVERS does not export ib_register_peer_memory_client and no installed module for $kver exports it (neither modules.symbols, ib_uverbs nor ib_core): install the OFED kernel modules for $kver (DOCA-OFED: doca-ofed DKMS or the prebuilt linux-modules-doca-ofed package) or pass OFED_SYMVERS="
             [ -n "$ofed_syms" ] ||

@@ -111,6 +111,7 @@ echo 'CONFIG_RUSTC_VERSION_TEXT="rustc 1.97.1 (8bab26f4f 2026-07-14)"' >"$kdir/i
 for f in libcore.rmeta libkernel.rmeta libbindings.rmeta libpin_init.rmeta libcompiler_builtins.rmeta \
          libffi.rmeta libmacros.so; do : >"$kdir/rust/$f"; done
 : >"$kdir/scripts/target.json"
+# (no rust/ sources yet: the first case below wants the preflight's line about them)
 fake_rustc() { printf '#!/bin/sh\necho "rustc %s (0000000 2026-01-01)"\n' "$2" >"$t/bin/$1"; chmod +x "$t/bin/$1"; }
 ofed=$sys/usr/src/ofa_kernel/default
 mkdir -p "$ofed/include/rdma"
@@ -136,6 +137,9 @@ refused() {
     else bad "$1" "$out"; fi
 }
 
+# The kernel's Rust sources, which src/compat-probe.sh reads: missing, then present.
+refused "rust-sources[missing]" "has no Rust sources (rust/kernel/lib.rs).*src/compat-probe.sh"
+mkdir -p "$kdir/rust/kernel" && : >"$kdir/rust/kernel/lib.rs"
 # rustc: the PATH one is another version; rustc-1.97 (Debian/Ubuntu's versioned name) is the kernel's.
 fake_rustc rustc 1.96.0
 refused "rustc[none matches]" "no rustc 1.97.1.*install it (Debian/Ubuntu: rustc-1.97"

@@ -94,15 +94,20 @@ pub fn ubuntu_generic_without_inbox_peer_api(d: Option<&Distro>, release: &str) 
         && kernel_version(release).is_some_and(|v| v >= (6, 8))
 }
 
+/// The flavour of an Ubuntu kernel release: what follows the ABI number
+/// (`7.0.0-14-generic` -> `generic`, `7.0.0-14-generic-64k` -> `generic-64k`).
+pub fn ubuntu_flavour(release: &str) -> Option<&str> {
+    let mut parts = release.splitn(3, '-');
+    let (_version, abi, flavour) = (parts.next()?, parts.next()?, parts.next()?);
+    (abi.chars().all(|c| c.is_ascii_digit()) && !flavour.is_empty()).then_some(flavour)
+}
+
 /// The fix line's words for installing the OFED peer-memory core.
 pub fn ofed_install(d: Option<&Distro>, release: Option<&str>) -> String {
     match family(d) {
         Family::Ubuntu => format!(
             "install DOCA-OFED from Ubuntu's archive: `apt install doca-ofed-<version>-dkms` (e.g. doca-ofed-26.01-dkms), or the prebuilt signed modules `linux-modules-doca-ofed-<version>-{}`",
-            release
-                .and_then(|r| r.rsplit_once('-').map(|(_, f)| f))
-                .filter(|f| !f.is_empty() && !f.chars().all(|c| c.is_ascii_digit()))
-                .unwrap_or("generic")
+            release.and_then(ubuntu_flavour).unwrap_or("generic")
         ),
         _ => "install DOCA-OFED or MLNX_OFED (NVIDIA's doca-ofed / mlnx-ofed-kernel-dkms packages)"
             .to_string(),
@@ -117,15 +122,19 @@ pub fn rust_artifacts_install(d: Option<&Distro>, release: &str) -> String {
     }
 }
 
-/// The fix line's words for installing rustc `version` (`1.93.1`), the kernel's compiler.
+/// The fix line's words for installing rustc `version` (`1.93.1`), the kernel's compiler: Ubuntu
+/// packages versioned compilers (`rustc-1.93`); elsewhere rustup has every release. The build
+/// preflight finds either by its version.
 pub fn rustc_install(d: Option<&Distro>, version: &str) -> String {
     let mm: Vec<&str> = version.splitn(3, '.').take(2).collect();
     let mm = mm.join(".");
     match family(d) {
-        Family::Ubuntu | Family::Debian => format!(
+        Family::Ubuntu => format!(
             "`apt install rustc-{mm}` (the preflight finds it by its versioned name), or `rustup toolchain install {version}`"
         ),
-        Family::Other => format!("`rustup toolchain install {version}`"),
+        Family::Debian | Family::Other => format!(
+            "`rustup toolchain install {version}` (the preflight finds rustup's toolchain of that version), or the distribution's rustc when it is that version"
+        ),
     }
 }
 
@@ -201,6 +210,30 @@ mod tests {
             None,
             "7.0.0-14-generic"
         ));
+    }
+
+    #[test]
+    fn ubuntu_flavours() {
+        assert_eq!(ubuntu_flavour("7.0.0-14-generic"), Some("generic"));
+        assert_eq!(ubuntu_flavour("7.0.0-14-generic-64k"), Some("generic-64k"));
+        assert_eq!(ubuntu_flavour("6.8.0-1010-nvidia"), Some("nvidia"));
+        assert_eq!(ubuntu_flavour("7.3.4+deb13-amd64"), None);
+        let u = Distro::parse(UBUNTU);
+        assert!(ofed_install(Some(&u), Some("7.0.0-14-generic-64k"))
+            .contains("linux-modules-doca-ofed-<version>-generic-64k"));
+    }
+
+    #[test]
+    fn words_off_ubuntu() {
+        let d = Distro::parse(DEBIAN);
+        assert!(!ofed_install(Some(&d), Some("7.2.12+deb14-amd64")).contains("Ubuntu"));
+        assert!(ofed_install(None, None).contains("DOCA-OFED or MLNX_OFED"));
+        assert!(rustc_install(Some(&d), "1.97.1").contains("rustup toolchain install 1.97.1"));
+        assert!(!rustc_install(Some(&d), "1.97.1").contains("apt install rustc-"));
+        assert!(nvidia_open_install(Some(&d)).contains("nvidia-open-kernel-dkms"));
+        assert!(nvidia_open_install(None).contains("kernel-open"));
+        assert!(mok_enroll(Some(&d)).contains("/var/lib/dkms/mok.pub"));
+        assert!(rust_artifacts_install(Some(&d), "7.2.12").contains("modules_prepare"));
     }
 
     #[test]

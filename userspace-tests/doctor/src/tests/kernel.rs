@@ -62,20 +62,26 @@ fn config_from_proc_config_gz_and_rustc_match() {
         .as_ref()
         .unwrap()
         .contains("E0514"));
-    // Debian and Ubuntu name the kernel's compiler by its versioned package.
-    f.file(
-        "/etc/os-release",
-        "ID=debian
-PRETTY_NAME=\"Debian GNU/Linux 14 (forky)\"\n",
-    );
+    // Ubuntu names the kernel's compiler by its versioned package; Debian by rustup's toolchain.
+    f.file("/etc/os-release", UBUNTU_2604);
     let mut p = Probes::none();
     p.rustc = Some("rustc 1.95.0 (59807616e 2026-04-14)".into());
-    let r = f.report_with(p);
+    let r = f.report_with(p.clone());
     assert!(check(&r, "kernel.rust")
         .fix
         .as_ref()
         .unwrap()
         .contains("apt install rustc-1.97"));
+    f.file(
+        "/etc/os-release",
+        "ID=debian\nPRETTY_NAME=\"Debian GNU/Linux 14 (forky)\"\n",
+    );
+    let r = f.report_with(p);
+    assert!(check(&r, "kernel.rust")
+        .fix
+        .as_ref()
+        .unwrap()
+        .contains("rustup toolchain install 1.97.1"));
 }
 
 #[test]
