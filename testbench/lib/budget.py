@@ -7,17 +7,21 @@ Usage:
   budget.py selftest
 
 TIMINGS holds one "NAME SECONDS" line per stage, boot and suite (written by testbench/check,
-testbench/vm and the guest), and "calibration SECONDS" lines (`budget.py calibrate`, at the start
-and the end of the run). Prints the table (stage, seconds, budget, ratio) and appends one JSON
+testbench/vm and the guest), and two kinds of calibration lines: "calibration SECONDS" (`budget.py
+calibrate`: a fixed single-threaded workload on the host, at the start and the end of the run)
+and "tcg-calibration SECONDS" (testbench/stock: a fixed boot of Debian's kernel under QEMU TCG,
+the same work every run). Prints the table (stage, seconds, budget, ratio) and appends one JSON
 result line per budgeted stage to RESULTS.
 
-The guard tells a slow machine from a broken stage: the run's own calibration (a fixed
-single-threaded workload, timed at the start and the end of the run; the slower of the two) over
-the reference in BUDGETS ("calibration SECONDS", measured on the machine the budgets were) gives
-the machine's speed factor f, clamped to [0.67, 3]. A stage fails when it took more than twice its
-budget times f, and more than 60 s over it (the 60 s keep a stage of a few seconds from failing on
-noise): a healthy run on a machine 1.5x slower passes, and a stage that doubled on its own is
-still caught. "first" uses the first-run column (empty cache), "cached" the cached one.
+The guard tells a slow machine from a broken stage. Each calibration over its reference in
+BUDGETS (the same lines, measured on the machine the budgets were) gives a speed factor, clamped
+to [0.67, 3]: the host's for host stages, TCG's for the VM stages (boot[...], suite[...] and the
+stages that are VM boots), the larger of the two for the total. The two differ: on 2026-11-27 a
+machine that ran the host workload as fast as the budgets' ran the TCG guests 1.3-3x slower. A
+stage fails when it took more than twice its budget times its factor, and more than 60 s over it
+(the 60 s keep a stage of a few seconds from failing on noise): a healthy run on a machine 1.5x
+slower passes, and a stage that doubled on its own is still caught. "first" uses the first-run
+column (empty cache), "cached" the cached one.
 """
 import json
 import os
@@ -43,15 +47,24 @@ def calibrate():
     return best
 
 
+CALIBRATIONS = ("calibration", "tcg-calibration")
+# Stages that are VM boots (their time is TCG's), besides boot[...] and suite[...] rows.
+VM_STAGES = ("stock-suites", "stock-oldest-suites", "stock-7.3-suites", "bench-suites", "stock-load")
+
+
+def is_vm(name):
+    return name.startswith(("boot[", "suite[")) or name in VM_STAGES
+
+
 def read_budgets(path):
-    """Returns ({stage: (cached, first)}, reference calibration seconds or None)."""
-    budgets, ref = {}, None
+    """Returns ({stage: (cached, first)}, {calibration kind: reference seconds})."""
+    budgets, ref = {}, {}
     for line in open(path):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        if line.startswith("calibration "):
-            ref = float(line.split()[1])
+        if line.split()[0] in CALIBRATIONS:
+            ref[line.split()[0]] = float(line.split()[1])
             continue
         name, cached, first = line.rsplit(None, 2)
         budgets[name] = (int(cached), int(first))
@@ -59,16 +72,16 @@ def read_budgets(path):
 
 
 def read_timings(path):
-    """Returns ([(stage, seconds)], [calibration seconds])."""
-    rows, cal = [], []
+    """Returns ([(stage, seconds)], {calibration kind: [seconds]})."""
+    rows, cal = [], {}
     for line in open(path):
         line = line.strip()
         if not line:
             continue
         name, _, secs = line.rpartition(" ")
-        if name.strip() == "calibration":
+        if name.strip() in CALIBRATIONS:
             try:
-                cal.append(float(secs))
+                cal.setdefault(name.strip(), []).append(float(secs))
             except ValueError:
                 pass
             continue
@@ -79,14 +92,15 @@ def read_timings(path):
     return rows, cal
 
 
-def speed_factor(ref, cal):
-    """The machine's speed factor (1: as fast as the reference machine) and how it was found."""
+def speed_factor(ref, cal, what="calibration"):
+    """A speed factor (1: as fast as the reference machine) from one kind of calibration, and
+    how it was found."""
     if ref is None or not cal:
-        return 1.0, "no calibration (factor 1)"
+        return 1.0, f"no {what} (factor 1)"
     raw = max(cal) / ref
     f = min(max(raw, FACTOR_MIN), FACTOR_MAX)
     runs = " and ".join(f"{c:.2f}" for c in cal)
-    return f, f"calibration {runs} s against {ref:.2f} s on the budgets' machine: speed factor {f:.2f}" + (
+    return f, f"{what} {runs} s against {ref:.2f} s on the budgets' machine: speed factor {f:.2f}" + (
         f" (measured {raw:.2f}, clamped)" if f != raw else "")
 
 
@@ -99,22 +113,26 @@ def over_budget(secs, budget, factor):
 def selftest():
     """The guard's cases, printed one per line; returns the number that failed."""
     cases = [
-        # (what, seconds, budget, reference, calibrations, expected over)
-        ("healthy stage on a 1.5x slower machine", 290, 100, 1.0, [1.5, 1.4], False),
-        ("stage that doubled on its own, machine as fast", 290, 100, 1.0, [1.0, 1.02], True),
-        ("stage that doubled on its own, machine 1.5x slower", 450, 100, 1.0, [1.5, 1.5], True),
-        ("a few seconds over on a short stage", 40, 10, 1.0, [1.0], False),
-        ("faster machine, same stage time", 200, 100, 1.0, [0.7], True),
-        ("no calibration: factor 1", 190, 100, None, [], False),
-        ("a calibration 5x slower is clamped to 3", 700, 100, 1.0, [5.0], True),
+        # (what, stage, seconds, budget, reference, calibrations, expected over)
+        ("healthy stage on a 1.5x slower host", "lint", 290, 100, 1.0, [1.5, 1.4], False),
+        ("stage that doubled on its own, host as fast", "lint", 290, 100, 1.0, [1.0, 1.02], True),
+        ("stage that doubled on its own, host 1.5x slower", "lint", 450, 100, 1.0, [1.5, 1.5], True),
+        ("a few seconds over on a short stage", "lint", 40, 10, 1.0, [1.0], False),
+        ("faster host, same stage time", "lint", 200, 100, 1.0, [0.7], True),
+        ("no calibration: factor 1", "lint", 190, 100, None, [], False),
+        ("a calibration 5x slower is clamped to 3", "lint", 700, 100, 1.0, [5.0], True),
+        # A VM stage is scaled by TCG's factor alone: guests 1.5x slower pass, 2x on top fail.
+        ("boot on a machine whose guests run 1.5x slower", "boot[shared@stock]", 290, 100, 20.0, [30.0], False),
+        ("boot that doubled on top of slower guests", "boot[shared@stock]", 610, 100, 20.0, [30.0], True),
     ]
     failed = 0
-    for what, secs, budget, ref, cal, want in cases:
-        factor, how = speed_factor(ref, cal)
+    for what, stage, secs, budget, ref, cal, want in cases:
+        kind = "TCG calibration" if is_vm(stage) else "host calibration"
+        factor, how = speed_factor(ref, cal, kind)
         got = over_budget(secs, budget, factor)
         ok = got == want
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {what}: {secs} s against {budget} s, {how} -> "
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: {stage} {secs} s against {budget} s, {how} -> "
               f"{'over' if got else 'within'}")
     print(f"budget guard selftest: {len(cases) - failed} passed, {failed} failed")
     return failed
@@ -131,13 +149,20 @@ def main(argv):
         return 2
     budgets, ref = read_budgets(argv[1])
     rows, cal = read_timings(argv[2])
-    factor, how = speed_factor(ref, cal)
+    host, host_how = speed_factor(ref.get("calibration"), cal.get("calibration"), "host calibration")
+    tcg, tcg_how = speed_factor(ref.get("tcg-calibration"), cal.get("tcg-calibration"), "TCG calibration")
+    how = f"{host_how}; {tcg_how}"
+
+    def factor_of(name):
+        if name == "total":
+            return max(host, tcg)
+        return tcg if is_vm(name) else host
     col = 0 if argv[3] == "cached" else 1
     results = []
     w = max([len(n) for n, _ in rows] + [10])
     print(f"stage table ({argv[3]} budgets, testbench/{os.path.basename(argv[1])}; a stage fails above 2x its budget"
           f" times the machine's speed factor):", file=sys.stderr)
-    print(f"    {how}", file=sys.stderr)
+    print(f"    {host_how}\n    {tcg_how}", file=sys.stderr)
     print(f"    {'stage'.ljust(w)}  seconds  budget  ratio", file=sys.stderr)
     for name, secs in rows:
         b = budgets.get(name)
@@ -146,6 +171,7 @@ def main(argv):
             continue
         budget = b[col]
         ratio = secs / budget if budget else float("inf") if secs else 0.0
+        factor = factor_of(name)
         over = over_budget(secs, budget, factor)
         mark = "  OVER BUDGET" if over else ""
         print(f"    {name.ljust(w)}  {secs:7d}  {budget:6d}  {ratio:5.2f}{mark}", file=sys.stderr)
@@ -153,7 +179,7 @@ def main(argv):
             results.append({"suite": "budget", "case": name, "status": "fail", "duration": secs,
                             "details": f"{name} took {secs} s, more than twice its {argv[3]} budget of "
                                        f"{budget} s times this machine's speed factor {factor:.2f} "
-                                       f"(testbench/budgets.txt; {how}): find what grew, or "
+                                       f"(testbench/budgets.txt; {tcg_how if is_vm(name) else host_how}): find what grew, or "
                                        f"record a new budget with its reason"})
     missing = [n for n in budgets if n not in dict(rows) and budgets[n][col] > 0]
     if not results:
