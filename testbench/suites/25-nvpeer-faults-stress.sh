@@ -4,8 +4,8 @@
 # stress per client mode, NP_STRESS_ITER per thread x 4 threads:
 #   persistent (default client): 100k on Debian's production kernel (make check, make check-full),
 #     10k on the debug kernel;
-#   invalidating: 100k on Debian's production kernel in make check-full and by hand (not in make
-#     check: below); on the debug kernel 10k in make check (NVPEER_SLICE set), 100k in make
+#   invalidating: 100k on Debian's production kernel in make check-full and by hand with
+#     NVPEER_DEPTH=full (not in make check: below); on the debug kernel 10k in make check (NVPEER_SLICE set), 100k in make
 #     check-full and when the suite runs by hand (500-830 s there).
 . /src/testbench/suites/nvpeer-lib.sh.inc
 # The put window (docs/design.md) is narrowed, not closed: on 2026-11-27 make check met it on the
