@@ -49,7 +49,7 @@ def calibrate():
 
 CALIBRATIONS = ("calibration", "tcg-calibration")
 # Stages that are VM boots (their time is TCG's), besides boot[...] and suite[...] rows.
-VM_STAGES = ("stock-suites", "stock-oldest-suites", "stock-7.3-suites", "bench-suites", "stock-load")
+VM_STAGES = ("stock-suites", "stock-oldest-suites", "stock-7.3-suites", "bench-suites", "stock-load", "lane-2-wait")
 
 
 def is_vm(name):
