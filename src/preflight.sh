@@ -127,6 +127,7 @@ ofed_note=""
 nv_syms=""
 nv_ver=""
 nv_note=""
+nv_crc_from=""
 if [ "${BENCH:-0}" = 1 ]; then
     OFED_DIR=""
     NVIDIA_SRC=""
@@ -202,11 +203,14 @@ else
     elif [ $modversions = n ]; then
         nv_syms=generate
     else
-        # A MODVERSIONS kernel: the CRCs of the nvidia.ko installed for it (a .run install or a
-        # package keeps no Module.symvers), else a DKMS build of the driver for it.
+        # A MODVERSIONS kernel: the CRCs of the module installed for it that exports the P2P API
+        # (a .run install or a package keeps no Module.symvers): found by the symbol in depmod's
+        # index, else nvidia.ko; else a DKMS build of the driver for it.
         why="no nvidia.ko is installed for $kver"
-        if ko=$(installed_ko nvidia) && [ -n "$ko" ] && why=$(from_ko nvidia "$ko"); then
+        ko=$(installed_ko symbol:nvidia_p2p_get_pages) && [ -n "$ko" ] || ko=$(installed_ko nvidia) || ko=""
+        if [ -n "$ko" ] && why=$(from_ko nvidia "$ko"); then
             nv_syms=$root/build/nvidia.symvers
+            nv_crc_from=$ko
         else
             for d in "$sysroot"/var/lib/dkms/nvidia*/"${nv_ver:-*}"/build; do
                 grep -qs "for kernel $kver " "$d/make.log" && symvers_has "$d/Module.symvers" nvidia_p2p_get_pages &&
@@ -248,5 +252,5 @@ case $mode in
     printf '%s %s RUSTC=%q OFED_DIR=%q NVIDIA_SRC=%q KBUILD_EXTRA_SYMBOLS=%q\n' "$llvm" "$bench" "$RUSTC" \
         "${OFED_DIR:-}" "${NVIDIA_SRC:-}" "${extra# }" ;;
 *)
-    echo "nvpeer preflight: ok (kernel $kver, $kernel_rustc at $RUSTC, OFED ${OFED_DIR:-bench emulator}, NVIDIA ${NVIDIA_SRC:-bench emulator}${nv_ver:+ for driver $nv_ver}$nv_note, MODVERSIONS=$modversions${ofed_note:+, $ofed_note}${nv_syms:+, NVIDIA CRCs: ${nv_syms/generate/none needed}})" ;;
+    echo "nvpeer preflight: ok (kernel $kver, $kernel_rustc at $RUSTC, OFED ${OFED_DIR:-bench emulator}, NVIDIA ${NVIDIA_SRC:-bench emulator}${nv_ver:+ for driver $nv_ver}$nv_note, MODVERSIONS=$modversions${ofed_note:+, $ofed_note}${nv_syms:+, NVIDIA CRCs: ${nv_crc_from:-${nv_syms/generate/none needed}}})" ;;
 esac

@@ -24,8 +24,9 @@ nv_syms="nvidia_p2p_get_pages nvidia_p2p_get_pages_persistent nvidia_p2p_put_pag
          nvidia_p2p_free_page_table nvidia_p2p_free_dma_mapping"
 crc_of() { printf '0x%08x' $(( (0x5eed0000 + $(echo "$1" | cksum | cut -d' ' -f1)) & 0xffffffff )); }
 
-# fixture_ko OUT STYLE VERSION [SKIP]: a synthetic nvidia.ko exporting nv_syms (except SKIP) with
-# CRCs crc_of(sym); STYLE kcrctab (6.3+) or abs (older); a .modinfo with version= for modinfo.
+# fixture_ko OUT STYLE VERSION [SKIP]: a synthetic nvidia.ko (its module name from OUT's file
+# name) exporting nv_syms (except SKIP) with CRCs crc_of(sym); STYLE kcrctab (6.3+) or abs (older);
+# the export strings depmod indexes; a .modinfo with version= for modinfo.
 fixture_ko() {
     local out=$1 style=$2 ver=$3 skip=${4:-} s
     {
@@ -40,8 +41,12 @@ fixture_ko() {
                 echo "__crc_$s:"; echo ".long $(crc_of "$s")"; echo ".previous"
             fi
         done
+        # (the export strings depmod indexes, modules.symbols)
+        echo ".section __ksymtab_strings,\"a\""
+        for s in $nv_syms; do [ "$s" = "$skip" ] || echo ".asciz \"$s\""; done
         echo ".section .modinfo,\"a\""
-        echo ".asciz \"version=$ver\""; echo ".asciz \"license=Dual MIT/GPL\""; echo ".asciz \"name=nvidia\""
+        echo ".asciz \"version=$ver\""; echo ".asciz \"license=Dual MIT/GPL\""
+        echo ".asciz \"name=$(basename "$out" .ko | tr - _)\""
     } >"$t/fx.S"
     printf 'SECTIONS {\n\t__kcrctab 0 : ALIGN(4) { *(SORT(___kcrctab+*)) }\n}\n' >"$t/module.lds"
     as "$t/fx.S" -o "$t/fx.o" && ld -r -T "$t/module.lds" "$t/fx.o" -o "$out"
@@ -71,11 +76,11 @@ ofed_ko() {
 }
 
 # ---- CRC extraction --------------------------------------------------------------------------
-check_crcs() { # NAME SYMVERS
+check_crcs() { # NAME SYMVERS [MODULE, default nvidia]
     local s want got all=1
     for s in $nv_syms; do
         want=$(crc_of "$s")
-        got=$(awk -v s="$s" '$2 == s && $3 == "nvidia" { print $1 }' "$2")
+        got=$(awk -v s="$s" -v m="${3:-nvidia}" '$2 == s && $3 == m { print $1 }' "$2")
         [ "$got" = "$want" ] || { bad "$1" "$s: got '${got}', want $want"; all=0; break; }
     done
     [ $all = 1 ] && ok "$1"
@@ -222,6 +227,19 @@ echo 'CONFIG_MODVERSIONS=y' >>"$kdir/.config"
 rm -f "$odir"/ib_*.ko*
 mv "$t/ofed.symvers.away" "$ofed/Module.symvers"
 mv -f "$t/modules.symbols.away" "$sys/lib/modules/$kver/modules.symbols" 2>/dev/null
+depmod -b "$sys" "$kver" 2>/dev/null
+
+# The P2P API exported by a module of another name (found by the symbol in modules.symbols).
+mv "$sys/lib/modules/$kver/updates/dkms/nvidia.ko.xz" "$t/"
+fixture_ko "$sys/lib/modules/$kver/updates/dkms/nvidia-p2p.ko" kcrctab 550.163.01
+depmod -b "$sys" "$kver" 2>/dev/null
+if out=$(preflight 2>&1) && echo "$out" | grep -q "$repo/build/nvidia.symvers"; then
+    check_crcs "modversions[CRCs from the module exporting the P2P API, by symbol]" "$repo/build/nvidia.symvers" nvidia_p2p
+else
+    bad "modversions[CRCs from the module exporting the P2P API, by symbol]" "$out"
+fi
+rm -f "$sys/lib/modules/$kver/updates/dkms/nvidia-p2p.ko"
+mv "$t/nvidia.ko.xz" "$sys/lib/modules/$kver/updates/dkms/"
 depmod -b "$sys" "$kver" 2>/dev/null
 
 # MODVERSIONS and no nvidia.ko for the target kernel: one line naming the fix.

@@ -8,6 +8,15 @@ if [ ! -f src/Makefile ]; then
     tar xf /usr/src/linux-source-*.tar.xz -C src --strip-components=1
 fi
 mkdir -p obj
+# The "MOK" (a machine owner key, as `update-secureboot-policy --new-key` makes on Ubuntu) that
+# the kernel trusts besides its own build key: CONFIG_SYSTEM_TRUSTED_KEYS names its certificate
+# (testbench/kernel.config). DKMS signs with it where a suite lays out a node that enrolled it.
+if [ ! -s mok/mok.der ]; then
+    rm -rf mok; mkdir mok
+    openssl req -new -x509 -nodes -days 36500 -subj "/CN=nvpeer bench MOK/" -newkey rsa:2048 \
+        -keyout mok/mok.key -addext "extendedKeyUsage=codeSigning" -out mok/mok.crt 2>/dev/null
+    openssl x509 -in mok/mok.crt -outform DER -out mok/mok.der
+fi
 make -C src O=/kernel/obj LLVM=1 tinyconfig >/dev/null
 src/scripts/kconfig/merge_config.sh -m -O /kernel/obj obj/.config /src/testbench/kernel.config >/dev/null
 make -C src O=/kernel/obj LLVM=1 olddefconfig >/dev/null

@@ -46,8 +46,20 @@ dkms_install() {
         # The preflight check below reads dkms's own make.log, which the tree carries.
         : >/tmp/dkms-install.log
     else
+        if [ "${NVPEER_SIG_ENFORCE:-0}" = 1 ]; then
+            # The kernel refuses unsigned modules (module.sig_enforce=1, testbench/vm): DKMS signs
+            # with the machine owner key the kernel trusts, where Debian's DKMS looks for it.
+            install -m 600 /kernel/mok/mok.key /var/lib/dkms/mok.key &&
+                install -m 644 /kernel/mok/mok.der /var/lib/dkms/mok.pub || return 1
+        fi
         make "${MAKE_ARGS[@]}" dkms-install >/tmp/dkms-install.log 2>&1 || rc=$?
         cat /tmp/dkms-install.log
+        if [ "$rc" = 0 ] && [ "${NVPEER_SIG_ENFORCE:-0}" = 1 ]; then
+            local signer
+            signer=$(modinfo -F signer "$MOD")
+            echo "signed by: ${signer:-nobody}"
+            [ "$signer" = "nvpeer bench MOK" ] || { echo "DKMS did not sign $MOD with the MOK"; return 1; }
+        fi
     fi
     # dkms keeps the PRE_BUILD and make output in make.log (build/ while building, log/ after).
     local logs

@@ -25,33 +25,21 @@ O=/tmp/rehearsal-node
 # signing (/var/lib/dkms/mok.key, mok.pub). dkms keeps it for every module it signs, it is what the
 # admin enrolls with mokutil: the node's, not nvpeer's.
 LEDGER="$LEDGER|^var/lib/dkms/mok\.(key|pub)$"
-CHECKOUT=/tmp/nvpeer
-
-# in_checkout CMD: a shell command line run in the node's checkout, as the admin types it.
-in_checkout() { in_node sh -c "cd $CHECKOUT && $1"; }
 
 rehearsal_setup() {
-    node_setup || return 1
-    # The checkout (git clone in the README): what `make dkms-source` packs, and nothing else of
-    # the repository (no testbench/: no emulator header can reach the build).
-    make -s -C /src dkms-source DKMS_SOURCE_TREE="$R/tmp" && mv "$R/tmp/nvpeer-$VER" "$R$CHECKOUT" || return 1
-    echo "checkout at $CHECKOUT: $(cd "$R$CHECKOUT" && echo *)"
+    node_setup && node_checkout
 }
 tb_case node-setup rehearsal_setup
 [ -f "$O/before.txt" ] || { finish; return 0; }
 
 readme_dkms_install() {
-    local rc=0 ok
-    in_checkout "make dkms-install" >"$O/install.log" 2>&1 || rc=$?
-    cat "$O/install.log"
-    if [ $rc != 0 ]; then
-        tail -n 40 "$R/var/lib/dkms/nvpeer/$VER/build/make.log" 2>/dev/null
-        return 1
-    fi
+    local ok
+    ok=$(node_dkms_install) || { echo "$ok"; return 1; }
+    echo "$ok"
+    ok=$(echo "$ok" | tail -n 1)
     # The real-node path: the preflight found OFED and NVIDIA where a node keeps them, on a kernel
     # without MODVERSIONS.
-    ok=$(grep -h "^nvpeer preflight: ok" "$R"/var/lib/dkms/nvpeer/"$VER"/*/*/log/make.log 2>/dev/null | head -n1)
-    echo "$ok" | grep -q "OFED /usr/src/ofa_kernel/default, NVIDIA /usr/src/nvidia-$NV_SRC_VER.*MODVERSIONS=n" ||
+    echo "$ok" | grep -q "^nvpeer preflight: ok.*OFED /usr/src/ofa_kernel/default, NVIDIA /usr/src/nvidia-$NV_SRC_VER.*MODVERSIONS=n" ||
         { echo "the preflight did not take the node's OFED and NVIDIA (or saw MODVERSIONS): ${ok:-no ok line}"; return 1; }
     node_dkms_installed || return 1
     local f
@@ -109,25 +97,13 @@ readme_doctor() {
 }
 tb_case nvpeer-doctor readme_doctor
 
-# nvpeer_gone LABEL: after `make dkms-uninstall`, DKMS knows no module, nvidia-peermem resolves to
-# nothing, and the upper layer holds nothing the install wrote.
-nvpeer_gone() {
-    local out left
-    out=$(in_node dkms status)
-    [ -z "$out" ] || { echo "dkms status: $out"; return 1; }
-    ! in_node modinfo -k "$KREL" -n nvidia-peermem 2>/dev/null || { echo "nvidia-peermem still resolvable"; return 1; }
-    left=$(node_left "after-$1.txt")
-    [ -z "$left" ] || { echo "left behind after $1:"; echo "$left"; return 1; }
-    echo "nothing left behind after $1: $(wc -l <"$O/after-$1.txt") entries before and after; dkms status empty"
-}
-
 readme_uninstall() {
     in_node rmmod nvidia_peermem || return 1
     in_checkout "make dkms-uninstall" >"$O/uninstall.log" 2>&1 || { cat "$O/uninstall.log"; return 1; }
     tail -n 5 "$O/uninstall.log"
     # The CLI's stand-in goes as `cargo uninstall nvpeer` would take it.
     rm -rf "$R/root/.cargo"
-    nvpeer_gone uninstall
+    node_gone uninstall
 }
 tb_case make-dkms-uninstall readme_uninstall
 
@@ -145,7 +121,7 @@ refused() {
     [ -n "$lines" ] && [ "$(echo "$lines" | wc -l)" = 1 ] && echo "$lines" | grep -q "$3" ||
         { echo "want one preflight line matching '$3' in make's output"; tail -n 15 "$O/refused-$1.log"; return 1; }
     in_checkout "make dkms-uninstall" >"$O/uninstall-$1.log" 2>&1 || { cat "$O/uninstall-$1.log"; return 1; }
-    nvpeer_gone "refused-$1"
+    node_gone "refused-$1"
 }
 tb_case dkms-install-refused-without-ofed refused ofed /usr/src/ofa_kernel "no OFED peer-memory API.*OFED_DIR="
 tb_case dkms-install-refused-without-nvidia refused nvidia "/usr/src/nvidia-$NV_SRC_VER" "no NVIDIA driver source.*NVIDIA_SRC="

@@ -1,0 +1,86 @@
+#!/bin/bash
+# Tests of src/compat-probe.sh against the facts of each kernel nvpeer builds for: a fixture rust/
+# tree per version, 6.18 LTS to 7.3, holding the lines the probe looks for as that version's
+# sources have them (docs/compatibility.md, "Rust kernel API": which abstraction arrived when),
+# and the probe's cfgs for each; then the real trees the bench has (7.2, and 7.3 where fetched).
+# Run by make check (preflight tests stage) in the toolchain root; by hand:
+#   testbench/tb chroot bash /src/src/tests/compat-probe.sh
+set -u
+here=$(cd "$(dirname "$0")/../.." && pwd)
+probe=$here/src/compat-probe.sh
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+pass=0 failed=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1: $2"; }
+
+# tree VERSION: a fixture rust/ tree of that version under $t/VERSION (prints the srctree).
+tree() {
+    local v=$1 r=$t/$1/rust
+    mkdir -p "$r/kernel/sync/atomic"
+    echo '//! The kernel crate.' >"$r/kernel/lib.rs"
+    # Every version has these files; what they hold grows.
+    echo 'pub type c_int = i32;' >"$r/ffi.rs"
+    echo 'macro_rules! pr_warn (' >"$r/kernel/print.rs"
+    printf 'unsafe impl super::AtomicType for i32 {\nunsafe impl super::AtomicType for i64 {\nunsafe impl super::AtomicType for u64 {\n' \
+        >"$r/kernel/sync/atomic/predefine.rs"
+    echo '    pub fn fetch_add<Rhs, Ordering: ordering::Ordering>(&self, v: Rhs, _: Ordering) -> T' >"$r/kernel/sync/atomic.rs"
+    if ge "$v" 6.19; then
+        printf 'pub struct ModuleParamAccess<T> {\n    pub fn value(&self) -> &T {\n' >"$r/kernel/module_param.rs"
+        echo 'pub use core::ffi::CStr;' >>"$r/ffi.rs"
+    fi
+    if ge "$v" 7.0; then
+        echo 'macro_rules! pr_warn_once (' >>"$r/kernel/print.rs"
+        echo 'unsafe impl super::AtomicType for bool {' >>"$r/kernel/sync/atomic/predefine.rs"
+    fi
+    if ge "$v" 7.1; then
+        echo 'unsafe impl<T: Sized> super::AtomicType for *mut T {' >>"$r/kernel/sync/atomic/predefine.rs"
+        echo '    pub fn fetch_sub<Rhs, Ordering: ordering::Ordering>(&self, v: Rhs, _: Ordering) -> T' >>"$r/kernel/sync/atomic.rs"
+    fi
+    if ge "$v" 7.3; then
+        printf 'pub struct ModuleParamAccess<T> {\n    pub fn value(&self) -> T {\n    pub fn value_ref(&self) -> &T {\n' >"$r/kernel/module_param.rs"
+    fi
+    echo "$t/$v"
+}
+# ge A B: version A >= version B.
+ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$2" ]; }
+
+# expect NAME SRCTREE ENTRIES...: the probe's rust and c output name exactly ENTRIES; the oldest-API
+# build (NVPEER_COMPAT=oldest) names none.
+expect() {
+    local name=$1 src=$2 want got c want_c e
+    shift 2
+    want="" want_c=""
+    for e in "$@"; do want="$want --cfg nvpeer_has_$e"; want_c="$want_c -DNVPEER_HAS_$(echo "$e" | tr a-z A-Z)"; done
+    got=$(sh "$probe" "$src" rust) || { bad "$name" "the probe failed"; return; }
+    c=$(sh "$probe" "$src" c) || { bad "$name" "the probe failed (c)"; return; }
+    if [ "$got" = "$want" ] && [ "$c" = "$want_c" ]; then ok "$name:${want:- none}"
+    else bad "$name" "got '$got' / '$c', want '$want' / '$want_c'"; fi
+    got=$(NVPEER_COMPAT=oldest sh "$probe" "$src" rust)
+    [ -z "$got" ] || bad "$name[oldest]" "NVPEER_COMPAT=oldest still selects '$got'"
+}
+
+expect "6.18" "$(tree 6.18)"
+expect "6.19" "$(tree 6.19)" module_params core_cstr
+expect "7.0" "$(tree 7.0)" module_params core_cstr pr_once atomic_bool
+expect "7.1" "$(tree 7.1)" module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub
+expect "7.2" "$(tree 7.2)" module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub
+expect "7.3" "$(tree 7.3)" module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub param_value_copy
+
+# A tree without the Rust sources: refused (the preflight says so with one line).
+mkdir -p "$t/headers-only/rust"
+if sh "$probe" "$t/headers-only" rust 2>"$t/err"; then bad "no-rust-sources" "the probe passed"
+else grep -q "rust/kernel/lib.rs" "$t/err" && ok "no-rust-sources: refused" || bad "no-rust-sources" "$(cat "$t/err")"; fi
+
+# The real trees: the bench kernel's 7.2 source (/kernel/src in the toolchain root) and, where a
+# run has fetched it, Debian's 7.3 (its stock build dir: testbench/stock-kernels.list).
+if [ -f /kernel/src/rust/kernel/lib.rs ]; then
+    expect "7.2[real: /kernel/src]" /kernel/src module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub
+fi
+for d in ${NVPEER_73_SRC:-}; do
+    [ -f "$d/rust/kernel/lib.rs" ] &&
+        expect "7.3[real: $d]" "$d" module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub param_value_copy
+done
+
+echo "compat-probe tests: $pass passed, $failed failed"
+[ $failed = 0 ]
