@@ -112,7 +112,21 @@ doctor() {
 tb_case nvpeer-doctor doctor
 
 # A node whose MOK was never enrolled: DKMS signed with a key of its own, which the kernel does not
-# trust. The build's unsigned module, signed here with such a key, in place of DKMS's copy.
+# trust. DKMS's module with its signature taken off (what the build produced), signed here with
+# such a key, in place of DKMS's copy.
+# unsign IN OUT: IN without its appended signature (the module, the PKCS#7 blob, the 12-byte
+# struct module_signature whose last 4 bytes are the blob's length, big-endian, and the marker).
+unsign() {
+    python3 -S - "$1" "$2" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+marker = b"~Module signature appended~\n"
+if not d.endswith(marker):
+    sys.exit("not a signed module: " + sys.argv[1])
+sig_len, = struct.unpack(">I", d[-len(marker) - 4:-len(marker)])
+open(sys.argv[2], "wb").write(d[:len(d) - len(marker) - 12 - sig_len])
+PY
+}
 untrusted_key() {
     local ko out rc=0 fix
     in_node rmmod nvidia_peermem || return 1
@@ -120,8 +134,8 @@ untrusted_key() {
     cp "$R$ko" "$O/signed.ko" || return 1
     openssl req -new -x509 -nodes -days 1 -subj "/CN=DKMS module signing key/" -newkey rsa:2048 \
         -keyout "$O/other.key" -outform DER -out "$O/other.der" 2>/dev/null || return 1
-    cp "$R/var/lib/dkms/nvpeer/$VER/build/nvidia-peermem.ko" "$R$ko" || return 1
-    [ -z "$(modinfo -F signer "$R$ko")" ] || { echo "the build's own module is signed already"; return 1; }
+    unsign "$O/signed.ko" "$R$ko" || return 1
+    [ -z "$(modinfo -F signer "$R$ko")" ] || { echo "the signature did not come off"; cp "$O/signed.ko" "$R$ko"; return 1; }
     /kernel/obj/scripts/sign-file sha512 "$O/other.key" "$O/other.der" "$R$ko" || return 1
     echo "signed by: $(modinfo -F signer "$R$ko")"
     out=$(in_node modprobe nvidia-peermem 2>&1) || rc=$?
