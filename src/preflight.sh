@@ -207,11 +207,12 @@ else
         # (a .run install or a package keeps no Module.symvers): found by the symbol in depmod's
         # index, else nvidia.ko; else a DKMS build of the driver for it.
         why="no nvidia.ko is installed for $kver"
-        ko=$(installed_ko symbol:nvidia_p2p_get_pages) && [ -n "$ko" ] || ko=$(installed_ko nvidia) || ko=""
-        if [ -n "$ko" ] && why=$(from_ko nvidia "$ko"); then
-            nv_syms=$root/build/nvidia.symvers
-            nv_crc_from=$ko
-        else
+        for ko in "$(installed_ko symbol:nvidia_p2p_get_pages)" "$(installed_ko nvidia)"; do
+            [ -n "$ko" ] || continue
+            if w=$(from_ko nvidia "$ko"); then nv_syms=$root/build/nvidia.symvers; nv_crc_from=$ko; break; fi
+            why=$w
+        done
+        if [ -z "$nv_syms" ]; then
             for d in "$sysroot"/var/lib/dkms/nvidia*/"${nv_ver:-*}"/build; do
                 grep -qs "for kernel $kver " "$d/make.log" && symvers_has "$d/Module.symvers" nvidia_p2p_get_pages &&
                     { nv_syms=$d/Module.symvers; break; }

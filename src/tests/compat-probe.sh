@@ -56,7 +56,7 @@ expect() {
     c=$(sh "$probe" "$src" c) || { bad "$name" "the probe failed (c)"; return; }
     if [ "$got" = "$want" ] && [ "$c" = "$want_c" ]; then ok "$name:${want:- none}"
     else bad "$name" "got '$got' / '$c', want '$want' / '$want_c'"; fi
-    got=$(NVPEER_COMPAT=oldest sh "$probe" "$src" rust)
+    got=$(NVPEER_COMPAT=oldest sh "$probe" "$src" rust) || { bad "$name[oldest]" "the probe failed"; return; }
     [ -z "$got" ] || bad "$name[oldest]" "NVPEER_COMPAT=oldest still selects '$got'"
 }
 
@@ -78,8 +78,11 @@ if [ -f /kernel/src/rust/kernel/lib.rs ]; then
     expect "7.2[real: /kernel/src]" /kernel/src module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub
 fi
 for d in ${NVPEER_73_SRC:-}; do
-    [ -f "$d/rust/kernel/lib.rs" ] &&
+    if [ -f "$d/rust/kernel/lib.rs" ]; then
         expect "7.3[real: $d]" "$d" module_params core_cstr pr_once atomic_bool atomic_ptr fetch_sub param_value_copy
+    else
+        bad "7.3[real: $d]" "NVPEER_73_SRC names a tree without rust/kernel/lib.rs"
+    fi
 done
 
 echo "compat-probe tests: $pass passed, $failed failed"

@@ -27,10 +27,10 @@ O=/tmp/rehearsal-node
 LEDGER="$LEDGER|^var/lib/dkms/mok\.(key|pub)$"
 
 rehearsal_setup() {
-    node_setup && node_checkout
+    node_setup && node_checkout && : >"$O/setup-ok"
 }
 tb_case node-setup rehearsal_setup
-[ -f "$O/before.txt" ] || { finish; return 0; }
+[ -f "$O/setup-ok" ] || { finish; return 0; }
 
 readme_dkms_install() {
     local ok

@@ -23,12 +23,14 @@
 #     names the DKMS rebuild;
 # Run by hand: testbench/vm run --suite 57-rehearsal-ubuntu
 # bench: kernel bench
+# bench: own-boot
 
 O=/tmp/ubuntu-node
 NODE_KBUILD=/kernel/obj
 . /src/testbench/suites/node-root.sh.inc
 UPD=/lib/modules/$KREL/updates/dkms
 MOK=/var/lib/shim-signed/mok
+HASH=$(sed -n 's/^CONFIG_MODULE_SIG_HASH="\(.*\)"/\1/p' "$NODE_KBUILD/.config")
 
 ubuntu_setup() {
     [ "$(cat /sys/module/module/parameters/sig_enforce 2>/dev/null)" = Y ] ||
@@ -53,13 +55,13 @@ OS
     # The enrolled MOK, where Ubuntu's DKMS signs with it.
     install -D -m 0600 /kernel/mok/mok.key "$R$MOK/MOK.priv" && install -m 0644 /kernel/mok/mok.der "$R$MOK/MOK.der" || return 1
     node_checkout || return 1
-    upper_entries >"$O/before.txt"
+    upper_entries >"$O/before.txt" && : >"$O/setup-ok"
     echo "node: $(. "$R/etc/os-release" && echo "$PRETTY_NAME"), kernel $KREL (MODVERSIONS, gendwarfksyms, module.sig_enforce=1);" \
         "peer-memory API from $(in_node modinfo -k "$KREL" -n symbol:ib_register_peer_memory_client)," \
         "P2P API from $(in_node modinfo -k "$KREL" -n symbol:nvidia_p2p_get_pages); no Module.symvers under /usr/src"
 }
 tb_case node-setup ubuntu_setup
-[ -f "$O/before.txt" ] || { finish; return 0; }
+[ -f "$O/setup-ok" ] || { finish; return 0; }
 
 dkms_install() {
     local ok signer
@@ -128,26 +130,38 @@ open(sys.argv[2], "wb").write(d[:len(d) - len(marker) - 12 - sig_len])
 PY
 }
 untrusted_key() {
-    local ko out rc=0 fix
-    in_node rmmod nvidia_peermem || return 1
+    local ko rc=0
+    [ ! -e /sys/module/nvidia_peermem ] || in_node rmmod nvidia_peermem || return 1
     ko=$(in_node modinfo -k "$KREL" -n nvidia-peermem) || return 1
     cp "$R$ko" "$O/signed.ko" || return 1
+    untrusted_try "$ko" || rc=$?
+    # DKMS's copy goes back whatever happened.
+    cp "$O/signed.ko" "$R$ko" || return 1
+    return $rc
+}
+# untrusted_try KO: KO re-signed by a key the kernel does not trust; modprobe refused because of
+# that key; the doctor's fix names the MOK enrolment.
+untrusted_try() {
+    local ko=$1 out rc=0 fix mark
     openssl req -new -x509 -nodes -days 1 -subj "/CN=DKMS module signing key/" -newkey rsa:2048 \
         -keyout "$O/other.key" -outform DER -out "$O/other.der" 2>/dev/null || return 1
     unsign "$O/signed.ko" "$R$ko" || return 1
-    [ -z "$(modinfo -F signer "$R$ko")" ] || { echo "the signature did not come off"; cp "$O/signed.ko" "$R$ko"; return 1; }
-    /kernel/obj/scripts/sign-file sha512 "$O/other.key" "$O/other.der" "$R$ko" || return 1
+    [ -z "$(modinfo -F signer "$R$ko")" ] || { echo "the signature did not come off"; return 1; }
+    /kernel/obj/scripts/sign-file "$HASH" "$O/other.key" "$O/other.der" "$R$ko" || return 1
     echo "signed by: $(modinfo -F signer "$R$ko")"
+    mark="nvpeer-57: untrusted-key $$"
+    echo "$mark" >/dev/kmsg
     out=$(in_node modprobe nvidia-peermem 2>&1) || rc=$?
     echo "modprobe nvidia-peermem: $out"
     [ $rc != 0 ] && echo "$out" | grep -q "Key was rejected by service" ||
-        { echo "want modprobe refused with 'Key was rejected by service'"; cp "$O/signed.ko" "$R$ko"; return 1; }
-    dmesg | grep "Loading of module with unavailable key is rejected" | tail -n 1
-    doctor_json "$O/doctor-untrusted.json" || { cp "$O/signed.ko" "$R$ko"; return 1; }
+        { echo "want modprobe refused with 'Key was rejected by service'"; return 1; }
+    # The key was the cause (an unsigned module is refused with the same error, another line).
+    dmesg | sed -n "/$mark/,\$p" | grep "Loading of module with unavailable key is rejected" ||
+        { echo "no 'Loading of module with unavailable key is rejected' in the kernel log after the modprobe"; return 1; }
+    doctor_json "$O/doctor-untrusted.json" || return 1
     echo "kernel.signing: $(check_field "$O/doctor-untrusted.json" kernel.signing summary)"
     fix=$(check_field "$O/doctor-untrusted.json" kernel.signing fix)
     echo "fix: $fix"
-    cp "$O/signed.ko" "$R$ko" || return 1
     echo "$fix" | grep -q "mokutil --import /var/lib/shim-signed/mok/MOK.der" ||
         { echo "the doctor's fix does not name Ubuntu's MOK enrolment"; return 1; }
 }
@@ -167,6 +181,8 @@ ofed_upgrade() {
     off=$(python3 -S - "$O/upgraded.ko" <<'PY'
 import struct, sys
 d = open(sys.argv[1], "rb").read()
+if d[:4] != b"\x7fELF" or d[4] != 2 or d[5] != 1:
+    sys.exit(1)  # not a little-endian ELF64 object
 shoff, = struct.unpack_from("<Q", d, 0x28); shentsz, shnum, shstrndx = struct.unpack_from("<HHH", d, 0x3a)
 sh = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * shentsz) for i in range(shnum)]
 for s in sh:
@@ -177,6 +193,8 @@ for s in sh:
         name, info, other, ndx, value, size = struct.unpack_from("<IBBHQQ", d, s[4] + i * 24)
         n = d[strtab[4] + name:d.index(b"\0", strtab[4] + name)]
         if n == b"__crc_ib_register_peer_memory_client":
+            if ndx == 0 or ndx >= len(sh):
+                sys.exit(1)  # absolute or undefined: not a __kcrctab label
             print(sh[ndx][4] + value)
             sys.exit(0)
 sys.exit(1)
@@ -185,7 +203,7 @@ PY
     crc=$(od -An -tx4 -j "$off" -N4 "$O/upgraded.ko" | tr -d ' ')
     printf '\xef\xbe\xad\xde' | dd of="$O/upgraded.ko" bs=1 seek="$off" conv=notrunc status=none || return 1
     echo "ib_register_peer_memory_client: CRC 0x$crc before the upgrade, 0x$(od -An -tx4 -j "$off" -N4 "$O/upgraded.ko" | tr -d ' ') after"
-    /kernel/obj/scripts/sign-file sha512 /kernel/obj/certs/signing_key.pem /kernel/obj/certs/signing_key.x509 "$O/upgraded.ko" &&
+    /kernel/obj/scripts/sign-file "$HASH" /kernel/obj/certs/signing_key.pem /kernel/obj/certs/signing_key.x509 "$O/upgraded.ko" &&
         cp "$O/upgraded.ko" "$ko" && in_node depmod -a "$KREL" || return 1
     out=$(in_node modprobe nvidia-peermem 2>&1) || rc=$?
     echo "modprobe nvidia-peermem: ${out:-exit $rc}"

@@ -12,7 +12,7 @@
 #
 # What only KASAN sees (the use-after-free reads and writes of the module's own context behind
 # H4, H5 and the acquire put-failure path) runs on the debug kernel: 14-nvidia-peermem-kasan.
-# This suite runs on Debian's production kernel (make check's stock stage; no NN- prefix, so the
+# This suite runs on Debian's production kernel (make check-full's stock stage; no NN- prefix, so the
 # debug kernel's `--all` does not run it: there those hazards are KASAN reports, which would end
 # lockdep for the rest of a shared boot), in a boot of its own: the 4.9 model's H1 writes freed
 # memory, unseen here, and that boot stays away from the other suites.
