@@ -98,15 +98,20 @@ tb_stock_root() {
     NVPEER_SUITE=${STOCK_ROOT%%:*} NVPEER_ROOT_PACKAGES="$TB_DIR/${STOCK_ROOT#*:}" "$TB_DIR/mkroot.sh"
 }
 
+# tb_stock_cache ROOT: the cache directory of tb_stock_entry's kernel for ROOT (prepared when it
+# holds .nvpeer-stock-ok).
+tb_stock_cache() {
+    echo "$NVPEER_CACHE/stock-$( (cat "$TB_DIR/lib/stock-build.sh"; echo "$1"; echo "$STOCK_FLAVOUR $STOCK_APT $STOCK_SOURCE") \
+        | sha256sum | cut -c1-16)"
+}
+
 # tb_stock_dir ROOT KDIR: Debian's production kernel tb_stock_entry chose (testbench/lib/
 # stock-build.sh: the signed image and a module build tree for it), fetched and prepared once per
 # toolchain root; prints its cache directory. KDIR (the bench kernel's build) lends its source tree
 # to modules_prepare where the entry's SOURCE is "bench".
 tb_stock_dir() {
-    local root=$1 kdir=$2 key sdir
-    key=$( (cat "$TB_DIR/lib/stock-build.sh"; echo "$root"; echo "$STOCK_FLAVOUR $STOCK_APT $STOCK_SOURCE") \
-        | sha256sum | cut -c1-16)
-    sdir="$NVPEER_CACHE/stock-$key"
+    local root=$1 kdir=$2 sdir
+    sdir=$(tb_stock_cache "$root")
     mkdir -p "$sdir"
     (
         flock 8

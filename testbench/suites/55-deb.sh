@@ -8,7 +8,7 @@
 # variables: the package carries no emulator file).
 # Then `dkms status`, `modprobe nvidia-peermem`, `nvpeer doctor`, `apt-get remove` and `purge`; after
 # the purge the overlay's upper layer, which holds every file the packages and their scripts wrote,
-# must hold nothing but apt's and dpkg's own records.
+# must hold nothing but apt's and dpkg's own records (and DKMS's signing key, the node's).
 # Run by hand: NVPEER_DEBS=$(testbench/lib/deb-build.sh) NVPEER_VM_KERNEL=stock testbench/vm run --suite 55-deb
 # bench: kernel stock
 

@@ -21,10 +21,6 @@
 
 O=/tmp/rehearsal-node
 . /src/testbench/suites/node-root.sh.inc
-# Beside the ledger: dkms's module-signing key, made on its first build for a kernel with module
-# signing (/var/lib/dkms/mok.key, mok.pub). dkms keeps it for every module it signs, it is what the
-# admin enrolls with mokutil: the node's, not nvpeer's.
-LEDGER="$LEDGER|^var/lib/dkms/mok\.(key|pub)$"
 
 rehearsal_setup() {
     node_setup && node_checkout && : >"$O/setup-ok"
