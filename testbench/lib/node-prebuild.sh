@@ -21,15 +21,21 @@ ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' /src/dkms.conf)
 n=/tmp/node R=/tmp/node/root
 mkdir -p $n/upper $n/work $R
 mount -t overlay overlay -o "lowerdir=/,upperdir=$n/upper,workdir=$n/work" $R
-mount -t proc proc $R/proc && mount -t sysfs sys $R/sys && mount --rbind /dev $R/dev
-mount -t tmpfs tmpfs $R/tmp && mount -t tmpfs tmpfs $R/run
+mount -t proc proc $R/proc
+mount -t sysfs sys $R/sys
+mount --rbind /dev $R/dev
+mount -t tmpfs tmpfs $R/tmp
+mount -t tmpfs tmpfs $R/run
 # (the overlay shows the root's own files, not the mounts on it: the bench kernel's tree, which
 # the guest sees as part of its root)
-mount --rbind /kernel $R/kernel
+# (read-only, as the guest sees it: nothing the install does may change the cached kernel)
+mount --bind /kernel $R/kernel
+mount -o remount,bind,ro $R/kernel
 in_node() { chroot $R /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
 
 # The layout (what 57-rehearsal-ubuntu's setup makes in the guest).
-mkdir -p $R/lib/modules && cp -a "/kernel/modules/lib/modules/$krel" $R/lib/modules/
+mkdir -p $R/lib/modules
+cp -a "/kernel/modules/lib/modules/$krel" $R/lib/modules/
 ln -sfn /kernel/obj "$R/lib/modules/$krel/build"
 upd=$R/lib/modules/$krel/updates/dkms
 mkdir -p "$upd"
@@ -44,8 +50,10 @@ printf '%s\n' 'PRETTY_NAME="Ubuntu 26.04 LTS"' 'NAME="Ubuntu"' 'VERSION_ID="26.0
 install -D -m 0600 /kernel/mok/mok.key $R/var/lib/shim-signed/mok/MOK.priv
 install -m 0644 /kernel/mok/mok.der $R/var/lib/shim-signed/mok/MOK.der
 install -D -m 0644 /src/testbench/emu/include/rdma/peer_mem.h $R/usr/src/ofa_kernel/default/include/rdma/peer_mem.h
-mkdir -p $R/usr/src/nvidia-550.163.01 && cp -a /nvidia-src/nvidia $R/usr/src/nvidia-550.163.01/
-make -s -C /src dkms-source DKMS_SOURCE_TREE=$R/tmp && mv "$R/tmp/nvpeer-$ver" $R/tmp/nvpeer
+mkdir -p $R/usr/src/nvidia-550.163.01
+cp -a /nvidia-src/nvidia $R/usr/src/nvidia-550.163.01/
+make -s -C /src dkms-source DKMS_SOURCE_TREE=$R/tmp
+mv "$R/tmp/nvpeer-$ver" $R/tmp/nvpeer
 (cd $n/upper && find . -mindepth 1 -not -type d -printf '%P\n' | sort) >$n/before.txt
 
 # README.md's command, in the checkout.
@@ -62,7 +70,8 @@ echo "node-prebuild: signer $(modinfo -F signer "$upd/nvidia-peermem.ko")"
 # What the install wrote: the upper layer's new files and links (not depmod's indexes: the guest
 # runs depmod; not whiteouts: the install deletes nothing of the layout).
 (cd $n/upper && find . -mindepth 1 \( -type f -o -type l \) -printf '%P\n' | sort) >$n/after.txt
-comm -13 $n/before.txt $n/after.txt | grep -Ev "^lib/modules/[^/]*/modules\." >$n/wrote.txt
+comm -13 $n/before.txt $n/after.txt | { grep -Ev "^(usr/)?lib/modules/[^/]*/modules\." || true; } >$n/wrote.txt
+[ -s $n/wrote.txt ] || { echo "node-prebuild: make dkms-install wrote nothing" >&2; exit 1; }
 tar -C $n/upper -cf /out/node-prebuilt.tar -T $n/wrote.txt
 echo "node-prebuild: packed $(wc -l <$n/wrote.txt) files for $krel"
 # (the node's mounts go with tb chroot's mount namespace)
