@@ -30,9 +30,9 @@ tb_case node-setup rehearsal_setup
 
 readme_dkms_install() {
     local ok
-    ok=$(node_dkms_install) || { echo "$ok"; return 1; }
+    node_dkms_install || return 1
+    ok=$(node_preflight_ok)
     echo "$ok"
-    ok=$(echo "$ok" | tail -n 1)
     # The real-node path: the preflight found OFED and NVIDIA where a node keeps them, on a kernel
     # without MODVERSIONS.
     echo "$ok" | grep -q "^nvpeer preflight: ok.*OFED /usr/src/ofa_kernel/default, NVIDIA /usr/src/nvidia-$NV_SRC_VER.*MODVERSIONS=n" ||

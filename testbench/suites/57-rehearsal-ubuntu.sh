@@ -76,12 +76,11 @@ dkms_install() {
         # (testbench/lib/node-prebuild.sh); what it wrote is unpacked into this node.
         echo "make dkms-install ran in the toolchain root (node-prebuild stage); unpacking what it wrote"
         tar -C "$R" -xpf /bench/node-prebuilt.tar && in_node depmod -a "$KREL" || return 1
-        ok=$(grep -h "^nvpeer preflight: ok" "$R"/var/lib/dkms/nvpeer/"$VER"/*/*/log/make.log 2>/dev/null | head -n1)
     else
-        ok=$(node_dkms_install) || { echo "$ok"; return 1; }
+        node_dkms_install || return 1
     fi
+    ok=$(node_preflight_ok)
     echo "$ok"
-    ok=$(echo "$ok" | tail -n 1)
     # The CRCs came from the modules that export each API, found by the symbol.
     echo "$ok" | grep -q "^nvpeer preflight: ok.*MODVERSIONS=y, OFED CRCs: $UPD/peer_mem_emu.ko, NVIDIA CRCs: $UPD/nvp2p_emu.ko" ||
         { echo "the preflight did not read the CRCs from the installed exporters: ${ok:-no ok line}"; return 1; }
