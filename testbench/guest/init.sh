@@ -2,6 +2,8 @@
 # Guest side of the bench VM: prepares the system, runs the suites listed in /bench/suites.txt,
 # collects dmesg and kmemleak, powers off. Started by /nvpeer-init (written by testbench/vm).
 set -u
+# (the sign of life testbench/vm's start watchdog waits for)
+echo "nvpeer-bench: guest init on $(uname -r)"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mountpoint -q /proc || mount -t proc proc /proc
 mountpoint -q /sys || mount -t sysfs sys /sys

@@ -63,6 +63,7 @@ cat >"$vm/initrd/init" <<INIT
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
+echo "nvpeer initramfs: loading 9p, mounting the root"
 for k in $mods; do insmod /mods/\${k##*/}.ko || echo "nvpeer initramfs: insmod \${k##*/} failed"; done
 if ! mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose /dev/root /newroot; then
     echo "nvpeer initramfs: cannot mount the 9p root"; poweroff -f
