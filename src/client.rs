@@ -3,7 +3,8 @@
 //! The peer-memory client tables handed to the core, one `static` per [`ClientKind`].
 //!
 //! Each table is fully built in `const` (the core keeps a pointer to it until unregistration
-//! returns, and nothing mutates it); its operations are the trampolines of `peer_ops.rs`.
+//! returns, and nothing mutates it); its operations are the trampolines of `peer_ops.rs`, which
+//! only [`peer_ops::client_table`] hands out.
 //!
 //! Client names: the core shows each client under `/sys/kernel/mm/memory_peers/<name>/` where it
 //! has that directory. NCCL, NVSHMEM and UCC enable GPUDirect RDMA when `.../nv_mem/version` (or
@@ -17,9 +18,10 @@ use kernel::prelude::*;
 
 pub(crate) use crate::logic::params::ClientKind;
 
-/// Version string of the module (modinfo `version=`, sysfs `version` of each client).
-/// At most 14 characters: byte 15 of the client's version field is the "extended" marker.
-pub(crate) const VERSION: &str = "0.1.0";
+/// Version string of the module (modinfo `version=`, sysfs `version` of each client): Kbuild's
+/// `NVPEER_VERSION`. At most 14 characters: byte 15 of the client's version field is the
+/// "extended" marker.
+pub(crate) use crate::abi::VERSION;
 const _: () = assert!(VERSION.len() <= PEER_VER_MAX - 2);
 
 /// `s` as a NUL-padded C array of `N` bytes, with `marker` in the last byte.
@@ -38,21 +40,11 @@ const fn c_array<const N: usize>(s: &str, marker: bool) -> [c_char; N] {
 }
 
 const fn table(kind: ClientKind, extended: bool) -> PeerMemoryClient {
-    PeerMemoryClient {
-        name: c_array::<PEER_NAME_MAX>(kind.name(), false),
-        version: c_array::<PEER_VER_MAX>(VERSION, extended),
-        acquire: Some(if kind.invalidates() {
-            peer_ops::acquire::<false>
-        } else {
-            peer_ops::acquire::<true>
-        }),
-        get_pages: Some(peer_ops::get_pages),
-        dma_map: Some(peer_ops::dma_map),
-        dma_unmap: Some(peer_ops::dma_unmap),
-        put_pages: Some(peer_ops::put_pages),
-        get_page_size: Some(peer_ops::get_page_size),
-        release: Some(peer_ops::release),
-    }
+    peer_ops::client_table(
+        c_array::<PEER_NAME_MAX>(kind.name(), false),
+        c_array::<PEER_VER_MAX>(VERSION, extended),
+        kind.invalidates(),
+    )
 }
 
 /// Persistent client, default name. `ex_size`/`flags` stay zero: it never invalidates, and a

@@ -5,9 +5,9 @@
 //! Three foreign APIs: the peer-memory core (`rdma/peer_mem.h`, MLNX_OFED / DOCA-OFED `ib_core`),
 //! NVIDIA's P2P API (`nv-p2p.h`, `nvidia.ko`) and our own C shim (`nvpeer_shim.h`). Kernel types
 //! (`sg_table`, `device`, `pci_dev`) come from `kernel::bindings`, so their layouts cannot drift.
-//! The hand-written layouts below are checked twice: at build time against bindgen output of the
-//! headers (`src/ffi-check.sh`, `make ffi-check`) and at load time against `sizeof`/`offsetof`
-//! facts the shim compiled from the same headers (`abi.rs`).
+//! The hand-written layouts below are checked twice, both before anything loads: in every build,
+//! against `sizeof`/`offsetof` facts compiled from the same headers (`abi.rs`, a `const` assert
+//! each), and against bindgen output of the headers (`src/ffi-check.sh`, `make ffi-check`).
 
 use core::cell::UnsafeCell;
 use kernel::bindings;
@@ -169,8 +169,6 @@ extern "C" {
     pub(crate) fn nvidia_p2p_free_dma_mapping(dma_mapping: *mut NvidiaP2pDmaMapping) -> c_int;
 
     // Our C shim (src/nvpeer_shim.c).
-    pub(crate) fn nvpeer_shim_version() -> *const c_char;
-    pub(crate) fn nvpeer_shim_layout(fact: u32) -> u64;
     pub(crate) fn nvpeer_shim_pci_dev(dev: *mut bindings::device) -> *mut bindings::pci_dev;
     pub(crate) fn nvpeer_shim_sg_fill(
         sgt: *mut bindings::sg_table,

@@ -475,7 +475,7 @@ impl Mr {
     /// dma_map: map every page for the HCA and fill the core's SG table; returns the entry count.
     pub(crate) fn core_dma_map(
         &self,
-        sgt: &CoreSgt<'_>,
+        sgt: &mut CoreSgt<'_>,
         dma_device: Option<PciDev>,
     ) -> Result<u32> {
         STATS.dma_map_calls.inc();
@@ -620,7 +620,7 @@ impl Mr {
     }
 
     /// Frees the SG table taken out of a registration, if any (outside its lock: it is ours alone).
-    fn free_sg(rec: Option<SgRecord>, sgt: Option<&CoreSgt<'_>>) {
+    fn free_sg(rec: Option<SgRecord>, sgt: Option<&mut CoreSgt<'_>>) {
         if let Some(rec) = rec {
             if !rec.free(sgt) {
                 STATS.err_sg_mismatch.inc();
@@ -630,7 +630,7 @@ impl Mr {
     }
 
     /// put_pages: free the SG table and give the pin back.
-    pub(crate) fn core_put_pages(&self, sgt: Option<&CoreSgt<'_>>) {
+    pub(crate) fn core_put_pages(&self, sgt: Option<&mut CoreSgt<'_>>) {
         STATS.put_pages_calls.inc();
         let mut inner = self.inner.lock();
         let rec = inner.sg.take();

@@ -72,7 +72,6 @@ struct NvPeer {
 
 impl kernel::Module for NvPeer {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        abi::check()?;
         let (persistent_api_support, peerdirect_support) = compat::params();
         let config = params::config(persistent_api_support, peerdirect_support).map_err(|e| {
             pr_err!("invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);

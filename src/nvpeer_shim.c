@@ -11,8 +11,6 @@
  *     __module_get/module_put on THIS_MODULE, wait_event_killable);
  *   - a statically initialised wait queue (src/overtaken.rs), which needs no
  *     allocation at load nor freeing at unload;
- *   - layout facts of the two foreign API headers, as compiled here, which the Rust side
- *     compares with its own #[repr(C)] declarations at load time (src/ffi.rs, src/abi.rs).
  *   - on kernels whose module! takes no parameters (before 6.19), the two module parameters,
  *     with the names, types, permissions and descriptions module! gives them elsewhere, and the
  *     record of which side of each Rust API difference this build took (modinfo `compat`).
@@ -103,56 +101,6 @@ int nvpeer_shim_param(u32 which)
 	return -1;
 }
 #endif
-
-const char *nvpeer_shim_version(void)
-{
-	return NVPEER_VERSION;
-}
-
-/* Layout facts, indexed by enum nvpeer_layout_fact (nvpeer_shim.h). */
-u64 nvpeer_shim_layout(u32 fact)
-{
-	switch (fact) {
-	case NVPEER_L_CLIENT_SIZE:
-		return sizeof(struct peer_memory_client);
-	case NVPEER_L_CLIENT_VERSION:
-		return offsetof(struct peer_memory_client, version);
-	case NVPEER_L_CLIENT_ACQUIRE:
-		return offsetof(struct peer_memory_client, acquire);
-	case NVPEER_L_CLIENT_RELEASE:
-		return offsetof(struct peer_memory_client, release);
-	case NVPEER_L_CLIENT_EX_SIZE:
-		return sizeof(struct peer_memory_client_ex);
-	case NVPEER_L_CLIENT_EX_EX_SIZE:
-		return offsetof(struct peer_memory_client_ex, ex_size);
-	case NVPEER_L_CLIENT_EX_FLAGS:
-		return offsetof(struct peer_memory_client_ex, flags);
-	case NVPEER_L_INVALIDATE_UNMAPS:
-		return PEER_MEM_INVALIDATE_UNMAPS;
-	case NVPEER_L_NAME_MAX:
-		return IB_PEER_MEMORY_NAME_MAX;
-	case NVPEER_L_VER_MAX:
-		return IB_PEER_MEMORY_VER_MAX;
-	case NVPEER_L_PT_ENTRIES:
-		return offsetof(struct nvidia_p2p_page_table, entries);
-	case NVPEER_L_PT_GPU_UUID:
-		return offsetof(struct nvidia_p2p_page_table, gpu_uuid);
-	case NVPEER_L_PAGE_SIZE:
-		return sizeof(struct nvidia_p2p_page);
-	case NVPEER_L_DM_ENTRIES:
-		return offsetof(struct nvidia_p2p_dma_mapping, entries);
-	case NVPEER_L_DM_ADDRESSES:
-		return offsetof(struct nvidia_p2p_dma_mapping, dma_addresses);
-	case NVPEER_L_DM_SIZE:
-		return sizeof(struct nvidia_p2p_dma_mapping);
-	case NVPEER_L_PAGE_SIZE_64KB:
-		return NVIDIA_P2P_PAGE_SIZE_64KB;
-	case NVPEER_L_DMA_MAPPING_VERSION:
-		return NVIDIA_P2P_DMA_MAPPING_VERSION;
-	default:
-		return U64_MAX;
-	}
-}
 
 /* The PCI function behind a DMA device, or NULL when it is not PCI (hazard H6). */
 struct pci_dev *nvpeer_shim_pci_dev(struct device *dev)

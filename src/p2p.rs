@@ -53,15 +53,15 @@ pub(crate) struct DmaMapping(NonNull<ffi::NvidiaP2pDmaMapping>);
 // SAFETY: as for `PageTable`.
 unsafe impl Send for DmaMapping {}
 
-/// The PCI function an HCA DMAs from.
+/// The PCI function an HCA DMAs from, with a device reference of its own.
 ///
 /// # Invariants
 ///
-/// `0` points to a `struct pci_dev` that the core keeps alive while the registration exists (the
-/// core's `ib_device` holds its DMA device for the lifetime of every umem).
+/// `0` points to a `struct pci_dev` on which this value holds a reference (`pci_dev_get`), given
+/// back when it is dropped.
 pub(crate) struct PciDev(NonNull<bindings::pci_dev>);
 
-// SAFETY: a device pointer may be used from any thread.
+// SAFETY: a referenced device may be used, and its reference given back, from any thread.
 unsafe impl Send for PciDev {}
 
 /// What nvpeer reads from a page table.
@@ -153,13 +153,31 @@ impl DmaMapping {
 }
 
 impl PciDev {
-    /// The PCI function behind `dev`, or `None` when `dev` is not a PCI device (hazard H6).
+    /// The PCI function behind `dev`, referenced, or `None` when `dev` is null or not a PCI
+    /// device (hazard H6).
     ///
-    /// `dev` is the core's `dma_device` pointer; null is handled.
-    pub(crate) fn from_dma_device(dev: *mut bindings::device) -> Option<Self> {
-        // SAFETY: the shim checks for null and `dev_is_pci()` before `to_pci_dev()`; `dev` comes
-        // from the core, which keeps it alive for the registration.
-        NonNull::new(unsafe { ffi::nvpeer_shim_pci_dev(dev) }).map(PciDev)
+    /// # Safety
+    ///
+    /// `dev` is null or points to a `struct device` with a reference held for the call (the
+    /// core's `dma_device`: its `ib_device` holds it).
+    pub(crate) unsafe fn from_dma_device(dev: *mut bindings::device) -> Option<Self> {
+        // SAFETY: `dev` is null or valid (function contract); the shim checks both null and
+        // `dev_is_pci()` before `to_pci_dev()`.
+        let pdev = NonNull::new(unsafe { ffi::nvpeer_shim_pci_dev(dev) })?;
+        // SAFETY: `pdev` embeds `dev`, which is referenced for the call: taking a reference of
+        // our own keeps it for as long as this value lives.
+        unsafe { bindings::pci_dev_get(pdev.as_ptr()) };
+        // INVARIANT: referenced just above.
+        Some(Self(pdev))
+    }
+}
+
+impl Drop for PciDev {
+    fn drop(&mut self) {
+        // SAFETY: the reference this value holds (type invariant), given back once. The core
+        // holds one too while it can call dma_map, so this is never the last (no release runs
+        // here, whatever lock the caller holds).
+        unsafe { bindings::pci_dev_put(self.0.as_ptr()) };
     }
 }
 

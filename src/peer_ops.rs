@@ -4,8 +4,10 @@
 //!
 //! Each converts the core's raw arguments and forwards to [`Mr`]; none panics, and every error
 //! becomes a negative errno the core may hand to user space. The core calls them with the
-//! `client_context` that `acquire` returned, until `release`.
+//! `client_context` that `acquire` returned, until `release`. They are private: the only way to
+//! reach them is the table [`client_table`] builds.
 
+use crate::ffi::{PeerMemoryClient, PEER_NAME_MAX, PEER_VER_MAX};
 use crate::invalidate;
 use crate::logic::errno;
 use crate::logic::range::GPU_PAGE_SIZE;
@@ -19,6 +21,30 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Release};
 use kernel::sync::Arc;
 use kernel::types::ForeignOwnable;
+
+/// A client table named `name` and versioned `version` whose operations are the trampolines
+/// below (an `invalidates` client's `acquire` claims non-persistent pins).
+pub(crate) const fn client_table(
+    name: [c_char; PEER_NAME_MAX],
+    version: [c_char; PEER_VER_MAX],
+    invalidates: bool,
+) -> PeerMemoryClient {
+    PeerMemoryClient {
+        name,
+        version,
+        acquire: Some(if invalidates {
+            acquire::<false>
+        } else {
+            acquire::<true>
+        }),
+        get_pages: Some(get_pages),
+        dma_map: Some(dma_map),
+        dma_unmap: Some(dma_unmap),
+        put_pages: Some(put_pages),
+        get_page_size: Some(get_page_size),
+        release: Some(release),
+    }
+}
 
 /// Whether `acquire` may claim registrations: set once every client is registered, cleared
 /// before the first is unregistered. A module whose init fails part-way therefore never holds
@@ -60,7 +86,7 @@ unsafe fn registration<'a>(ctx: *mut c_void) -> Option<<Arc<Mr> as ForeignOwnabl
 /// # Safety
 ///
 /// Called by the core only, with a valid (or null) `client_context` out-pointer.
-pub(crate) unsafe extern "C" fn acquire<const PERSISTENT: bool>(
+unsafe extern "C" fn acquire<const PERSISTENT: bool>(
     addr: c_ulong,
     size: usize,
     _peer_mem_private_data: *mut c_void,
@@ -90,7 +116,7 @@ pub(crate) unsafe extern "C" fn acquire<const PERSISTENT: bool>(
 /// # Safety
 ///
 /// Called by the core only, with the `client_context` acquire returned, before release.
-pub(crate) unsafe extern "C" fn get_pages(
+unsafe extern "C" fn get_pages(
     addr: c_ulong,
     size: usize,
     _write: c_int,
@@ -115,7 +141,7 @@ pub(crate) unsafe extern "C" fn get_pages(
 ///
 /// Called by the core only, with the `client_context` acquire returned, before release, and
 /// `sg_head` and `nmap` valid for the call.
-pub(crate) unsafe extern "C" fn dma_map(
+unsafe extern "C" fn dma_map(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
     dma_device: *mut bindings::device,
@@ -127,13 +153,15 @@ pub(crate) unsafe extern "C" fn dma_map(
         return EINVAL.to_errno();
     };
     // SAFETY: the core's sg_head is valid for this call and used by no one else meanwhile.
-    let Some(sgt) = (unsafe { CoreSgt::from_raw(sg_head) }) else {
+    let Some(mut sgt) = (unsafe { CoreSgt::from_raw(sg_head) }) else {
         return EINVAL.to_errno();
     };
     if nmap.is_null() {
         return EINVAL.to_errno();
     }
-    match mr.core_dma_map(&sgt, PciDev::from_dma_device(dma_device)) {
+    // SAFETY: the core's `dma_device` (or null) is referenced by its `ib_device` for the call.
+    let dma_device = unsafe { PciDev::from_dma_device(dma_device) };
+    match mr.core_dma_map(&mut sgt, dma_device) {
         Ok(n) => {
             // SAFETY: checked non-null; the core passes a valid out-pointer.
             unsafe { *nmap = n as c_int };
@@ -148,7 +176,7 @@ pub(crate) unsafe extern "C" fn dma_map(
 /// # Safety
 ///
 /// Called by the core only, with the `client_context` acquire returned, before release.
-pub(crate) unsafe extern "C" fn dma_unmap(
+unsafe extern "C" fn dma_unmap(
     _sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
     _dma_device: *mut bindings::device,
@@ -167,17 +195,14 @@ pub(crate) unsafe extern "C" fn dma_unmap(
 ///
 /// Called by the core only, with the `client_context` acquire returned, before release, and
 /// `sg_head` null or valid for the call.
-pub(crate) unsafe extern "C" fn put_pages(
-    sg_head: *mut bindings::sg_table,
-    client_context: *mut c_void,
-) {
+unsafe extern "C" fn put_pages(sg_head: *mut bindings::sg_table, client_context: *mut c_void) {
     // SAFETY: the core passes the context acquire returned, before release.
     let Some(mr) = (unsafe { registration(client_context) }) else {
         return;
     };
     // SAFETY: the core's sg_head (or null) is valid for this call.
-    let sgt = unsafe { CoreSgt::from_raw(sg_head) };
-    mr.core_put_pages(sgt.as_ref());
+    let mut sgt = unsafe { CoreSgt::from_raw(sg_head) };
+    mr.core_put_pages(sgt.as_mut());
 }
 
 /// get_page_size: the granule of the SG entries (64 KiB, the only page size accepted).
@@ -185,7 +210,7 @@ pub(crate) unsafe extern "C" fn put_pages(
 /// # Safety
 ///
 /// Called by the core only; the context is not used.
-pub(crate) unsafe extern "C" fn get_page_size(_client_context: *mut c_void) -> c_ulong {
+unsafe extern "C" fn get_page_size(_client_context: *mut c_void) -> c_ulong {
     STATS.get_page_size_calls.inc();
     GPU_PAGE_SIZE as c_ulong
 }
@@ -195,7 +220,7 @@ pub(crate) unsafe extern "C" fn get_page_size(_client_context: *mut c_void) -> c
 /// # Safety
 ///
 /// Called by the core only, exactly once per successful acquire, with its `client_context`.
-pub(crate) unsafe extern "C" fn release(client_context: *mut c_void) {
+unsafe extern "C" fn release(client_context: *mut c_void) {
     if client_context.is_null() {
         return;
     }

@@ -63,13 +63,17 @@ unsafe impl Send for SgRecord {}
 ///
 /// The core's table holds `n` entries allocated by `sg_alloc_table`, which nothing has freed.
 pub(crate) struct SgAlloc<'a, 'b> {
-    sgt: &'a CoreSgt<'b>,
+    sgt: &'a mut CoreSgt<'b>,
     n: u32,
 }
 
 impl<'b> CoreSgt<'b> {
     /// Allocates `n` entries in the core's table (`GFP_KERNEL`: may sleep).
-    pub(crate) fn alloc(&self, n: u32) -> Result<SgAlloc<'_, 'b>> {
+    ///
+    /// The allocation borrows the table mutably until it is filled or dropped: a second one over
+    /// the same table (which would overwrite the first's header and free its chain twice) does
+    /// not compile.
+    pub(crate) fn alloc(&mut self, n: u32) -> Result<SgAlloc<'_, 'b>> {
         // SAFETY: the core's table (type invariant), zeroed by the core.
         to_result(unsafe { bindings::sg_alloc_table(self.0.as_ptr(), n, bindings::GFP_KERNEL) })?;
         // INVARIANT: allocated just above.
@@ -121,8 +125,9 @@ impl SgRecord {
     /// Frees the chain. When `sgt` is the same table the core got from dma_map, it is freed through
     /// the core's struct (which is then cleared); otherwise through our copy. Returns whether the
     /// core's table matched.
-    pub(crate) fn free(self, sgt: Option<&CoreSgt<'_>>) -> bool {
+    pub(crate) fn free(self, sgt: Option<&mut CoreSgt<'_>>) -> bool {
         let mine = self.sgl.as_ptr();
+        let given = sgt.is_some();
         if let Some(s) = sgt {
             let p = s.0.as_ptr();
             // SAFETY: `p` is valid (type invariant of `CoreSgt`).
@@ -140,6 +145,6 @@ impl SgRecord {
         // SAFETY: the rebuilt header heads our chain with its allocated count (type invariant),
         // freed exactly once here.
         unsafe { bindings::sg_free_table(&mut table) };
-        sgt.is_none()
+        !given
     }
 }
