@@ -2,8 +2,8 @@
 
 //! `/sys/kernel/debug/nvpeer/`: `stats`, `mrs`, `config` (formats: `uapi/debugfs.md`).
 
-use crate::client::{ClientKind, VERSION};
-use crate::mr;
+use crate::client_tables::{ClientKind, VERSION};
+use crate::registry;
 use crate::stats::STATS;
 use kernel::debugfs::{Dir, File};
 use kernel::fmt;
@@ -42,7 +42,7 @@ fn render_config(config: &ConfigInfo, f: &mut fmt::Formatter<'_>) -> fmt::Result
 }
 
 fn render_mrs(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let Ok(all) = mr::snapshot() else {
+    let Ok(all) = registry::snapshot() else {
         return writeln!(f, "# out of memory");
     };
     for mr in all.iter() {

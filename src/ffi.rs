@@ -19,6 +19,8 @@ pub(crate) const PEER_NAME_MAX: usize = 64;
 pub(crate) const PEER_VER_MAX: usize = 16;
 /// `PEER_MEM_INVALIDATE_UNMAPS`.
 pub(crate) const PEER_MEM_INVALIDATE_UNMAPS: u32 = 1;
+/// `NVIDIA_P2P_PAGE_SIZE_64KB` (enum `nvidia_p2p_page_size_type`): the page size nvpeer accepts.
+pub(crate) const NVIDIA_P2P_PAGE_SIZE_64KB: u32 = 1;
 
 /// `acquire` callback type.
 pub(crate) type AcquireFn =

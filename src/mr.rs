@@ -17,21 +17,19 @@
 //! page table. Every NVIDIA call on a handle is an `unsafe` block here whose `// SAFETY:` comment
 //! rests on [`Inner`]'s invariant.
 //!
-//! Why one file of about 700 lines: every operation here (pin, map, unmap, release, the free
-//! callback) reads or changes [`Inner`] under its lock, and each `// SAFETY:` comment rests on the
-//! one invariant stated on that type. Split across files, `Inner`'s fields would have to become
-//! visible to the crate and the invariant could no longer be checked in one place.
+//! Every operation here (pin, map, unmap, release, the free callback) reads or changes [`Inner`]
+//! under its lock, and each `// SAFETY:` comment rests on the one invariant stated on that type.
+//! The registry of live registrations, by ticket, is `registry.rs`.
 
 use crate::ffi;
 use crate::invalidate;
 use crate::logic::range::{self, Cover, Trim};
 use crate::logic::sgl;
 use crate::logic::state::{step, Action, Event, Refusal, State};
-use crate::logic::version::PAGE_SIZE_64KB;
 use crate::modref::ModuleRef;
 use crate::overtaken::{self, Overtaken};
 use crate::p2p::{self, DmaMapping, FreeCallback, PageTable, PciDev};
-use crate::registry::{Node, Registry, Tickets};
+use crate::registry::{self, Node};
 use crate::sg::{CoreSgt, SgRecord};
 use crate::stats::STATS;
 use kernel::fmt;
@@ -40,52 +38,6 @@ use kernel::prelude::*;
 use kernel::rbtree::RBTreeNode;
 use kernel::sync::{Arc, Mutex, MutexGuard};
 use kernel::task::Pid;
-
-kernel::sync::global_lock! {
-    // SAFETY: initialised by `init_registry()` from module init, before any client is registered.
-    unsafe(uninit) static REGISTRY: Mutex<Option<Registry<Mr>>> = None;
-}
-
-/// Tickets for registrations (registry key and NVIDIA's callback data).
-static TICKETS: Tickets = Tickets::new();
-
-/// Initialises the registry of live registrations.
-///
-/// # Safety
-///
-/// Called exactly once, from module init, before any client is registered.
-pub(crate) unsafe fn init_registry() {
-    // SAFETY: called once, before first use (function contract).
-    unsafe { REGISTRY.init() };
-    *REGISTRY.lock() = Some(Registry::new());
-}
-
-/// Unlists registration `ticket`; the reference is dropped after the registry lock is released.
-fn unlist(ticket: u64) {
-    let old = REGISTRY
-        .lock()
-        .as_mut()
-        .and_then(|registry| registry.remove(ticket));
-    drop(old);
-}
-
-/// References to every live registration, in ticket order (for the debugfs dump). The buffer is
-/// allocated before the registry lock is taken; a registry that grew meanwhile is read again.
-pub(crate) fn snapshot() -> Result<KVec<Arc<Mr>>> {
-    let mut out = KVec::new();
-    loop {
-        let want = REGISTRY.lock().as_ref().map_or(0, Registry::len);
-        // Some slack for registrations listed between the two lock rounds.
-        out.reserve(want + want / 8 + 16, GFP_KERNEL)?;
-        let guard = REGISTRY.lock();
-        let Some(registry) = guard.as_ref() else {
-            return Ok(out);
-        };
-        if registry.snapshot_into(&mut out) {
-            return Ok(out);
-        }
-    }
-}
 
 /// A registration.
 #[pin_data(PinnedDrop)]
@@ -96,6 +48,10 @@ pub(crate) struct Mr {
     persistent: bool,
     /// Thread group that pinned (NVIDIA looks non-persistent pins up by the caller's process).
     owner: Pid,
+    /// Lock `L` of the lock order (docs/design.md, "Locking"): taken under the core's locks (`G`,
+    /// `M`) and NVIDIA's (`R`, in the free callback), before the registry's `T`; never held
+    /// across `get_pages*`, `put_pages*`, `dma_map_pages` or the core's invalidate (H3), nor for
+    /// an allocation.
     #[pin]
     inner: Mutex<Inner>,
     _module: ModuleRef,
@@ -244,7 +200,7 @@ impl Mr {
         let module = ModuleRef::get()?;
         let mr = Arc::pin_init(
             pin_init!(Mr {
-                ticket: TICKETS.next(),
+                ticket: registry::ticket(),
                 persistent,
                 owner: current_tgid(),
                 inner <- kernel::new_mutex!(Inner {
@@ -275,7 +231,7 @@ impl Mr {
             STATS.err_nomem.inc();
             return None;
         };
-        REGISTRY.lock().as_mut()?.insert(node);
+        registry::list(node)?;
         Some(mr)
     }
 
@@ -316,7 +272,7 @@ impl Mr {
                 info.version
             );
             true
-        } else if info.page_size != PAGE_SIZE_64KB {
+        } else if info.page_size != ffi::NVIDIA_P2P_PAGE_SIZE_64KB {
             STATS.err_page_size.inc();
             err_once!(
                 "NVIDIA page table with page size type {} (only 64 KiB is supported)\n",
@@ -438,7 +394,7 @@ impl Mr {
         let done = inner.unlistable();
         drop(inner);
         if done {
-            unlist(self.ticket);
+            registry::unlist(self.ticket);
         }
     }
 
@@ -589,13 +545,13 @@ impl Mr {
             return Err(EINVAL);
         };
         let n = u32::try_from(addrs.len()).map_err(|_| EINVAL)?;
-        sgl::plan(&inner.cover, n).map_err(|_| {
+        sgl::check_entry_count(&inner.cover, n).map_err(|_| {
             STATS.err_entries.inc();
             EINVAL
         })?;
         for &a in addrs {
             // An entry is the whole GPU page at `a`: only the address needs checking.
-            sgl::entry(a, PAGE_SIZE as u64).map_err(|_| {
+            sgl::check_address(a, PAGE_SIZE as u64).map_err(|_| {
                 STATS.err_sgl.inc();
                 EINVAL
             })?;
@@ -690,11 +646,7 @@ impl FreeCallback for Mr {
     /// NVIDIA's free callback for `ticket` (runs under NVIDIA's lock, may sleep).
     fn on_free(ticket: u64) {
         STATS.callbacks.inc();
-        let Some(mr) = REGISTRY
-            .lock()
-            .as_ref()
-            .and_then(|registry| registry.get(ticket))
-        else {
+        let Some(mr) = registry::find(ticket) else {
             STATS.callbacks_stale.inc();
             return;
         };
@@ -740,7 +692,7 @@ impl FreeCallback for Mr {
             unsafe { p2p::free_in_callback(page_table, mapping) };
         }
         if unlistable {
-            unlist(ticket);
+            registry::unlist(ticket);
         }
     }
 }

@@ -12,7 +12,8 @@ use kernel::prelude::*;
 #[macro_use]
 mod compat;
 mod abi;
-mod client;
+mod client_registration;
+mod client_tables;
 mod debugfs;
 mod ffi;
 mod invalidate;
@@ -22,13 +23,12 @@ mod mr;
 mod overtaken;
 mod p2p;
 mod peer_ops;
-mod registration;
 mod registry;
 mod sg;
 mod stats;
 
+use client_registration::ClientRegistration;
 use logic::params;
-use registration::Registration;
 
 // Kernels whose module! takes no parameters (before 6.19): the C shim declares the same two
 // (src/nvpeer_shim.c, src/compat.rs).
@@ -66,7 +66,7 @@ struct NvPeer {
     // Dropped in this order (after `Drop::drop` stopped new claims): the clients first (each
     // unregistration waits until the core released every registration acquired through it),
     // then the debugfs files.
-    _clients: KVec<Registration>,
+    _clients: KVec<ClientRegistration>,
     _debugfs: debugfs::DebugFs,
 }
 
@@ -77,9 +77,9 @@ impl kernel::Module for NvPeer {
             pr_err!("invalid {} value {} (allowed: 0 or 1)\n", e.name, e.value);
             EINVAL
         })?;
-        registration::refuse_other_nv_mem_module()?;
+        client_registration::refuse_other_nv_mem_module()?;
         // SAFETY: called once, before any client can call into the registry.
-        unsafe { mr::init_registry() };
+        unsafe { registry::init() };
         let kinds = config.clients();
         let debugfs = debugfs::DebugFs::new(debugfs::ConfigInfo {
             persistent_api_support,
@@ -92,16 +92,16 @@ impl kernel::Module for NvPeer {
         // `clients` drops, before any registration could be claimed through them.
         for kind in kinds.into_iter().flatten() {
             clients
-                .push_within_capacity(Registration::register(kind)?)
+                .push_within_capacity(ClientRegistration::register(kind)?)
                 .map_err(|_| ENOMEM)?;
         }
         peer_ops::start_serving();
-        for kind in clients.iter().map(Registration::kind) {
+        for kind in clients.iter().map(ClientRegistration::kind) {
             pr_info!(
                 "registered peer-memory client {} ({}), version {}\n",
                 kind.name(),
                 kind.describe(),
-                client::VERSION
+                client_tables::VERSION
             );
         }
         Ok(NvPeer {

@@ -118,6 +118,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kinds_name_and_describe_themselves() {
+        // The names NCCL, NVSHMEM and UCC probe under /sys/kernel/mm/memory_peers/.
+        assert_eq!(ClientKind::Persistent.name(), "nv_mem");
+        assert_eq!(ClientKind::Invalidating(Layout::Legacy).name(), "nv_mem");
+        assert_eq!(ClientKind::PersistentNc.name(), "nv_mem_nc");
+        assert!(!ClientKind::Persistent.invalidates());
+        assert!(!ClientKind::PersistentNc.invalidates());
+        assert!(ClientKind::Invalidating(Layout::Extended).invalidates());
+        assert!(ClientKind::Invalidating(Layout::Legacy).invalidates());
+        assert_eq!(ClientKind::PersistentNc.describe(), "persistent");
+        assert_ne!(
+            ClientKind::Invalidating(Layout::Extended).describe(),
+            ClientKind::Invalidating(Layout::Legacy).describe()
+        );
+    }
+
+    #[test]
     fn defaults_register_one_persistent_nv_mem() {
         assert_eq!(config(1, 0), Ok(Config { invalidating: None }));
         assert_eq!(

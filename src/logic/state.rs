@@ -230,6 +230,30 @@ mod tests {
     }
 
     #[test]
+    fn debugfs_names_are_the_documented_vocabulary() {
+        use State::*;
+        // uapi/debugfs.md lists these, in this order, for the `state` column.
+        let all = [
+            Idle,
+            Pinned,
+            Held,
+            Mapping,
+            Mapped,
+            Unmapped,
+            Unpinning,
+            Invalidating,
+            Revoked,
+            Orphaned,
+            Released,
+        ];
+        let names: Vec<&str> = all.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names.join(" "),
+            "idle pinned held mapping mapped unmapped unpinning invalidating revoked orphaned released"
+        );
+    }
+
+    #[test]
     fn normal_lifetime() {
         use Event::*;
         let (s, a) = run(&[PinDone, CoreGetPages, MapBegin, MapOk, Unmap]).unwrap();

@@ -28,8 +28,6 @@ const fn minor(v: u32) -> u32 {
 pub(crate) const PT_V1_MIN: u32 = 0x0001_0002;
 /// DMA mapping version we were written for (`entries` + `dma_addresses` at their v2 offsets).
 pub(crate) const DMA_MAPPING_MIN: u32 = 0x0002_0003;
-/// `page_size` value for 64 KiB pages (enum `nvidia_p2p_page_size_type`).
-pub(crate) const PAGE_SIZE_64KB: u32 = 1;
 
 /// Classifies a page-table version; `None` = unsupported (refuse the table).
 pub(crate) fn page_table_abi(version: u32) -> Option<PtAbi> {

@@ -34,7 +34,7 @@ mod tests {
     use super::logic::errno::{user_errno, EIO, ENOTSUPP, EOPNOTSUPP};
     use super::logic::params::{config, ClientKind, Config, Layout};
     use super::logic::range::cover;
-    use super::logic::sgl::{entry, plan};
+    use super::logic::sgl::{check_address, check_entry_count};
     use super::logic::state::{step, Action, Event, State};
     use super::logic::version::{dma_mapping_compatible, page_table_abi, PtAbi};
 
@@ -49,10 +49,10 @@ mod tests {
     #[test]
     fn sgl_matches_cover() {
         let c = cover(0, 0x3_0000).unwrap_or_else(|| unreachable!());
-        assert_eq!(plan(&c, 3), Ok(3));
-        assert!(plan(&c, 2).is_err());
-        assert!(entry(0x1000, 4096).is_ok());
-        assert!(entry(0x1800, 4096).is_err());
+        assert_eq!(check_entry_count(&c, 3), Ok(()));
+        assert!(check_entry_count(&c, 2).is_err());
+        assert!(check_address(0x1000, 4096).is_ok());
+        assert!(check_address(0x1800, 4096).is_err());
     }
 
     #[test]

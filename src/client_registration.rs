@@ -2,7 +2,7 @@
 
 //! A client registered with the peer-memory core, and the checks that come before.
 
-use crate::client::{self, ClientKind};
+use crate::client_tables::{self, ClientKind};
 use crate::ffi;
 use crate::invalidate;
 use core::ptr::{null_mut, NonNull};
@@ -44,22 +44,24 @@ pub(crate) fn refuse_other_nv_mem_module() -> Result {
 /// # Invariants
 ///
 /// `handle` is the handle `ib_register_peer_memory_client` returned for `kind`'s table.
-pub(crate) struct Registration {
+pub(crate) struct ClientRegistration {
     handle: NonNull<c_void>,
     kind: ClientKind,
 }
 
 // SAFETY: the handle is an opaque token the core accepts from any thread.
-unsafe impl Send for Registration {}
-// SAFETY: `&Registration` exposes nothing but plain data.
-unsafe impl Sync for Registration {}
+unsafe impl Send for ClientRegistration {}
+// SAFETY: `&ClientRegistration` exposes nothing but plain data.
+unsafe impl Sync for ClientRegistration {}
 
-impl Registration {
+impl ClientRegistration {
     /// Registers `kind` with the core. Errors are logged in one line naming the fix.
     pub(crate) fn register(kind: ClientKind) -> Result<Self> {
         let name = kind.name();
         // SAFETY: a NUL-terminated static string.
-        if unsafe { ffi::nvpeer_shim_peer_client_visible(client::c_name(kind).as_char_ptr()) } {
+        if unsafe {
+            ffi::nvpeer_shim_peer_client_visible(client_tables::c_name(kind).as_char_ptr())
+        } {
             pr_err!(
                 "a peer-memory client named '{}' is already registered (nvidia_peermem or \
                  nv_peer_mem loaded?): unload it first, e.g. 'rmmod nvidia_peermem'\n",
@@ -74,8 +76,9 @@ impl Registration {
         };
         // SAFETY: the table is a `static` that outlives the registration; `slot` is null or
         // module-lifetime storage the core may write during the call.
-        let h =
-            unsafe { ffi::ib_register_peer_memory_client(&client::table_of(kind).client, slot) };
+        let h = unsafe {
+            ffi::ib_register_peer_memory_client(&client_tables::table_of(kind).client, slot)
+        };
         let Some(handle) = NonNull::new(h) else {
             pr_err!(
                 "ib_register_peer_memory_client('{}') failed: the peer-memory core refused the \
@@ -107,7 +110,7 @@ impl Registration {
     }
 }
 
-impl Drop for Registration {
+impl Drop for ClientRegistration {
     fn drop(&mut self) {
         // SAFETY: the handle came from a successful registration (type invariant) and is
         // unregistered once; not called from a client callback.
