@@ -24,7 +24,7 @@ export KDIR
 default: all
 
 # Module build rules (modules, clean, preflight, ffi-check).
--include src/build.mk
+-include scripts/build.mk
 # Installation, DKMS and signing rules.
 -include packaging/install.mk
 # Debian packages (make deb).

@@ -26,7 +26,7 @@ deb:
 	mkdir -p "$(NVPEER_DEB_STAGE)/nvpeer-$(NVPEER_VERSION)" "$(DEB_OUT)"
 	cd "$(NVPEER_TOP)" && tar -c --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
 		--exclude='.*.cmd' --exclude='*.rmeta' --exclude='.*.d' --exclude='Module.symvers' --exclude='modules.order' \
-		--exclude='src/logic/target' --exclude='packaging/debian' Makefile Kbuild dkms.conf src uapi packaging \
+		--exclude='src/logic/target' --exclude='src/abi_facts.s' --exclude='src/abi_facts.rs' --exclude='packaging/debian' Makefile Kbuild dkms.conf src scripts uapi packaging \
 		| tar -x -C "$(NVPEER_DEB_STAGE)/nvpeer-$(NVPEER_VERSION)"
 	cp -a "$(NVPEER_TOP)/packaging/debian" "$(NVPEER_DEB_STAGE)/nvpeer-$(NVPEER_VERSION)/debian"
 	install -m 0755 "$(NVPEER_CLI_BIN)" "$(NVPEER_DEB_STAGE)/nvpeer-$(NVPEER_VERSION)/nvpeer"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# DKMS PRE_BUILD hook of nvpeer: runs the module build preflight (src/preflight.sh, via
+# DKMS PRE_BUILD hook of nvpeer: runs the module build preflight (scripts/preflight.sh, via
 # `make preflight`) against the kernel DKMS is building for, so a kernel without CONFIG_RUST,
 # without its Rust artifacts, with a different rustc, without OFED's peer-memory API or without
 # the NVIDIA open modules fails here with one line naming the fix, not deep inside kbuild.

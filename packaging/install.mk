@@ -49,7 +49,7 @@ SIGN_FILE ?= $(KDIR)/scripts/sign-file
 # What a DKMS source tree needs: the build system and the module sources; for the test bench
 # (BENCH=1) also the emulators' headers and Module.symvers. A tree for a real node carries neither,
 # so nothing can build nvpeer there against the emulators' ABI.
-NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src uapi packaging
+NVPEER_DKMS_FILES := Makefile Kbuild dkms.conf src scripts uapi packaging
 NVPEER_DKMS_BENCH := $(if $(filter BENCH=1,$(NVPEER_MAKE_ARGS)),1)
 
 .PHONY: install uninstall sign dkms-install dkms-uninstall dkms-source
@@ -98,7 +98,7 @@ dkms-source:
 	mkdir -p "$(DKMS_SRC)"
 	cd "$(NVPEER_TOP)" && tar -c --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
 		--exclude='.*.cmd' --exclude='*.rmeta' --exclude='.*.d' --exclude='Module.symvers' --exclude='modules.order' \
-		--exclude='src/logic/target' $(NVPEER_DKMS_FILES) $(if $(NVPEER_DKMS_BENCH),testbench/emu/include) | tar -x -C "$(DKMS_SRC)"
+		--exclude='src/logic/target' --exclude='src/abi_facts.s' --exclude='src/abi_facts.rs' $(NVPEER_DKMS_FILES) $(if $(NVPEER_DKMS_BENCH),testbench/emu/include) | tar -x -C "$(DKMS_SRC)"
 	@if [ "$(NVPEER_DKMS_BENCH)" ]; then \
 		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
 

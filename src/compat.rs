@@ -3,7 +3,7 @@
 //! Differences between the Rust kernel APIs of the kernels nvpeer builds for (6.18 LTS to 7.3),
 //! in one place.
 //!
-//! Each difference is a cfg `nvpeer_has_NAME` that `src/compat-probe.sh` sets (through
+//! Each difference is a cfg `nvpeer_has_NAME` that `scripts/compat-probe.sh` sets (through
 //! `rustflags-y` in Kbuild) when the target kernel's own `rust/` sources have the abstraction;
 //! without it, the fallback here is compiled. Nothing selects code by kernel version. The
 //! "oldest API" build (`NVPEER_COMPAT=oldest`) sets none, so every fallback is compiled and tested

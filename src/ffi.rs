@@ -7,7 +7,7 @@
 //! (`sg_table`, `device`, `pci_dev`) come from `kernel::bindings`, so their layouts cannot drift.
 //! The hand-written layouts below are checked twice, both before anything loads: in every build,
 //! against `sizeof`/`offsetof` facts compiled from the same headers (`abi.rs`, a `const` assert
-//! each), and against bindgen output of the headers (`src/ffi-check.sh`, `make ffi-check`).
+//! each), and against bindgen output of the headers (`scripts/ffi-check.sh`, `make ffi-check`).
 
 use core::cell::UnsafeCell;
 use kernel::bindings;

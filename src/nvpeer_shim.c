@@ -32,7 +32,7 @@ MODULE_VERSION(NVPEER_VERSION);
 
 /*
  * Which side of each Rust kernel API difference this build took (src/compat.rs; the flags come
- * from src/compat-probe.sh): `modinfo -F compat` names them, for the bench and for bug reports.
+ * from scripts/compat-probe.sh): `modinfo -F compat` names them, for the bench and for bug reports.
  */
 #ifdef NVPEER_HAS_MODULE_PARAMS
 #define NVPEER_CI_PARAMS "module_params=kernel"

@@ -149,7 +149,7 @@ tb_stock_repo() {
 
 # tb_stock_kbuild ROOT KDIR SDIR NAME DIR [SYMS]: builds the modules of DIR in the repo copy
 # SDIR/NAME against the stock kernel, with the symbols of every emulator built before in the repo
-# copy SDIR/SYMS (default NAME); NVPEER_COMPAT (src/compat-probe.sh) passes through; output on
+# copy SDIR/SYMS (default NAME); NVPEER_COMPAT (scripts/compat-probe.sh) passes through; output on
 # stdout/stderr, status of make.
 tb_stock_kbuild() {
     local root=$1 kdir=$2 sdir=$3 name=$4 dir=$5 syms=${6:-$4} extra="" s

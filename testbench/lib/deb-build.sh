@@ -20,7 +20,7 @@ ls "$out"/nvpeer-dkms_*_all.deb "$out"/nvpeer-tools_*.deb >/dev/null || tb_die "
 # What each package must hold (and the DKMS tree must not: the bench's emulator files).
 ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO_DIR/dkms.conf")
 dkms_files=$(dpkg-deb -c "$out/nvpeer-dkms_${ver}_all.deb" | awk '{ print $6 }')
-for f in "./usr/src/nvpeer-$ver/dkms.conf" "./usr/src/nvpeer-$ver/packaging/dkms-preflight.sh" \
+for f in "./usr/src/nvpeer-$ver/dkms.conf" "./usr/src/nvpeer-$ver/packaging/dkms-preflight.sh" "./usr/src/nvpeer-$ver/scripts/preflight.sh" \
          ./usr/lib/modprobe.d/nvpeer.conf ./usr/lib/systemd/system/nvpeer.service \
          ./usr/share/dkms/modules_to_force_install/nvpeer; do
     echo "$dkms_files" | grep -qx "$f" || tb_die "nvpeer-dkms lacks $f"

@@ -3,7 +3,7 @@
 # of nvpeer under the module name MODULE (default nvidia-peermem: its drop-in name,
 # NVPEER_MODULE=nvidia-peermem, Kbuild), beside the plain nvpeer.ko the repository root builds.
 # kbuild writes objects next to their sources and refuses MO= on a source tree that has built, so
-# a second build needs its own copy of the sources: the tracked Kbuild and src/ (no build outputs),
+# a second build needs its own copy of the sources: the tracked Kbuild, src/ and scripts/ (no build outputs),
 # with testbench/ linked for the emulators' headers and symbols. Run before each build of it.
 # Trees: build/nvidia-peermem (bench suites load nvidia-peermem.ko from it: 26-detection) and
 # build/nvpeer-nvidia-src (make check builds nvpeer there against NVIDIA's real nv-p2p.h).
@@ -15,10 +15,10 @@ mkdir -p "$dst"
 # Sources only; stale copies of deleted files go too (outputs stay: kbuild rebuilds what changed).
 rm -rf "$dst/src.new"
 mkdir -p "$dst/src.new"
-(cd "$repo" && find src -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -not -path 'src/logic/target/*' \
-    | tar cf - -T -) | tar xf - -C "$dst/src.new"
-for f in $(cd "$dst/src.new/src" && find . -type f); do
-    cmp -s "$dst/src.new/src/$f" "$dst/src/$f" 2>/dev/null || install -D -m 0644 "$dst/src.new/src/$f" "$dst/src/$f"
+(cd "$repo" && find src scripts -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) \
+    -not -path 'src/logic/target/*' -not -name 'abi_facts.rs' | tar cf - -T -) | tar xf - -C "$dst/src.new"
+for f in $(cd "$dst/src.new" && find . -type f); do
+    cmp -s "$dst/src.new/$f" "$dst/$f" 2>/dev/null || install -D -m "$(stat -c %a "$dst/src.new/$f")" "$dst/src.new/$f" "$dst/$f"
 done
 rm -rf "$dst/src.new"
 sed "s/^NVPEER_MODULE ?= nvpeer\$/NVPEER_MODULE ?= $module/" "$repo/Kbuild" >"$dst/Kbuild.new"

@@ -264,7 +264,7 @@ rustc_missing() {
     node_gone refused-rustc
 }
 # (make check-full only: DKMS's add and refused build under TCG take 140 s, and make check proves
-# the same preflight line on its host tests, src/tests/preflight.sh)
+# the same preflight line on its host tests, scripts/tests/preflight.sh)
 [ "${NVPEER_DEPTH:-check}" != full ] || tb_case dkms-install-refused-without-rustc rustc_missing
 
 finish

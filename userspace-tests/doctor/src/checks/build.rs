@@ -6,7 +6,7 @@ use crate::report::{Check, Status};
 use serde_json::json;
 
 /// Files an out-of-tree Rust module build needs in the kernel build tree (x86_64, 7.x); the same
-/// list as the build preflight (src/preflight.sh).
+/// list as the build preflight (scripts/preflight.sh).
 pub const RUST_ARTIFACTS: [&str; 8] = [
     "rust/libcore.rmeta",
     "rust/libkernel.rmeta",

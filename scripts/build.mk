@@ -16,7 +16,7 @@ NVPEER_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 NVPEER_MODULE ?= nvpeer
 NVPEER_PREFLIGHT = KDIR="$(KDIR)" OFED_DIR="$(OFED_DIR)" NVIDIA_SRC="$(NVIDIA_SRC)" \
 	OFED_SYMVERS="$(OFED_SYMVERS)" NVIDIA_SYMVERS="$(NVIDIA_SYMVERS)" RUSTC="$(RUSTC)" \
-	BENCH="$(BENCH)" $(NVPEER_ROOT)/src/preflight.sh
+	BENCH="$(BENCH)" $(NVPEER_ROOT)/scripts/preflight.sh
 
 .PHONY: all modules clean preflight ffi-check
 
@@ -30,7 +30,7 @@ preflight:
 	@$(NVPEER_PREFLIGHT)
 
 ffi-check:
-	@$(NVPEER_ROOT)/src/ffi-check.sh
+	@$(NVPEER_ROOT)/scripts/ffi-check.sh
 
 clean:
 	$(MAKE) -C "$(KDIR)" M="$(NVPEER_ROOT)" clean

@@ -1,5 +1,5 @@
 /* Minimal stand-ins so bindgen can parse the peer-memory and NVIDIA P2P API headers alone.
- * Only the types those headers use; kernel structs stay opaque (src/ffi-check/check.py). */
+ * Only the types those headers use; kernel structs stay opaque (scripts/ffi-check/check.py). */
 #ifndef NVPEER_FFI_CHECK_TYPES_H
 #define NVPEER_FFI_CHECK_TYPES_H
 typedef unsigned char u8;

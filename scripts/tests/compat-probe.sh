@@ -1,13 +1,13 @@
 #!/bin/bash
-# Tests of src/compat-probe.sh against the facts of each kernel nvpeer builds for: a fixture rust/
+# Tests of scripts/compat-probe.sh against the facts of each kernel nvpeer builds for: a fixture rust/
 # tree per version, 6.18 LTS to 7.3, holding the lines the probe looks for as that version's
 # sources have them (docs/compatibility.md, "Rust kernel API": which abstraction arrived when),
 # and the probe's cfgs for each; then the real trees the bench has (7.2, and 7.3 where fetched).
 # Run by make check (preflight tests stage) in the toolchain root; by hand:
-#   testbench/tb chroot bash /src/src/tests/compat-probe.sh
+#   testbench/tb chroot bash /src/scripts/tests/compat-probe.sh
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
-probe=$here/src/compat-probe.sh
+probe=$here/scripts/compat-probe.sh
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 pass=0 failed=0

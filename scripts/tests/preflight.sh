@@ -1,10 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Tests of the build preflight (src/preflight.sh) and of the CRC extraction (src/gen-symvers.sh)
+# Tests of the build preflight (scripts/preflight.sh) and of the CRC extraction (scripts/gen-symvers.sh)
 # on a node laid out in a scratch directory: a fake kernel build tree with MODVERSIONS, OFED's
 # and NVIDIA's /usr/src trees, an installed nvidia.ko for the target kernel, fake rustc binaries.
 # No kernel is built or booted. Needs as, ld, readelf, xz, modinfo, depmod (the bench's toolchain
-# root has them: `testbench/tb chroot bash /src/src/tests/preflight.sh`; make check runs it there).
+# root has them: `testbench/tb chroot bash /src/scripts/tests/preflight.sh`; make check runs it there).
 #
 # The nvidia.ko is synthetic: an object assembled here with the export CRC records modpost writes
 # for a MODVERSIONS kernel (6.3 and later: a `__crc_<sym>` label on a 4-byte value in a
@@ -90,14 +90,14 @@ for style in kcrctab abs; do
     mkdir -p "$t/$style"
     fixture_ko "$t/$style/nvidia.ko" $style 550.163.01 || { bad "fixture[$style]" "as/ld failed"; continue; }
     xz -k "$t/$style/nvidia.ko"
-    if "$here/src/gen-symvers.sh" "$t/$style.symvers" "nvidia=$t/$style/nvidia.ko.xz" 2>"$t/err"; then
+    if "$here/scripts/gen-symvers.sh" "$t/$style.symvers" "nvidia=$t/$style/nvidia.ko.xz" 2>"$t/err"; then
         check_crcs "crc-extraction[$style, .ko.xz]" "$t/$style.symvers"
     else
         bad "crc-extraction[$style, .ko.xz]" "$(cat "$t/err")"
     fi
 done
 fixture_ko "$t/partial.ko" kcrctab 550.163.01 nvidia_p2p_free_dma_mapping
-if "$here/src/gen-symvers.sh" "$t/p.symvers" "nvidia=$t/partial.ko" 2>"$t/err"; then
+if "$here/scripts/gen-symvers.sh" "$t/p.symvers" "nvidia=$t/partial.ko" 2>"$t/err"; then
     bad "crc-extraction[missing symbol]" "succeeded without nvidia_p2p_free_dma_mapping"
 elif [ "$(wc -l <"$t/err")" = 1 ] && grep -q "exports no CRC for nvidia_p2p_free_dma_mapping" "$t/err"; then
     ok "crc-extraction[missing symbol]: $(cat "$t/err")"
@@ -131,9 +131,9 @@ depmod -b "$sys" "$kver" 2>/dev/null
 
 # A scratch copy of the repository's build scripts: the preflight writes build/ beside them.
 repo=$t/repo
-mkdir -p "$repo/src" && cp "$here/src/preflight.sh" "$here/src/gen-symvers.sh" "$repo/src/"
+mkdir -p "$repo/scripts" && cp "$here/scripts/preflight.sh" "$here/scripts/gen-symvers.sh" "$repo/scripts/"
 preflight() { env -i PATH="$t/bin:/usr/bin:/bin:/usr/sbin:/sbin" HOME="$t/home" KDIR="$kdir" \
-    NVPEER_SYSROOT="$sys" "$@" bash "$repo/src/preflight.sh" --make-args; }
+    NVPEER_SYSROOT="$sys" "$@" bash "$repo/scripts/preflight.sh" --make-args; }
 # refused NAME REGEX: the preflight must fail with exactly one line, matching REGEX.
 refused() {
     local out
@@ -142,8 +142,8 @@ refused() {
     else bad "$1" "$out"; fi
 }
 
-# The kernel's Rust sources, which src/compat-probe.sh reads: missing, then present.
-refused "rust-sources[missing]" "has no Rust sources (rust/kernel/lib.rs).*src/compat-probe.sh"
+# The kernel's Rust sources, which scripts/compat-probe.sh reads: missing, then present.
+refused "rust-sources[missing]" "has no Rust sources (rust/kernel/lib.rs).*scripts/compat-probe.sh"
 mkdir -p "$kdir/rust/kernel" && : >"$kdir/rust/kernel/lib.rs"
 # rustc: the PATH one is another version; rustc-1.97 (Debian/Ubuntu's versioned name) is the kernel's.
 fake_rustc rustc 1.96.0

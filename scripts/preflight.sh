@@ -35,12 +35,12 @@ for f in rust/libcore.rmeta rust/libkernel.rmeta rust/libbindings.rmeta rust/lib
 done
 [ -z "$missing" ] ||
     fail "kernel $kver has CONFIG_RUST but its build tree lacks the Rust artifacts ($missing ): install linux-lib-rust-$kver (Ubuntu) or regenerate them with 'make modules_prepare' in the matching kernel source (docs/install.md)"
-# The kernel's Rust sources: src/compat-probe.sh reads them (through Kbuild's srctree: the build
+# The kernel's Rust sources: scripts/compat-probe.sh reads them (through Kbuild's srctree: the build
 # tree's `source` link where there is one) to pick nvpeer's side of each Rust API difference.
 ksrc=$KDIR
 [ -d "$KDIR/source" ] && ksrc=$KDIR/source
 [ -f "$ksrc/rust/kernel/lib.rs" ] ||
-    fail "kernel $kver's tree at $ksrc has no Rust sources (rust/kernel/lib.rs), which nvpeer reads to match the kernel's Rust API (src/compat-probe.sh): install the kernel's full source tree or headers that carry rust/ (docs/compatibility.md)"
+    fail "kernel $kver's tree at $ksrc has no Rust sources (rust/kernel/lib.rs), which nvpeer reads to match the kernel's Rust API (scripts/compat-probe.sh): install the kernel's full source tree or headers that carry rust/ (docs/compatibility.md)"
 
 # ---- rustc must be the one that built the kernel --------------------------------------------
 # The kernel's .rmeta files load only in the exact compiler that wrote them (E0514 otherwise). Its
@@ -91,10 +91,10 @@ mkdir -p "$root/build"
 symvers_has() { [ -f "$1" ] && grep -q "[[:space:]]$2[[:space:]]" "$1"; }
 # installed_ko NAME: the file of module NAME installed for the target kernel (not the running one).
 installed_ko() { modinfo ${sysroot:+-b "$sysroot"} -k "$kver" -n "$1" 2>/dev/null; }
-# CRCs read from an installed module (src/gen-symvers.sh PROVIDER=KO): its one-line error on failure.
+# CRCs read from an installed module (scripts/gen-symvers.sh PROVIDER=KO): its one-line error on failure.
 from_ko() { # PROVIDER KO
     local err
-    err=$("$root/src/gen-symvers.sh" "$root/build/$1.symvers" "$1=$2" 2>&1) || { echo "${err#gen-symvers: }"; return 1; }
+    err=$("$root/scripts/gen-symvers.sh" "$root/build/$1.symvers" "$1=$2" 2>&1) || { echo "${err#gen-symvers: }"; return 1; }
 }
 # exporters SYMBOL: the installed modules (files) for the target kernel that may export SYMBOL, best
 # first: the one depmod's modules.symbols names ("alias symbol:SYMBOL MODULE"), then ib_uverbs and
@@ -230,7 +230,7 @@ else
     [ "$nv_syms" != generate ] && extra="$extra $nv_syms"
     if [ -n "$gen" ]; then
         # shellcheck disable=SC2086
-        "$root/src/gen-symvers.sh" "$root/build/generated.symvers" $gen
+        "$root/scripts/gen-symvers.sh" "$root/build/generated.symvers" $gen
         extra="$extra $root/build/generated.symvers"
     fi
 fi
