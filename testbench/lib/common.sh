@@ -7,7 +7,16 @@ export NVPEER_CACHE
 # Cargo builds (host unit tests, the guest's nvpeer CLI) keep their outputs in the cache too, so a
 # fresh clone on a machine that already built once recompiles only what changed.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$NVPEER_CACHE/cargo-target}
+# The bench's nvpeer CLI (cargo feature `bench`: `nvpeer emu`, the harness's `--mem emu`), which the
+# guests run, and the product's (no bench feature: what the packages ship), kept beside it.
 NVPEER_CLI="$CARGO_TARGET_DIR/release/nvpeer"
+NVPEER_PRODUCT_CLI="$CARGO_TARGET_DIR/product/nvpeer"
+# tb_cargo_build_cli: both, the product's first (copied aside), the bench's last (at NVPEER_CLI).
+tb_cargo_build_cli() {
+    (cd "$REPO_DIR/userspace-tests" && nice cargo build --release --quiet --bin nvpeer) || return 1
+    mkdir -p "$(dirname "$NVPEER_PRODUCT_CLI")" && cp "$NVPEER_CLI" "$NVPEER_PRODUCT_CLI" || return 1
+    (cd "$REPO_DIR/userspace-tests" && nice cargo build --release --quiet --features nvpeer/bench)
+}
 
 tb_log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 tb_die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }

@@ -1,15 +1,16 @@
 #!/bin/bash
 # `make deb` in the toolchain root with the packaging layer (testbench/lib/deb-root.sh), packaging
-# the nvpeer CLI the bench built on the host (userspace-tests, cargo build --release). Prints the
+# the product nvpeer CLI the bench built on the host (userspace-tests, cargo build --release
+# without the bench feature: tb_cargo_build_cli). Prints the
 # directory holding nvpeer-dkms_<v>_all.deb and nvpeer-tools_<v>_<arch>.deb (suite 55-deb installs
 # them: NVPEER_DEBS=<dir>).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
-[ -x "$NVPEER_CLI" ] || tb_die "no nvpeer CLI at $NVPEER_CLI: run 'cargo build --release' in userspace-tests first"
+[ -x "$NVPEER_PRODUCT_CLI" ] || tb_die "no product nvpeer CLI at $NVPEER_PRODUCT_CLI: build it first (tb_cargo_build_cli, testbench/lib/common.sh)"
 out="$NVPEER_CACHE/debs-$(echo "$REPO_DIR" | sha256sum | cut -c1-12)"
 rm -rf "$out"; mkdir -p "$out"
 log=$(mktemp /tmp/nvpeer-deb.XXXXXX)
-if ! TB_BINDS="$(dirname "$NVPEER_CLI"):/cli $out:/out" "$TB_DIR/lib/deb-root.sh" --run \
+if ! TB_BINDS="$(dirname "$NVPEER_PRODUCT_CLI"):/cli $out:/out" "$TB_DIR/lib/deb-root.sh" --run \
         make -C /src deb NVPEER_CLI=/cli/nvpeer DEB_OUT=/out >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     rm -f "$log"

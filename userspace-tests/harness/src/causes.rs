@@ -9,7 +9,7 @@ use crate::sysfs::NodeFacts;
 const ENOTSUPP: i32 = 524; // kernel-internal "operation not supported", leaks from nvidia_p2p_*
 
 fn gpu(kind: MemKind) -> bool {
-    matches!(kind, MemKind::Cuda | MemKind::CudaDmabuf | MemKind::Emu)
+    matches!(kind, MemKind::Cuda | MemKind::CudaDmabuf) || kind.is_emu()
 }
 
 fn peer_module_loaded(f: &NodeFacts) -> bool {
@@ -35,13 +35,15 @@ pub fn registration(
         }
         (RegPath::DmaBuf, libc::ENOSYS) => "libibverbs lacks ibv_reg_dmabuf_mr (rdma-core too old)".into(),
         (RegPath::DmaBuf, libc::EBADF) => "the dma-buf fd is not valid (export failed or was closed)".into(),
+        #[cfg(feature = "bench")]
         (RegPath::EmuCore, libc::ENODEV) => {
             "the core emulator has no PCI DMA device (QEMU edu device missing from the VM)".into()
         }
+        #[cfg(feature = "bench")]
         (RegPath::EmuCore, libc::EFAULT) if !peer_module_loaded(f) && f.peer_clients.is_empty() => {
             "no peer-memory client is registered with the core emulator: load nvpeer (or classic_peer)".into()
         }
-        (RegPath::VaMr, libc::EFAULT) | (RegPath::EmuCore, libc::EFAULT) if gpu(kind) => {
+        (path, libc::EFAULT) if (path == RegPath::VaMr || path.is_emu_core()) && gpu(kind) => {
             if path == RegPath::VaMr && !f.peer_api {
                 "no peer-memory API: this kernel's ib_core is the inbox one (no ib_register_peer_memory_client); \
                  GPU memory can only be registered through MLNX_OFED/DOCA-OFED or through dma-buf (--mem cuda-dmabuf)"
@@ -203,14 +205,18 @@ mod tests {
             registration(MemKind::Host, RegPath::VaMr, Some(libc::EPERM), 1, &f)
                 .contains("MEMLOCK")
         );
-        assert!(
-            registration(MemKind::Emu, RegPath::EmuCore, Some(libc::ENODEV), 1, &f).contains("edu")
-        );
-        let none = facts(&[], false, &[]);
-        assert!(
-            registration(MemKind::Emu, RegPath::EmuCore, Some(libc::EFAULT), 1, &none)
-                .contains("classic_peer")
-        );
+        #[cfg(feature = "bench")]
+        {
+            assert!(
+                registration(MemKind::Emu, RegPath::EmuCore, Some(libc::ENODEV), 1, &f)
+                    .contains("edu")
+            );
+            let none = facts(&[], false, &[]);
+            assert!(
+                registration(MemKind::Emu, RegPath::EmuCore, Some(libc::EFAULT), 1, &none)
+                    .contains("classic_peer")
+            );
+        }
         assert!(
             registration(MemKind::Host, RegPath::VaMr, Some(libc::E2BIG), 1, &f)
                 .starts_with("errno 7")

@@ -14,8 +14,20 @@ pub enum MemKind {
     Cuda,
     /// `cuMemAlloc` GPU memory exported as a dma-buf fd, `ibv_reg_dmabuf_mr`.
     CudaDmabuf,
-    /// Emulated GPU memory from the bench's `/dev/nvp2p_emu` (registration path only).
+    /// Emulated GPU memory from the bench's `/dev/nvp2p_emu` (registration path only; test bench
+    /// builds only: feature `bench`).
+    #[cfg(feature = "bench")]
     Emu,
+}
+
+impl MemKind {
+    /// Whether this is the bench's emulated GPU memory (never, in a build without the bench).
+    pub fn is_emu(self) -> bool {
+        #[cfg(feature = "bench")]
+        return self == MemKind::Emu;
+        #[cfg(not(feature = "bench"))]
+        false
+    }
 }
 
 impl fmt::Display for MemKind {
@@ -24,6 +36,7 @@ impl fmt::Display for MemKind {
             MemKind::Host => "host",
             MemKind::Cuda => "cuda",
             MemKind::CudaDmabuf => "cuda-dmabuf",
+            #[cfg(feature = "bench")]
             MemKind::Emu => "emu",
         })
     }

@@ -2,6 +2,7 @@
 //! memory, or GPU memory through the peer-memory core), `ibv_reg_dmabuf_mr` on an exported
 //! dma-buf, and the bench's emulated core (`/dev/peer_mem_emu`).
 
+#[cfg(feature = "bench")]
 use crate::mem::emu::{EmuCore, EmuMr};
 use crate::mem::Buffer;
 use crate::verbs::full_access;
@@ -18,7 +19,8 @@ pub enum RegPath {
     VaMr,
     /// `ibv_reg_dmabuf_mr` on the buffer's dma-buf.
     DmaBuf,
-    /// The core emulator's consumer (bench only).
+    /// The core emulator's consumer (test bench builds only: feature `bench`).
+    #[cfg(feature = "bench")]
     EmuCore,
 }
 
@@ -27,8 +29,17 @@ impl RegPath {
         match self {
             RegPath::VaMr => "ibv_reg_mr",
             RegPath::DmaBuf => "ibv_reg_dmabuf_mr",
+            #[cfg(feature = "bench")]
             RegPath::EmuCore => "peer_mem_emu",
         }
+    }
+
+    /// Whether this is the bench's emulated core (never, in a build without the bench).
+    pub fn is_emu_core(self) -> bool {
+        #[cfg(feature = "bench")]
+        return self == RegPath::EmuCore;
+        #[cfg(not(feature = "bench"))]
+        false
     }
 }
 
@@ -47,6 +58,7 @@ impl std::fmt::Display for RegFailure {
 
 enum Handle {
     Verbs(Arc<MemoryRegion>),
+    #[cfg(feature = "bench")]
     Emu(EmuMr),
 }
 
@@ -61,16 +73,19 @@ impl Mr {
     pub fn lkey(&self) -> u32 {
         match &self.handle {
             Handle::Verbs(m) => m.lkey(),
+            #[cfg(feature = "bench")]
             Handle::Emu(_) => 0,
         }
     }
     pub fn rkey(&self) -> u32 {
         match &self.handle {
             Handle::Verbs(m) => m.rkey(),
+            #[cfg(feature = "bench")]
             Handle::Emu(_) => 0,
         }
     }
     /// The emulated-core registration, for state queries.
+    #[cfg(feature = "bench")]
     pub fn emu(&self) -> Option<&EmuMr> {
         match &self.handle {
             Handle::Emu(e) => Some(e),
@@ -81,11 +96,19 @@ impl Mr {
     pub fn dereg(self) {}
 }
 
+/// The emulated core's handle in a test-bench build (feature `bench`).
+#[cfg(feature = "bench")]
+pub type EmuCoreHandle = EmuCore;
+/// The emulated core's handle: none can exist in a build without the test bench.
+#[cfg(not(feature = "bench"))]
+#[derive(Clone)]
+pub enum EmuCoreHandle {}
+
 /// What registrations need: a protection domain, or the emulated core.
 #[derive(Clone)]
 pub struct Registrar {
     pub pd: Option<Arc<ProtectionDomain>>,
-    pub core: Option<EmuCore>,
+    pub core: Option<EmuCoreHandle>,
     pub path: RegPath,
 }
 
@@ -139,6 +162,7 @@ impl Registrar {
                     len,
                 })
             }
+            #[cfg(feature = "bench")]
             RegPath::EmuCore => {
                 let core = self.core.as_ref().ok_or_else(|| RegFailure {
                     errno: Some(libc::ENODEV),

@@ -33,6 +33,7 @@ enum Command {
     #[command(after_help = EXIT_STATUSES)]
     Bench(harness::BenchArgs),
     /// Drive the bench's emulators (provider and peer-memory core).
+    #[cfg(feature = "bench")]
     Emu(emu_ctl::cli::Args),
 }
 
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(a),
         Command::Validate(a) => harness::validate(a),
         Command::Bench(a) => harness::bench(a),
+        #[cfg(feature = "bench")]
         Command::Emu(a) => emu_ctl::cli::run(a),
     };
     ExitCode::from(code)

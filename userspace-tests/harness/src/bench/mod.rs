@@ -166,6 +166,7 @@ pub fn run(args: BenchArgs) -> u8 {
     (c.mem, c.gpu) = args.memory();
     let path = match c.mem {
         MemKind::CudaDmabuf => RegPath::DmaBuf,
+        #[cfg(feature = "bench")]
         MemKind::Emu => RegPath::EmuCore,
         _ => RegPath::VaMr,
     };
@@ -197,7 +198,7 @@ pub fn run(args: BenchArgs) -> u8 {
     };
     let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
         Ok(d) => Some(Rc::new(d)),
-        Err(e) if mem_kind == MemKind::Emu && !c.server => {
+        Err(e) if mem_kind.is_emu() && !c.server => {
             if !c.json {
                 eprintln!(
                     "nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu only"
@@ -213,11 +214,14 @@ pub fn run(args: BenchArgs) -> u8 {
             return 2;
         }
     };
+    #[cfg(feature = "bench")]
     let core = if c.mem == MemKind::Emu {
         mem::emu::EmuBackend::open().ok().and_then(|b| b.core())
     } else {
         None
     };
+    #[cfg(not(feature = "bench"))]
+    let core = None;
     let reg = Registrar {
         pd: dev.as_ref().map(|d| d.pd.clone()),
         core,
@@ -266,7 +270,7 @@ pub fn run(args: BenchArgs) -> u8 {
             (t, Role::Client(h)) if b.args.perftest => b.bw_perftest(t, &h),
             (t, _) => match t {
                 BenchTest::Reg => b.reg(),
-                _ if b.peer.is_none() || c.mem == MemKind::Emu => {
+                _ if b.peer.is_none() || c.mem.is_emu() => {
                     could_not_run = true;
                     Err(BenchError(
                         "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"

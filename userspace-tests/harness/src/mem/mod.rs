@@ -2,6 +2,7 @@
 //! CUDA + dma-buf export, and the bench's emulated GPU memory).
 
 pub mod cuda;
+#[cfg(feature = "bench")]
 pub mod emu;
 pub mod host;
 
@@ -103,6 +104,7 @@ pub fn open(kind: MemKind, gpu: &GpuSelector) -> Result<Box<dyn Backend>, MemErr
         MemKind::Host => Box::new(host::HostBackend),
         MemKind::Cuda => Box::new(cuda::CudaBackend::open(gpu, false)?),
         MemKind::CudaDmabuf => Box::new(cuda::CudaBackend::open(gpu, true)?),
+        #[cfg(feature = "bench")]
         MemKind::Emu => Box::new(emu::EmuBackend::open()?),
     })
 }

@@ -37,7 +37,7 @@ impl Suite {
                     let cause = match &e {
                         MemError::NoLibcuda => "install the NVIDIA driver (libcuda.so.1 comes with it)".to_string(),
                         MemError::NoSuchGpu(..) => "pick another --gpu (index or PCI bus id from nvidia-smi)".into(),
-                        MemError::Os { .. } if kind == MemKind::Emu => {
+                        MemError::Os { .. } if kind.is_emu() => {
                             "load the bench emulators: modprobe nvp2p_emu peer_mem_emu".into()
                         }
                         MemError::Unsupported(m) if m.contains("DMA_BUF") => {
@@ -49,6 +49,7 @@ impl Suite {
                 }
             }
         });
+        #[cfg(feature = "bench")]
         if self.args.common.mem == MemKind::Emu {
             if let Ok(b) = mem::emu::EmuBackend::open() {
                 self.emu_core = b.core();
@@ -58,7 +59,7 @@ impl Suite {
 
     pub(super) fn cap_device(&mut self) {
         let c = self.args.common.clone();
-        let needs = self.args.common.mem != MemKind::Emu || c.ib_dev.is_some();
+        let needs = !self.args.common.mem.is_emu() || c.ib_dev.is_some();
         self.case("cap.rdma-device", |s| {
             match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
                 Ok(d) => {
@@ -156,7 +157,7 @@ impl Suite {
                 format!("/sys/kernel/mm/memory_peers/{}/version = {}", c.client, c.version),
             ),
             None => {
-                let cause = if !s.facts.peer_api && s.args.common.mem != MemKind::Emu {
+                let cause = if !s.facts.peer_api && !s.args.common.mem.is_emu() {
                     causes::registration(MemKind::Cuda, RegPath::VaMr, Some(libc::EFAULT), 0, &NodeFacts { peer_api: false, ..Default::default() })
                 } else {
                     "no peer-memory client registered: load nvpeer (NCCL/UCX/NVSHMEM look for nv_mem)".into()

@@ -1,7 +1,7 @@
 //! Invalidation (`inval.*`): freeing memory under a live MR, idle and with transfers in flight.
 
 use super::{Suite, POLL};
-use crate::mem;
+
 use crate::peer::Req;
 use crate::reg::RegPath;
 use crate::report::CaseResult;
@@ -27,6 +27,7 @@ impl Suite {
                 if let Some(w) = s.no_regs(path) {
                     return CaseResult::skip(&name, w);
                 }
+                #[cfg(feature = "bench")]
                 if path == RegPath::EmuCore {
                     if inflight {
                         return CaseResult::skip(&name, "no DMA engine behind the emulated core; see the emulator scenario suites");
@@ -40,6 +41,7 @@ impl Suite {
         }
     }
 
+    #[cfg(feature = "bench")]
     fn inval_emu(&mut self, name: &str) -> CaseResult {
         let reg = self.registrar(RegPath::EmuCore);
         let mut buf = match self.alloc(1 << 20) {
@@ -59,7 +61,7 @@ impl Suite {
             Some(Err(e)) => return CaseResult::fail(name, e.to_string(), "cannot query the MR"),
             None => return CaseResult::fail(name, "not an emulated MR", "internal"),
         };
-        use mem::emu::{qflags, state};
+        use crate::mem::emu::{qflags, state};
         let stopped = q.state != state::MAPPED || q.flags & qflags::REVOKED != 0;
         // What the case expects comes from what the loaded module publishes (as on a real node,
         // where no emulator tells); the emulated core's record of the client that took the MR

@@ -19,7 +19,7 @@ pub use registration::{matrix_sizes, OFFSETS};
 pub use transfer::direction_pairs;
 
 use crate::cli::{MemKind, Role, ValidateArgs};
-use crate::mem::{self, Backend, Buffer, MemError};
+use crate::mem::{Backend, Buffer, MemError};
 use crate::peer::{self, Peer, Req, Target};
 use crate::reg::{RegPath, Registrar};
 use crate::report::{self, CaseResult};
@@ -37,7 +37,7 @@ pub struct Suite {
     facts: NodeFacts,
     backend: Option<Rc<dyn Backend>>,
     dev: Option<Rc<Device>>,
-    emu_core: Option<mem::emu::EmuCore>,
+    emu_core: Option<crate::reg::EmuCoreHandle>,
     peer: Option<Peer>,
     remote_mem: String,
     seed: u64,
@@ -99,6 +99,7 @@ impl Suite {
             MemKind::Cuda if self.args.both_paths => vec![RegPath::VaMr, RegPath::DmaBuf],
             MemKind::Cuda => vec![RegPath::VaMr],
             MemKind::CudaDmabuf => vec![RegPath::DmaBuf],
+            #[cfg(feature = "bench")]
             MemKind::Emu => vec![RegPath::EmuCore],
         }
     }
@@ -134,7 +135,9 @@ impl Suite {
 
     fn no_regs(&self, path: RegPath) -> Option<String> {
         match path {
+            #[cfg(feature = "bench")]
             RegPath::EmuCore if self.emu_core.is_none() => Some("peer_mem_emu not loaded".into()),
+            #[cfg(feature = "bench")]
             RegPath::EmuCore => None,
             _ => self.no_verbs(),
         }

@@ -170,7 +170,7 @@ impl Suite {
                 }
             }
             let keys: std::collections::HashSet<u32> = mrs.iter().map(|m| m.lkey()).collect();
-            if path != RegPath::EmuCore && keys.len() != mrs.len() {
+            if !path.is_emu_core() && keys.len() != mrs.len() {
                 return CaseResult::fail(
                     &name,
                     format!("{} distinct lkeys for {} MRs", keys.len(), mrs.len()),

@@ -57,7 +57,7 @@ impl Suite {
                     if let Some(w) = s.no_verbs() {
                         return CaseResult::skip(&name, w);
                     }
-                    if path == RegPath::EmuCore {
+                    if path.is_emu_core() {
                         return CaseResult::skip(
                             &name,
                             "rxe cannot DMA emulated GPU pages: registration path only",
