@@ -38,6 +38,12 @@ pub(super) struct ScenarioArgs {
     /// 100k registrations before the run fails (docs/design.md). A persistent client must have 0.
     #[arg(long, default_value_t = scenario::WINDOW_BOUND_PER_100K)]
     pub(super) window_bound: f64,
+    /// fuzz: the seed to replay (default: from the clock; printed either way).
+    #[arg(long)]
+    pub(super) seed: Option<u64>,
+    /// fuzz: run sequences for this many seconds (0: --iterations sequences).
+    #[arg(long, default_value_t = 0)]
+    pub(super) seconds: u32,
     /// JSON output.
     #[arg(long)]
     pub(super) json: bool,
@@ -48,6 +54,8 @@ pub(super) fn scenario_cmd(a: ScenarioArgs) -> Result<u8> {
         for s in scenario::SCENARIOS {
             println!("{:<32} {}", s.name, s.about);
         }
+        // (the fuzzer is not in `all` nor in the list the suites iterate over)
+        eprintln!("also: {} ({})", scenario::FUZZ.name, scenario::FUZZ.about);
         return Ok(0);
     }
     let name = a.name.unwrap_or_default();
@@ -70,6 +78,8 @@ pub(super) fn scenario_cmd(a: ScenarioArgs) -> Result<u8> {
             .collect(),
         hang_timeout_ms: a.hang_timeout_ms,
         window_bound: a.window_bound,
+        seed: a.seed,
+        seconds: a.seconds,
     };
     let mut failed = 0;
     for s in list {

@@ -27,6 +27,10 @@ pub struct Opts {
     /// race-stress with an invalidating client: most `dma_map_uaf` hits (the NVIDIA API's own
     /// window) per 100k registrations before the run fails ([`WINDOW_BOUND_PER_100K`]).
     pub window_bound: f64,
+    /// fuzz: the run's seed (`None`: from the clock, printed).
+    pub seed: Option<u64>,
+    /// fuzz: run sequences for this many seconds (0: `iterations` sequences).
+    pub seconds: u32,
 }
 
 /// The documented bound on the NVIDIA API window that race-stress tolerates for an invalidating
@@ -47,6 +51,8 @@ impl Default for Opts {
             expect: Vec::new(),
             hang_timeout_ms: 8000,
             window_bound: WINDOW_BOUND_PER_100K,
+            seed: None,
+            seconds: 0,
         }
     }
 }

@@ -17,6 +17,7 @@ mod concurrency;
 mod env;
 mod faults;
 mod free_races;
+mod fuzz;
 mod lifecycle;
 mod processes;
 mod runner;
@@ -218,9 +219,20 @@ pub static SCENARIOS: &[Scenario] = &[
     ),
 ];
 
-/// Looks a scenario up by name.
+/// The fuzzer (`scenario/fuzz.rs`): not among [`SCENARIOS`] (`all` and the suites' matrices run
+/// those), run by name with its seed and time.
+pub static FUZZ: Scenario = sc!(
+    "fuzz",
+    "seeded random registration sequences (--seed, --seconds), held to every invariant",
+    fuzz::fuzz
+);
+
+/// Looks a scenario up by name (the fuzzer too).
 pub fn find(name: &str) -> Option<&'static Scenario> {
-    SCENARIOS.iter().find(|s| s.name == name)
+    SCENARIOS
+        .iter()
+        .find(|s| s.name == name)
+        .or_else(|| (name == FUZZ.name).then_some(&FUZZ))
 }
 
 #[cfg(test)]
@@ -235,6 +247,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), n);
         assert!(find("basic").is_some());
+        assert!(find("fuzz").is_some());
+        assert!(!SCENARIOS.iter().any(|s| s.name == "fuzz"));
         assert!(find("nope").is_none());
     }
 }

@@ -8,7 +8,7 @@ use crate::nvp2p::{Gpu, GPU_PAGE_SIZE};
 use std::time::Duration;
 
 /// Runs `f` in a forked child; returns its exit status (0 = ok).
-fn in_child(f: impl FnOnce() -> Result<()>) -> Result<i32> {
+pub(super) fn in_child(f: impl FnOnce() -> Result<()>) -> Result<i32> {
     use nix::sys::wait::{waitpid, WaitStatus};
     use nix::unistd::{fork, ForkResult};
     // SAFETY: called from a single-threaded point of the scenario (no other thread of ours is
