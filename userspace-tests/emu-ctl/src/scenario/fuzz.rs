@@ -301,7 +301,8 @@ impl Seq<'_> {
         Ok(())
     }
 
-    /// A child process registers GPU memory of its own and exits without cleaning up.
+    /// A child process registers GPU memory of its own and exits without cleaning up (its
+    /// registrations may fail where a fault is armed: the emulators' faults are global).
     fn child_exit(&mut self) -> Result<()> {
         let pages = self.rng.random_range(1..=4u64);
         let regs = self.rng.random_range(1..=3u32);
@@ -311,7 +312,7 @@ impl Seq<'_> {
             let a = gpu.alloc(pages * GPU_PAGE_SIZE, 0)?;
             for i in 0..regs {
                 let off = u64::from(i) * GPU_PAGE_SIZE % a.size;
-                core.register(RegParams::mr(a.va + off, a.size - off))?;
+                let _ = core.register(RegParams::mr(a.va + off, a.size - off));
             }
             std::mem::forget(gpu);
             std::mem::forget(core);
@@ -355,7 +356,14 @@ impl Seq<'_> {
     }
 
     fn fault_provider(&mut self) -> Result<()> {
-        let op = self.rng.random_range(0..nvp2p::FAULT_OPS as u32);
+        // Every call that can fail but `put_pages_persistent`: a persistent put that fails leaves
+        // NVIDIA's pin by the API's contract (there is nothing to retry it with), a leak the
+        // provider would rightly record whatever the client did; the fixed fault scenario leaves
+        // it out for the same reason.
+        let ops: Vec<u32> = (0..nvp2p::FAULT_OPS as u32)
+            .filter(|&op| nvp2p::OPS[op as usize] != "put_pages_persistent")
+            .collect();
+        let op = ops[self.rng.random_range(0..ops.len())];
         let err = PROVIDER_ERRNOS[self.rng.random_range(0..PROVIDER_ERRNOS.len())];
         let skip = self.rng.random_range(0..3u32);
         self.e.gpu.set_fault(op, fault_mode::ONCE, err, 1, skip)?;
