@@ -16,6 +16,11 @@ impl SysRoot {
         Self { base: base.into() }
     }
 
+    /// The root directory itself (what the `nvpeer_uapi` readers take).
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
     /// True when the doctor looks at the running system (`/`), which enables live probes.
     pub fn is_live(&self) -> bool {
         self.base == Path::new("/")

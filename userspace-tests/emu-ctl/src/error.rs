@@ -45,6 +45,20 @@ pub(crate) fn ioctl_res<T>(op: &'static str, r: nix::Result<T>) -> Result<T> {
     r.map_err(|errno| EmuError::Ioctl { op, errno })
 }
 
+impl From<nvpeer_uapi::Error> for EmuError {
+    /// A file the module or the peer-memory core publishes: unreadable is [`EmuError::File`],
+    /// anything else (a number that is not one) [`EmuError::Invalid`], with the same message.
+    fn from(e: nvpeer_uapi::Error) -> Self {
+        match e {
+            nvpeer_uapi::Error::Read { path, source } => EmuError::File {
+                path: path.display().to_string(),
+                source,
+            },
+            other => EmuError::Invalid(other.to_string()),
+        }
+    }
+}
+
 impl EmuError {
     /// The errno of a failed ioctl, if this is one.
     pub fn errno(&self) -> Option<Errno> {

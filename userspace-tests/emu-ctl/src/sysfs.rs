@@ -1,43 +1,26 @@
-//! Peer-memory counters under `/sys/kernel/mm/memory_peers/<client>/` (contracts.md §1.8).
+//! Peer-memory counters under `/sys/kernel/mm/memory_peers/<client>/` (contracts.md §1.8), read
+//! through `nvpeer_uapi::memory_peers` (the list of files is the one that crate documents).
 
-use crate::error::{EmuError, Result};
+use crate::error::Result;
+use nvpeer_uapi::memory_peers;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Root of the per-client directories.
-pub const ROOT: &str = "/sys/kernel/mm/memory_peers";
+pub const ROOT: &str = memory_peers::DIR;
 
-/// Counter files, in the order the core documents them.
-pub const COUNTERS: [&str; 8] = [
-    "num_alloc_mrs",
-    "num_dealloc_mrs",
-    "num_reg_pages",
-    "num_dereg_pages",
-    "num_reg_bytes",
-    "num_dereg_bytes",
-    "num_free_callbacks",
-    "version",
-];
-
-/// Reads every counter of `client` (`version` as a string, the rest as numbers).
+/// Reads every file of `client` (`version` as a string, the counters as decimal text); fails on
+/// the first one that cannot be read.
 pub fn read(client: &str) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    for name in COUNTERS {
-        let path = format!("{ROOT}/{client}/{name}");
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| EmuError::File { path, source })?;
-        out.insert(name.to_string(), text.trim_end().to_string());
+    for name in memory_peers::FILES {
+        let text = memory_peers::read_file(Path::new("/"), client, name)?;
+        out.insert(name.to_string(), text);
     }
     Ok(out)
 }
 
 /// One numeric counter of `client`.
 pub fn counter(client: &str, name: &str) -> Result<u64> {
-    let path = format!("{ROOT}/{client}/{name}");
-    let text = std::fs::read_to_string(&path).map_err(|source| EmuError::File {
-        path: path.clone(),
-        source,
-    })?;
-    text.trim()
-        .parse()
-        .map_err(|_| EmuError::Invalid(format!("{path}: not a number: {:?}", text.trim())))
+    Ok(memory_peers::read_counter(Path::new("/"), client, name)?)
 }

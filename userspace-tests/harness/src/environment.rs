@@ -5,6 +5,7 @@
 //! under a root so tests can use a fake tree; a fact that cannot be read is left out, never
 //! guessed.
 
+use nvpeer_uapi::{debugfs, module};
 use serde::Serialize;
 use std::path::Path;
 
@@ -137,10 +138,10 @@ pub fn ofed_info() -> Option<String> {
 /// only while no module named `nvpeer` is loaded) and reports its own version; NVIDIA's reports the
 /// driver's version. `None` when the tree does not tell.
 fn dropin_owner(root: &Path, version: Option<&str>) -> Option<&'static str> {
-    if !root.join("sys/module/nvpeer").exists() && root.join("sys/kernel/debug/nvpeer").is_dir() {
+    if !module::loaded(root, "nvpeer") && debugfs::present(root) {
         return Some("nvpeer");
     }
-    let driver = read(root, "sys/module/nvidia/version");
+    let driver = module::version(root, "nvidia");
     match (version, driver.as_deref()) {
         (Some(v), Some(d)) if v == d => Some("NVIDIA's"),
         (Some(_), Some(_)) => Some("nvpeer"),
@@ -205,9 +206,9 @@ pub fn collect(
 ) -> Environment {
     let peer_modules = ["nvpeer", "nvidia_peermem", "nv_peer_mem"]
         .iter()
-        .filter(|m| root.join(format!("sys/module/{m}")).exists())
+        .filter(|m| module::loaded(root, m))
         .map(|m| {
-            let version = read(root, &format!("sys/module/{m}/version"));
+            let version = module::version(root, m);
             let label = match version {
                 Some(ref v) => format!("{m} {v}"),
                 None => m.to_string(),
@@ -221,17 +222,13 @@ pub fn collect(
             }
         })
         .collect();
-    let ofed = ofed.or_else(|| {
-        root.join("sys/module/ib_core")
-            .exists()
-            .then(|| "inbox".to_string())
-    });
+    let ofed = ofed.or_else(|| module::loaded(root, "ib_core").then(|| "inbox".to_string()));
     Environment {
         tool: format!("nvpeer {}", env!("CARGO_PKG_VERSION")),
         command_line: command_line(std::env::args()),
         host: read(root, "proc/sys/kernel/hostname"),
         kernel: read(root, "proc/sys/kernel/osrelease"),
-        nvidia_driver: read(root, "sys/module/nvidia/version")
+        nvidia_driver: module::version(root, "nvidia")
             .or_else(|| read(root, "proc/driver/nvidia/version")),
         ofed,
         peer_modules,

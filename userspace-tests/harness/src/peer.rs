@@ -18,8 +18,8 @@ use crate::pattern;
 use crate::perftest_peer;
 use crate::reg::{Mr, RegPath, Registrar};
 use crate::server::{self, Session};
-use crate::sysfs;
 use crate::verbs::{Completion, ConnInfo, Device, Endpoint, Op};
+use nvpeer_uapi::memory_peers::{self, PeerCounters};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -153,7 +153,7 @@ pub enum Resp {
         completions: Vec<Completion>,
     },
     Counters {
-        counters: Option<sysfs::PeerCounters>,
+        counters: Option<PeerCounters>,
     },
     /// This side's half of a bidirectional size (`BwRun`).
     Bw {
@@ -390,7 +390,7 @@ impl Target {
                 Resp::Ok
             }
             Req::Counters => Resp::Counters {
-                counters: sysfs::main_client(std::path::Path::new(sysfs::MEMORY_PEERS)),
+                counters: memory_peers::main_client(std::path::Path::new("/")),
             },
             Req::Pong {
                 id,
@@ -604,7 +604,7 @@ impl Peer {
         }
     }
 
-    pub fn counters(&mut self) -> Result<Option<sysfs::PeerCounters>, PeerError> {
+    pub fn counters(&mut self) -> Result<Option<PeerCounters>, PeerError> {
         match self.call(Req::Counters)? {
             Resp::Counters { counters } => Ok(counters),
             r => Err(PeerError::Unexpected(Box::new(r), "counters")),

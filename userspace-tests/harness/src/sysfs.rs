@@ -1,92 +1,12 @@
-//! Facts read from sysfs/procfs: peer-memory clients and their counters, loaded modules,
-//! kernel symbols. Every reader takes a root path so tests can point it at a fake tree.
+//! Facts read from sysfs/procfs: the peer-memory clients, loaded modules, kernel symbols, the
+//! peer client's mode. Every reader takes a root path so tests can point it at a fake tree; what
+//! the module and the peer-memory core publish is parsed by `nvpeer_uapi` (the clients' counters:
+//! `nvpeer_uapi::memory_peers::main_client`).
 
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use nvpeer_uapi::memory_peers::{self, NV_MEM, NV_MEM_NC};
+use nvpeer_uapi::{debugfs, module};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// Directory of peer-memory clients created by the (MOFED or emulated) core.
-pub const MEMORY_PEERS: &str = "/sys/kernel/mm/memory_peers";
-
-/// The counters of one peer client (contracts §1.8).
-pub const COUNTERS: [&str; 7] = [
-    "num_alloc_mrs",
-    "num_dealloc_mrs",
-    "num_reg_pages",
-    "num_dereg_pages",
-    "num_reg_bytes",
-    "num_dereg_bytes",
-    "num_free_callbacks",
-];
-
-/// A snapshot of one client's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerCounters {
-    pub client: String,
-    pub version: String,
-    pub values: BTreeMap<String, u64>,
-}
-
-impl PeerCounters {
-    pub fn get(&self, k: &str) -> u64 {
-        self.values.get(k).copied().unwrap_or(0)
-    }
-    /// Counter differences `self - before` (saturating), only those that moved.
-    pub fn delta(&self, before: &PeerCounters) -> BTreeMap<String, u64> {
-        self.values
-            .iter()
-            .filter_map(|(k, v)| {
-                let d = v.saturating_sub(before.get(k));
-                (d > 0).then(|| (k.clone(), d))
-            })
-            .collect()
-    }
-}
-
-/// Reads every client under `root` (normally [`MEMORY_PEERS`]).
-pub fn peer_clients(root: &Path) -> Vec<PeerCounters> {
-    let mut v = Vec::new();
-    let Ok(rd) = std::fs::read_dir(root) else {
-        return v;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if !p.is_dir() {
-            continue;
-        }
-        let mut c = PeerCounters {
-            client: e.file_name().to_string_lossy().into_owned(),
-            version: std::fs::read_to_string(p.join("version"))
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-            values: BTreeMap::new(),
-        };
-        for k in COUNTERS {
-            if let Some(n) = std::fs::read_to_string(p.join(k))
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-            {
-                c.values.insert(k.to_string(), n);
-            }
-        }
-        v.push(c);
-    }
-    v.sort_by(|a, b| a.client.cmp(&b.client));
-    v
-}
-
-/// The client a GPU registration should go through: `nv_mem` if present, else the only one.
-pub fn main_client(root: &Path) -> Option<PeerCounters> {
-    let all = peer_clients(root);
-    if let Some(c) = all.iter().find(|c| c.client == "nv_mem") {
-        return Some(c.clone());
-    }
-    if all.len() == 1 {
-        return all.into_iter().next();
-    }
-    None
-}
 
 /// Node facts relevant to failure causes.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -119,33 +39,21 @@ pub struct NodeFacts {
 /// C modules' `parameters/persistent_api_support`, then the clients the core lists (an invalidating
 /// `nv_mem` always comes with a persistent `nv_mem_nc`), then nv_peer_mem (invalidating only).
 pub fn persistent_mode(root: &Path) -> Option<bool> {
-    let parse = |v: &str| match v.trim() {
-        "1" | "Y" | "y" => Some(true),
-        "0" | "N" | "n" => Some(false),
-        _ => None,
-    };
-    if let Ok(cfg) = std::fs::read_to_string(root.join("sys/kernel/debug/nvpeer/config")) {
-        if let Some(v) = cfg
-            .lines()
-            .find_map(|l| l.strip_prefix("persistent_api_support "))
-        {
-            return parse(v);
+    if let Ok(cfg) = debugfs::read_config(root) {
+        if let Some(v) = cfg.setting("persistent_api_support") {
+            return module::parse_flag(v);
         }
     }
     for m in ["nvpeer", "nvidia_peermem"] {
-        let f = root.join(format!("sys/module/{m}/parameters/persistent_api_support"));
-        if let Ok(v) = std::fs::read_to_string(f) {
-            return parse(&v);
+        if let Some(v) = module::parameter(root, m, "persistent_api_support") {
+            return module::parse_flag(&v);
         }
     }
-    let peers = root.join(MEMORY_PEERS.trim_start_matches('/'));
-    if peers.join("nv_mem").is_dir() {
-        return Some(!peers.join("nv_mem_nc").is_dir());
+    if memory_peers::client_dir(root, NV_MEM).is_dir() {
+        return Some(!memory_peers::client_dir(root, NV_MEM_NC).is_dir());
     }
     // nv_peer_mem registers an invalidating nv_mem (plus nv_mem_nc).
-    root.join("sys/module/nv_peer_mem")
-        .exists()
-        .then_some(false)
+    module::loaded(root, "nv_peer_mem").then_some(false)
 }
 
 /// Modules the harness looks for (the bench's emulators in its build only).
@@ -168,7 +76,7 @@ pub fn node_facts(root: &Path) -> NodeFacts {
     let p = |s: &str| -> PathBuf { root.join(s.trim_start_matches('/')) };
     let modules = MODULES
         .iter()
-        .filter(|m| p(&format!("/sys/module/{m}")).exists())
+        .filter(|m| module::loaded(root, m))
         .map(|m| m.to_string())
         .collect();
     let syms = std::fs::read_to_string(p("/proc/kallsyms")).unwrap_or_default();
@@ -183,11 +91,8 @@ pub fn node_facts(root: &Path) -> NodeFacts {
         modules,
         peer_api: has_sym("ib_register_peer_memory_client"),
         dmabuf_kernel: has_sym("ib_umem_dmabuf_get"),
-        peer_clients: peer_clients(&p(MEMORY_PEERS))
-            .into_iter()
-            .map(|c| c.client)
-            .collect(),
-        peer_sysfs: p(MEMORY_PEERS).is_dir(),
+        peer_clients: memory_peers::clients(root),
+        peer_sysfs: memory_peers::listed(root),
         nvidia_open,
         iommu: std::fs::read_dir(p("/sys/class/iommu"))
             .map(|mut d| d.next().is_some())
@@ -231,28 +136,6 @@ mod tests {
         let f = root.join(rel);
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
         std::fs::write(f, s).unwrap();
-    }
-
-    #[test]
-    fn counters_and_deltas() {
-        let d = tree();
-        let r = d.0.join("sys/kernel/mm/memory_peers");
-        write(&r, "nv_mem/version", "0.1.0\n");
-        write(&r, "nv_mem/num_alloc_mrs", "3\n");
-        write(&r, "nv_mem/num_free_callbacks", "0\n");
-        write(&r, "other/version", "x\n");
-        let before = main_client(&r).unwrap();
-        assert_eq!(before.client, "nv_mem");
-        assert_eq!(before.get("num_alloc_mrs"), 3);
-        write(&r, "nv_mem/num_alloc_mrs", "5\n");
-        write(&r, "nv_mem/num_free_callbacks", "1\n");
-        let after = main_client(&r).unwrap();
-        let dl = after.delta(&before);
-        assert_eq!(dl.get("num_alloc_mrs"), Some(&2));
-        assert_eq!(dl.get("num_free_callbacks"), Some(&1));
-        assert_eq!(dl.get("num_reg_bytes"), None);
-        assert_eq!(peer_clients(&r).len(), 2);
-        assert!(peer_clients(&d.0.join("nope")).is_empty());
     }
 
     #[test]
@@ -338,7 +221,7 @@ mod tests {
             write(&d.0, "proc/kallsyms", &syms);
             write(&d.0, "proc/driver/nvidia/version", &syms);
             let _ = node_facts(&d.0);
-            let c = main_client(&d.0.join("sys/kernel/mm/memory_peers"));
+            let c = memory_peers::main_client(&d.0);
             let n = counter.trim().parse::<u64>().ok();
             proptest::prop_assert_eq!(c.map(|c| c.values.get("num_alloc_mrs").copied()), Some(n));
         }

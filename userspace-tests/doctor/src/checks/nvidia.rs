@@ -262,15 +262,11 @@ pub fn parse_bar1(text: &str) -> Option<u64> {
     mem_bars.nth(1)
 }
 
-/// nvpeer's debugfs counters (uapi/debugfs.md; root only).
-const STATS: &str = "/sys/kernel/debug/nvpeer/stats";
-
-/// `pinned_bytes` from nvpeer's debugfs `stats`, when readable.
+/// `pinned_bytes` from nvpeer's debugfs `stats` (uapi/debugfs.md; root only), when readable.
 pub fn pinned_bytes(ctx: &Ctx) -> Option<u64> {
-    let text = ctx.root.read(STATS)?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("pinned_bytes "))
-        .and_then(|v| v.trim().parse().ok())
+    nvpeer_uapi::debugfs::read_stats(ctx.root.base())
+        .ok()?
+        .get("pinned_bytes")
 }
 
 fn mib(b: u64) -> u64 {

@@ -36,26 +36,7 @@ pub(super) fn memory(path: &Path, gpu: &Gpu, n: u32, settle_s: u64) -> Result<Va
     let mut v = before.per_mr(&after, held);
     v["mrs"] = json!(held);
     v["error"] = json!(err);
-    if let Some(b) = client_footprint() {
-        v["client_own_bytes_per_mr"] = json!(b);
-    }
     Ok(v)
-}
-
-/// nvpeer's own account of the memory it keeps per live MR (debugfs `config`,
-/// `mr_footprint_bytes`, uapi/debugfs.md), when nvpeer is the loaded client.
-fn client_footprint() -> Option<u64> {
-    parse_footprint(&std::fs::read_to_string("/sys/kernel/debug/nvpeer/config").ok()?)
-}
-
-fn parse_footprint(config: &str) -> Option<u64> {
-    config.lines().find_map(|l| {
-        l.strip_prefix("mr_footprint_bytes ")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    })
 }
 
 /// As many live 64 KiB MRs as the guest allows (up to `target`), then all freed.
@@ -105,16 +86,4 @@ pub(super) fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         json!((avail0 as f64 - avail1 as f64) * 1024.0 / reached.max(1) as f64);
     v["slab_kb_left_after_free"] = json!(end.slab_kb as i64 - before.slab_kb as i64);
     Ok(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn footprint_line() {
-        let c = "version 0.1.0\npersistent_api_support 1\nclient nv_mem persistent\nmr_footprint_bytes 576 record 424/512 node 40/64\n";
-        assert_eq!(parse_footprint(c), Some(576));
-        assert_eq!(parse_footprint("version 0.1.0\n"), None);
-    }
 }

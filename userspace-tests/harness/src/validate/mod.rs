@@ -23,8 +23,9 @@ use crate::mem::{Backend, Buffer, MemError};
 use crate::peer::{self, Peer, Req, Target};
 use crate::reg::{RegPath, Registrar};
 use crate::report::{self, CaseResult};
-use crate::sysfs::{self, NodeFacts, PeerCounters};
+use crate::sysfs::{self, NodeFacts};
 use crate::verbs::Device;
+use nvpeer_uapi::memory_peers::{self, PeerCounters};
 use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -113,7 +114,7 @@ impl Suite {
     }
 
     fn counters(&self) -> Option<PeerCounters> {
-        sysfs::main_client(Path::new(sysfs::MEMORY_PEERS))
+        memory_peers::main_client(Path::new("/"))
     }
 
     /// Whether registrations on `path` must show up in the peer client's counters.

@@ -6,7 +6,7 @@ use crate::causes;
 use crate::mem::Buffer;
 use crate::reg::{Mr, RegPath, Registrar};
 use crate::report::CaseResult;
-use crate::sysfs::PeerCounters;
+use nvpeer_uapi::memory_peers::PeerCounters;
 use std::time::Instant;
 
 /// Registration sizes of the matrix: edges around host and GPU pages, powers of two, the max.

@@ -26,6 +26,5 @@ pub use nvpeer_module::nvpeer_module;
 pub use peer_api::peer_api;
 pub use peer_clients::peer_clients;
 
-const PEERS: &str = "/sys/kernel/mm/memory_peers";
-/// nvpeer's debugfs summary (uapi/debugfs.md).
-const DEBUGFS_CONFIG: &str = "/sys/kernel/debug/nvpeer/config";
+/// The peer-memory core's client list (uapi/interfaces.md).
+const PEERS: &str = nvpeer_uapi::memory_peers::DIR;

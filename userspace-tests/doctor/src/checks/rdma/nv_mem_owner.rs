@@ -3,6 +3,7 @@
 //! what several checks ask.
 
 use crate::checks::Ctx;
+use nvpeer_uapi::{debugfs, module};
 use serde_json::json;
 
 /// The module name nvpeer is installed and loaded under by default (DKMS, `make install`):
@@ -13,7 +14,7 @@ pub const OWN_NAME: &str = "nvpeer";
 /// Mellanox's classic peer-memory module; it registers an `nv_mem` client too.
 pub(super) const NV_PEER_MEM: &str = "nv_peer_mem";
 /// nvpeer's debugfs directory, created under either module name (uapi/debugfs.md).
-const DEBUGFS_DIR: &str = "/sys/kernel/debug/nvpeer";
+const DEBUGFS_DIR: &str = nvpeer_uapi::debugfs::DIR;
 /// The command that loads nvpeer under the name the libraries probe.
 pub(super) const LOAD_DROPIN: &str = "modprobe nvidia-peermem";
 /// The fix whenever nvpeer is loaded, or only installed, under its own name.
@@ -66,9 +67,9 @@ pub fn dropin(ctx: &Ctx) -> Option<Dropin> {
     if !ctx.module_loaded(DROPIN) {
         return None;
     }
-    let version = ctx.root.read_trim("/sys/module/nvidia_peermem/version");
-    let driver = ctx.root.read_trim("/sys/module/nvidia/version");
-    let (owner, why) = if !ctx.module_loaded(OWN_NAME) && ctx.root.is_dir(DEBUGFS_DIR) {
+    let version = module::version(ctx.root.base(), DROPIN);
+    let driver = module::version(ctx.root.base(), "nvidia");
+    let (owner, why) = if !ctx.module_loaded(OWN_NAME) && debugfs::present(ctx.root.base()) {
         (Owner::Nvpeer, format!("debugfs {DEBUGFS_DIR}/ exists"))
     } else {
         match (&version, &driver) {

@@ -3,9 +3,9 @@
 use super::nv_mem_owner::{
     dropin, installed, nvpeer_name, Dropin, Owner, DROPIN, INSTALL_DROPIN, LOAD_DROPIN,
 };
-use super::DEBUGFS_CONFIG;
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
+use nvpeer_uapi::{debugfs, module};
 use serde_json::json;
 
 /// `nvpeer.module`: nvpeer is loaded (as `nvidia_peermem` or as `nvpeer`), whose `nvidia_peermem`
@@ -56,32 +56,21 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
             .fix(fix)
             .data(json!({"loaded": false, "module_name": null, "owner": null, "nvidia_peermem": drop_json, "installed": installed_any, "install": inst_json}));
     };
-    let base = format!("/sys/module/{name}");
-    let version = ctx.root.read_trim(&format!("{base}/version"));
+    let base = format!("{}/{name}", module::DIR);
+    let version = module::version(ctx.root.base(), name);
     let mut params = serde_json::Map::new();
-    let sysfs_params = format!("{base}/parameters");
-    let mut source = sysfs_params.clone();
-    for p in ctx.root.list(&sysfs_params) {
-        let v = ctx
-            .root
-            .read_trim(&format!("{sysfs_params}/{p}"))
-            .unwrap_or_else(|| "(unreadable)".into());
-        params.insert(p, json!(v));
+    let mut source = format!("{base}/parameters");
+    for (p, v) in module::parameters(ctx.root.base(), name) {
+        params.insert(p, json!(v.unwrap_or_else(|| "(unreadable)".into())));
     }
     // Rust `module!` parameters (Linux 7.2) do not appear in sysfs; nvpeer reports the values in
     // effect in debugfs `config` (`<name> <value>` lines; root only), under either module name.
-    let mut clients = Vec::new();
-    if let Some(cfg) = ctx.root.read(DEBUGFS_CONFIG) {
-        for line in cfg.lines() {
-            match line.split_once(' ') {
-                Some(("client", rest)) => clients.push(rest.to_string()),
-                Some(("version", _)) | None => {}
-                Some((k, v)) if params.is_empty() || source == DEBUGFS_CONFIG => {
-                    source = DEBUGFS_CONFIG.to_string();
-                    params.insert(k.to_string(), json!(v.trim()));
-                }
-                Some(_) => {}
-            }
+    let config = debugfs::read_config(ctx.root.base()).unwrap_or_default();
+    let clients: Vec<String> = config.clients.iter().map(ToString::to_string).collect();
+    if params.is_empty() && !config.settings.is_empty() {
+        source = debugfs::CONFIG.to_string();
+        for (k, v) in config.settings {
+            params.insert(k, json!(v));
         }
     }
     let taint = ctx

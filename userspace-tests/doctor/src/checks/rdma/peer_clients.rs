@@ -2,20 +2,18 @@
 //! `nv_mem` where the core keeps no client list.
 
 use super::nv_mem_owner::{serving, serving_json, LOAD_DROPIN};
-use super::{DEBUGFS_CONFIG, PEERS};
+use super::PEERS;
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
+use nvpeer_uapi::{debugfs, memory_peers};
 use serde_json::json;
 
-/// One registered peer-memory client and its counters.
+/// One registered peer-memory client and its files (version and counters, as text).
 fn client_json(ctx: &Ctx, name: &str) -> serde_json::Value {
-    let base = format!("{PEERS}/{name}");
     let mut m = serde_json::Map::new();
     m.insert("name".into(), json!(name));
-    for f in ctx.root.list(&base) {
-        if let Some(v) = ctx.root.read_trim(&format!("{base}/{f}")) {
-            m.insert(f, json!(v));
-        }
+    for (f, v) in memory_peers::client_files(ctx.root.base(), name) {
+        m.insert(f, json!(v));
     }
     serde_json::Value::Object(m)
 }
@@ -27,8 +25,8 @@ fn client_json(ctx: &Ctx, name: &str) -> serde_json::Value {
 pub fn peer_clients(ctx: &Ctx) -> Check {
     const ID: &str = "peer.clients";
     const T: &str = "registered peer clients";
-    let sysfs = ctx.root.is_dir(PEERS);
-    let names = ctx.root.list(PEERS);
+    let sysfs = memory_peers::listed(ctx.root.base());
+    let names = memory_peers::clients(ctx.root.base());
     let clients: Vec<serde_json::Value> = names.iter().map(|n| client_json(ctx, n)).collect();
     let mut details: Vec<String> = clients
         .iter()
@@ -84,10 +82,10 @@ pub fn peer_clients(ctx: &Ctx) -> Check {
         .fix(load)
         .data(data);
     }
-    if let Some(cfg) = ctx.root.read(DEBUGFS_CONFIG) {
+    if let Ok(cfg) = debugfs::read_config(ctx.root.base()) {
         details.extend(
-            cfg.lines()
-                .filter_map(|l| l.strip_prefix("client "))
+            cfg.clients
+                .iter()
                 .map(|c| format!("nvpeer registered client {c} (debugfs config)")),
         );
     }

@@ -1,0 +1,39 @@
+//! Test-only access to the repository's module source and uapi header, so that the constant lists
+//! of this crate are checked against what the module prints. The crate lives in the repository:
+//! a file that is not there fails the test that needs it.
+
+use std::path::Path;
+
+/// The text of `rel` (relative to the repository root).
+pub(crate) fn repo_file(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the crate's tests read the repository)",
+            path.display()
+        )
+    })
+}
+
+/// The quoted strings of the `#define <name>` list in `uapi/nvpeer.h` (continuation lines
+/// included).
+pub(crate) fn header_list(name: &str) -> Vec<String> {
+    let h = repo_file("uapi/nvpeer.h");
+    let start = h
+        .find(&format!("#define {name} "))
+        .unwrap_or_else(|| panic!("uapi/nvpeer.h has no #define {name}"));
+    let mut body = String::new();
+    for line in h[start..].lines() {
+        body.push_str(line.trim_end_matches('\\'));
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    body.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
