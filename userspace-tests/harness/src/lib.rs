@@ -27,19 +27,22 @@ pub mod stats;
 pub mod sysfs;
 pub mod validate;
 pub mod verbs;
+pub mod verdict;
 
+pub use bench::SetupError;
 pub use cli::{BenchArgs, ValidateArgs};
+pub use verdict::Verdict;
 
 // Sizes are u64 end to end; a buffer length becomes a `usize` only at the allocator and the
 // copy calls, which is lossless on the 64-bit targets this tool is built for.
 const _: () = assert!(usize::BITS == 64, "nvpeer's harness needs a 64-bit target");
 
-/// Runs `nvpeer validate`; returns the exit status (0 all passed, 1 a case failed, 2 setup error).
-pub fn validate(args: ValidateArgs) -> u8 {
-    validate::run(args)
+/// Runs `nvpeer validate`.
+pub fn validate(args: ValidateArgs) -> Verdict {
+    Verdict::from_status(validate::run(args))
 }
 
-/// Runs `nvpeer bench`; returns the exit status.
-pub fn bench(args: BenchArgs) -> u8 {
+/// Runs `nvpeer bench`; an error is why it could not run.
+pub fn bench(args: BenchArgs) -> Result<Verdict, SetupError> {
     bench::run(args)
 }

@@ -53,8 +53,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Doctor(a) => doctor::run(a),
-        Command::Validate(a) => harness::validate(a),
-        Command::Bench(a) => harness::bench(a),
+        Command::Validate(a) => harness::validate(a).exit_status(),
+        Command::Bench(a) => match harness::bench(a) {
+            Ok(v) => v.exit_status(),
+            Err(e) => {
+                eprintln!("nvpeer bench: {e}");
+                harness::Verdict::CouldNotRun.exit_status()
+            }
+        },
         #[cfg(feature = "bench")]
         Command::Emu(a) => emu_ctl::cli::run(a),
     };

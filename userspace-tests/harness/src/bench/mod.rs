@@ -12,8 +12,11 @@ mod bwloop;
 mod latency;
 mod registration;
 mod reports;
+mod setup_error;
+mod setup_error;
 
 use reports::write_reports;
+pub use setup_error::SetupError;
 
 pub use bwloop::{
     cq_mod, run_lanes, sum_bidirectional, BwPlan, Lane, Poster, SideResult, PEAK_MAX_ITERS,
@@ -27,6 +30,7 @@ use crate::reg::{RegPath, Registrar};
 use crate::report::{self, TestInfo};
 use crate::stats;
 use crate::verbs::{self, Device, Endpoint};
+use crate::verdict::Verdict;
 use serde_json::{json, Value};
 use std::rc::Rc;
 use std::time::Duration;
@@ -156,11 +160,8 @@ pub fn perftest_name(test: BenchTest, bidirectional: bool) -> String {
 }
 
 /// Entry point of `nvpeer bench`.
-pub fn run(args: BenchArgs) -> u8 {
-    if let Err(e) = args.check() {
-        eprintln!("nvpeer bench: {e}");
-        return 2;
-    }
+pub fn run(args: BenchArgs) -> Result<Verdict, SetupError> {
+    args.check().map_err(SetupError::Args)?;
     let mut c = args.common.clone();
     // perftest's --use_cuda* choose the memory as --mem/--gpu do.
     (c.mem, c.gpu) = args.memory();
@@ -178,24 +179,21 @@ pub fn run(args: BenchArgs) -> u8 {
             traffic_class: args.tos.unwrap_or(0),
             bidirectional: args.bidirectional,
         };
-        return peer::run_server("nvpeer bench --server", &c, path, Some(opts));
+        return Ok(Verdict::from_status(peer::run_server(
+            "nvpeer bench --server",
+            &c,
+            path,
+            Some(opts),
+        )));
     }
     // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
     // larger).
     if args.all && args.tests.iter().any(|t| *t != BenchTest::Reg) {
-        if let Err(e) = figures::size::check_message(args.max_size) {
-            eprintln!("nvpeer bench: --max-size: {e}");
-            return 2;
-        }
+        figures::size::check_message(args.max_size)
+            .map_err(|e| SetupError::MaxSize(e.to_string()))?;
     }
     let mem_kind = c.mem;
-    let backend: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
-        Ok(b) => Rc::from(b),
-        Err(e) => {
-            eprintln!("nvpeer bench: {e}");
-            return 2;
-        }
-    };
+    let backend: Rc<dyn Backend> = Rc::from(mem::open(c.mem, &c.gpu)?);
     let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
         Ok(d) => Some(Rc::new(d)),
         Err(e) if mem_kind.is_emu() && !c.server => {
@@ -207,11 +205,10 @@ pub fn run(args: BenchArgs) -> u8 {
             None
         }
         Err(e) => {
-            eprintln!(
-                "nvpeer bench: {e}\n  probable cause: {}",
-                crate::causes::device(&e)
-            );
-            return 2;
+            return Err(SetupError::Device {
+                error: e.to_string(),
+                cause: crate::causes::device(&e),
+            })
         }
     };
     #[cfg(feature = "bench")]
@@ -234,16 +231,11 @@ pub fn run(args: BenchArgs) -> u8 {
             match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
                 Ok(ch) => {
                     let mut p = Peer::Remote(ch);
-                    if let Err(e) = p.call(peer::hello(&c, args.bidirectional)) {
-                        eprintln!("nvpeer bench: {e}");
-                        return 2;
-                    }
+                    p.call(peer::hello(&c, args.bidirectional))
+                        .map_err(|e| SetupError::Hello(e.to_string()))?;
                     Some(p)
                 }
-                Err(e) => {
-                    eprintln!("nvpeer bench: {e} (is `nvpeer bench --server` running there?)");
-                    return 2;
-                }
+                Err(e) => return Err(SetupError::Connect(e.to_string())),
             }
         }
         // In loopback the far QP is this node's too: it sends with the same -T.
@@ -309,11 +301,13 @@ pub fn run(args: BenchArgs) -> u8 {
     if !write_reports(&b.args, c.mem, b.dev.as_deref(), &env, &out) {
         could_not_run = true;
     }
-    if could_not_run {
-        2
+    Ok(if could_not_run {
+        Verdict::CouldNotRun
+    } else if failed {
+        Verdict::Failed
     } else {
-        u8::from(failed)
-    }
+        Verdict::Passed
+    })
 }
 
 #[cfg(test)]
