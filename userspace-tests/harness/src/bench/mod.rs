@@ -13,7 +13,6 @@ mod latency;
 mod registration;
 mod reports;
 mod setup_error;
-mod setup_error;
 
 use reports::write_reports;
 pub use setup_error::SetupError;
