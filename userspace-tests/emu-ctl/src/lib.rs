@@ -2,10 +2,10 @@
 //! of both ioctl ABIs, the concurrency scenarios of contracts.md §5.2, and the `nvpeer emu` CLI.
 
 pub mod cli;
-pub mod core;
 pub mod cost_model;
 pub mod error;
 pub mod nvp2p;
+pub mod peer_mem;
 pub mod regpath;
 pub mod scenario;
 pub mod sysfs;

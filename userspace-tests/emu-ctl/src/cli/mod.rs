@@ -3,15 +3,15 @@
 //! Exit status: 0 ok, 1 a check failed (violation recorded, scenario failed, leak found),
 //! 2 usage or device error.
 
-mod core;
 mod gpu;
+mod peer_mem;
 mod scenario;
 mod size;
 mod steps;
 
 pub use size::parse_size;
 
-use self::core::{core_cmd, CoreCmd};
+use self::peer_mem::{core_cmd, CoreCmd};
 use crate::cost_model;
 use crate::error::{EmuError, Result};
 use clap::Subcommand;

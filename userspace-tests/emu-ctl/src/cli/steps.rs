@@ -1,8 +1,8 @@
 //! `nvpeer emu steps ...`: registration steps in one process, from the command line.
 
-use crate::core::{self, Core, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::Gpu;
+use crate::peer_mem::{self, Core, RegParams};
 
 /// One parsed step of `nvpeer emu steps`.
 #[derive(Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub(super) fn steps_cmd(steps: &[String]) -> Result<u8> {
                         println!(
                             "[{i}] reg mr {} state {} core_context {:#x}",
                             mr.handle,
-                            core::state::name(mr.state),
+                            peer_mem::state::name(mr.state),
                             mr.core_context
                         );
                         mrs.push(mr);
@@ -100,9 +100,9 @@ pub(super) fn steps_cmd(steps: &[String]) -> Result<u8> {
                     println!(
                         "[{i}] mr {} {} invalidations {} revoked {}",
                         mr.handle,
-                        core::state::name(q.state),
+                        peer_mem::state::name(q.state),
                         q.invalidations,
-                        q.flags & core::qflags::REVOKED != 0
+                        q.flags & peer_mem::qflags::REVOKED != 0
                     );
                 }
                 let s = gpu.stats()?;

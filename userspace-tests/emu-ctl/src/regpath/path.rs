@@ -2,8 +2,8 @@
 
 use super::cli::MeasureArgs;
 use super::floor::Floor;
-use crate::core::{Core, RegParams};
 use crate::error::{EmuError, Result};
+use crate::peer_mem::{Core, RegParams};
 
 /// The registration path under test: one handle, shared by the measuring threads.
 pub(super) enum Path {
@@ -48,7 +48,7 @@ impl Path {
     pub(super) fn state_after_free(&self, h: Handle) -> String {
         match (self, h) {
             (Path::Core(c), Handle::Core(id)) => match c.query(id) {
-                Ok(q) => crate::core::state::name(q.state).to_string(),
+                Ok(q) => crate::peer_mem::state::name(q.state).to_string(),
                 Err(e) => format!("query failed: {e}"),
             },
             _ => "n/a".into(),

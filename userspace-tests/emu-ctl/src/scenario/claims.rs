@@ -2,14 +2,14 @@
 //! non-PCI devices, host memory, registrations without INVAL_SUPP.
 
 use super::env::{check, Env};
-use crate::core::{self, qflags, state, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::GPU_PAGE_SIZE;
+use crate::peer_mem::{self, qflags, state, RegParams};
 
 pub(super) fn non_pci(e: &Env) -> Result<()> {
     let a = e.alloc()?;
     let mut p = RegParams::mr(a.va, a.size);
-    p.device = core::device::NONPCI;
+    p.device = peer_mem::device::NONPCI;
     match e.core.register(p) {
         Ok(mr) => {
             e.core.deregister(mr.handle, false)?;
@@ -42,7 +42,7 @@ pub(super) fn host_memory(e: &Env) -> Result<()> {
     })?;
     e.core.deregister(mr.handle, false)?;
     let mut p = RegParams::mr(addr, len as u64);
-    p.flags = core::reg_flags::NO_GUP;
+    p.flags = peer_mem::reg_flags::NO_GUP;
     match e.core.register(p) {
         Ok(mr) => {
             e.core.deregister(mr.handle, false)?;
@@ -59,7 +59,7 @@ pub(super) fn host_memory(e: &Env) -> Result<()> {
 pub(super) fn no_inval_supp(e: &Env) -> Result<()> {
     let a = e.alloc()?;
     let mut p = RegParams::mr(a.va, a.size);
-    p.peer_flags = core::peer_flags::ALLOW;
+    p.peer_flags = peer_mem::peer_flags::ALLOW;
     let clients = e.core.clients()?;
     let any_persistent = clients.iter().any(|c| !c.invalidating);
     match e.core.register(p) {

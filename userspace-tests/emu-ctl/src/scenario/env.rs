@@ -1,9 +1,9 @@
 //! What every scenario works with: its options, both emulators' handles and a step log, and
 //! the small checks and waits the bodies share.
 
-use crate::core::{self, qflags, state, Core, Mr, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{Alloc, Gpu, GPU_PAGE_SIZE};
+use crate::peer_mem::{self, qflags, state, Core, Mr, RegParams};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -102,7 +102,7 @@ impl Env {
     }
 
     pub(super) fn delay(&self, point: &str) -> Result<u32> {
-        let p = core::point_index(&core::DELAY_POINTS, point, "delay point")?;
+        let p = peer_mem::point_index(&peer_mem::DELAY_POINTS, point, "delay point")?;
         self.core.set_delay(p, self.opts.delay_ms)?;
         Ok(p)
     }

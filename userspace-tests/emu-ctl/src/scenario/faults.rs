@@ -3,14 +3,14 @@
 
 use super::env::Env;
 use super::runner::leftovers;
-use crate::core::{self, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{self, GPU_PAGE_SIZE};
+use crate::peer_mem::{self, RegParams};
 
 pub(super) fn hw_fail(e: &Env) -> Result<()> {
     let a = e.alloc()?;
     let mut p = RegParams::mr(a.va, a.size);
-    p.flags = core::reg_flags::FAIL_HW;
+    p.flags = peer_mem::reg_flags::FAIL_HW;
     match e.core.register(p) {
         Ok(mr) => {
             e.core.deregister(mr.handle, false)?;
@@ -98,7 +98,7 @@ pub(super) fn fault_provider(e: &Env) -> Result<()> {
 }
 
 pub(super) fn fault_core(e: &Env) -> Result<()> {
-    for (i, name) in core::FAULT_POINTS.iter().enumerate() {
+    for (i, name) in peer_mem::FAULT_POINTS.iter().enumerate() {
         if matches!(*name, "client_alloc" | "sysfs") {
             continue; // client registration time only
         }

@@ -1,8 +1,8 @@
 //! A free ("cudaFree") racing each step of a registration or a deregistration.
 
 use super::env::{check, finish, wait_until, Env};
-use crate::core::{self, qflags, state, RegParams};
 use crate::error::{EmuError, Result};
+use crate::peer_mem::{self, qflags, state, RegParams};
 use std::time::Duration;
 
 pub(super) fn free_then_dereg(e: &Env) -> Result<()> {
@@ -96,7 +96,7 @@ pub(super) fn hold_free(e: &Env, fail: bool) -> Result<()> {
     let (reg, cbs) = std::thread::scope(|s| -> Result<_> {
         let t = s.spawn(|| {
             let mut p = RegParams::mr(a.va, a.size);
-            p.flags = core::reg_flags::HOLD;
+            p.flags = peer_mem::reg_flags::HOLD;
             e.core.register(p)
         });
         wait_until(Duration::from_secs(30), || Ok(maps(e)? > before))?;

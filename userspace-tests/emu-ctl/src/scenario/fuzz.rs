@@ -21,9 +21,9 @@
 use super::env::{check, finish, wait_until, Env};
 use super::processes::in_child;
 use super::runner::{leftovers, recorded};
-use crate::core::{self, device, peer_flags, qflags, Core, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{self, fault_mode, Alloc, Gpu, GPU_PAGE_SIZE};
+use crate::peer_mem::{self, device, peer_flags, qflags, Core, RegParams};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::time::{Duration, Instant};
@@ -376,15 +376,15 @@ impl Seq<'_> {
 
     fn fault_core(&mut self) -> Result<()> {
         // (client_alloc and sysfs fire at client registration only)
-        let points: Vec<u32> = (0..core::FAULT_POINTS.len() as u32)
-            .filter(|&i| !matches!(core::FAULT_POINTS[i as usize], "client_alloc" | "sysfs"))
+        let points: Vec<u32> = (0..peer_mem::FAULT_POINTS.len() as u32)
+            .filter(|&i| !matches!(peer_mem::FAULT_POINTS[i as usize], "client_alloc" | "sysfs"))
             .collect();
         let point = points[self.rng.random_range(0..points.len())];
         let nth = self.rng.random_range(1..=3u32);
         self.e.core.set_fault(point, 0, nth, 1)?;
         self.note(format!(
             "fault: core {} fails at its {nth}th use",
-            core::FAULT_POINTS[point as usize]
+            peer_mem::FAULT_POINTS[point as usize]
         ));
         Ok(())
     }
@@ -400,7 +400,7 @@ impl Seq<'_> {
             self.e
                 .core
                 .query(m.handle)
-                .is_ok_and(|q| q.flags & qflags::PEER != 0 && q.state != core::state::TORN_DOWN)
+                .is_ok_and(|q| q.flags & qflags::PEER != 0 && q.state != peer_mem::state::TORN_DOWN)
         });
         if !claimed {
             return Ok(());
@@ -428,7 +428,7 @@ impl Seq<'_> {
         for op in 0..nvp2p::FAULT_OPS as u32 {
             self.e.gpu.set_fault(op, fault_mode::OFF, 0, 0, 0)?;
         }
-        for p in 0..core::FAULT_POINTS.len() as u32 {
+        for p in 0..peer_mem::FAULT_POINTS.len() as u32 {
             self.e.core.set_fault(p, 0, 0, 0)?;
         }
         let mut first_err = None;
@@ -459,7 +459,7 @@ impl Seq<'_> {
 
 /// Whether the core took the MR through GUP (host memory), not a peer client.
 fn host_claimed(e: &Env, handle: u32) -> Result<bool> {
-    Ok(e.core.query(handle)?.state == core::state::HOST)
+    Ok(e.core.query(handle)?.state == peer_mem::state::HOST)
 }
 
 /// After a sequence: nothing recorded by either emulator, nothing live, and the client's books

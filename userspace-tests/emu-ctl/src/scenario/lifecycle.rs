@@ -2,9 +2,9 @@
 //! ranges.
 
 use super::env::{check, finish, Env};
-use crate::core::{qflags, state, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::GPU_PAGE_SIZE;
+use crate::peer_mem::{qflags, state, RegParams};
 
 pub(super) fn basic(e: &Env) -> Result<()> {
     for _ in 0..e.opts.iterations.clamp(1, 5) {

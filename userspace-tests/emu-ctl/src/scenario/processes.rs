@@ -2,9 +2,9 @@
 //! from another process or a kworker, unloading the client under a live MR.
 
 use super::env::{check, finish, wait_until, Env};
-use crate::core::{Core, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{Gpu, GPU_PAGE_SIZE};
+use crate::peer_mem::{Core, RegParams};
 use std::time::Duration;
 
 /// Runs `f` in a forked child; returns its exit status (0 = ok).

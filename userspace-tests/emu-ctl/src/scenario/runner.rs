@@ -3,9 +3,9 @@
 
 use super::env::{Env, Opts};
 use super::Scenario;
-use crate::core;
 use crate::error::Result;
 use crate::nvp2p;
+use crate::peer_mem;
 
 /// Outcome of one scenario run.
 #[derive(Debug, serde::Serialize)]
@@ -30,7 +30,7 @@ pub fn run(sc: &Scenario, opts: Opts) -> Result<Outcome> {
     env.core.set_config(cfg)?;
     let body = (sc.run)(&env);
     // Disarm everything the body armed, even when it failed half-way.
-    for p in 0..core::DELAY_POINTS.len() as u32 {
+    for p in 0..peer_mem::DELAY_POINTS.len() as u32 {
         let _ = env.core.set_delay(p, 0);
     }
     for op in 0..nvp2p::FAULT_OPS as u32 {

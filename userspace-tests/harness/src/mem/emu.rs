@@ -9,13 +9,13 @@
 
 use super::{Backend, Buffer, MemError};
 use crate::cli::MemKind;
-use emu_ctl::core::{self as pme, Core, RegParams};
 use emu_ctl::nvp2p::{self, Gpu};
+use emu_ctl::peer_mem::{self as pme, Core, RegParams};
 use emu_ctl::EmuError;
 use std::rc::Rc;
 
-pub use emu_ctl::core::abi::Query as PmeQuery;
-pub use emu_ctl::core::{qflags, state};
+pub use emu_ctl::peer_mem::abi::Query as PmeQuery;
+pub use emu_ctl::peer_mem::{qflags, state};
 
 fn emu_err(e: EmuError) -> MemError {
     match e {

@@ -1,9 +1,9 @@
 //! `nvpeer emu core ...`: the peer-memory core emulator (/dev/peer_mem_emu).
 
 use super::{json, parse_size};
-use crate::core::{self, Core, RegParams};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{self, Gpu};
+use crate::peer_mem::{self, Core, RegParams};
 use clap::Subcommand;
 
 #[derive(Subcommand, Debug)]
@@ -98,7 +98,7 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
         } => {
             let mut c = core.config()?;
             if let Some(n) = name {
-                c.model = core::model_by_name(&n)?;
+                c.model = peer_mem::model_by_name(&n)?;
             }
             let mut flag = |on: Option<bool>, bit: u32| {
                 if let Some(on) = on {
@@ -109,9 +109,9 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
                     }
                 }
             };
-            flag(stop_notifier_bug, core::cfg_flags::STOP_NOTIFIER_BUG);
-            flag(strict_sg, core::cfg_flags::STRICT_SG);
-            flag(sysfs, core::cfg_flags::SYSFS);
+            flag(stop_notifier_bug, peer_mem::cfg_flags::STOP_NOTIFIER_BUG);
+            flag(strict_sg, peer_mem::cfg_flags::STRICT_SG);
+            flag(sysfs, peer_mem::cfg_flags::SYSFS);
             if let Some(t) = hang_timeout_ms {
                 c.hang_timeout_ms = t;
             }
@@ -119,7 +119,7 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
             let c = core.config()?;
             println!(
                 "model {} flags {:#x} hang_timeout_ms {} hold_timeout_ms {}",
-                core::model_name(c.model),
+                peer_mem::model_name(c.model),
                 c.flags,
                 c.hang_timeout_ms,
                 c.hold_timeout_ms
@@ -138,17 +138,17 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
             let a = gpu.alloc(size.saturating_add(offset), flags)?;
             let mut p = RegParams::mr(a.va + offset, size);
             if no_inval {
-                p.peer_flags = core::peer_flags::ALLOW;
+                p.peer_flags = peer_mem::peer_flags::ALLOW;
             }
             if non_pci {
-                p.device = core::device::NONPCI;
+                p.device = peer_mem::device::NONPCI;
             }
             let mr = core.register(p)?;
             let q = core.query(mr.handle)?;
             println!(
                 "mr {} state {} core_context {:#x} client {} nmap {} page_size {:#x}",
                 mr.handle,
-                core::state::name(q.state),
+                peer_mem::state::name(q.state),
                 q.core_context,
                 q.client_index,
                 q.nmap,
@@ -193,12 +193,12 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
                     }
                 }
             }
-            for (i, p) in core::DELAY_POINTS.iter().enumerate() {
+            for (i, p) in peer_mem::DELAY_POINTS.iter().enumerate() {
                 if s.delay_hits[i] != 0 {
                     println!("delay_hits.{p:<18} {}", s.delay_hits[i]);
                 }
             }
-            for (i, p) in core::FAULT_POINTS.iter().enumerate() {
+            for (i, p) in peer_mem::FAULT_POINTS.iter().enumerate() {
                 if s.fault_fired[i] != 0 {
                     println!("fault_fired.{p:<17} {}", s.fault_fired[i]);
                 }
@@ -217,11 +217,11 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
             times,
             errno,
         } => {
-            let p = core::point_index(&core::FAULT_POINTS, &point, "fault point")?;
+            let p = peer_mem::point_index(&peer_mem::FAULT_POINTS, &point, "fault point")?;
             core.set_fault(p, errno, nth, times)?;
         }
         CoreCmd::Delay { point, ms } => {
-            let p = core::point_index(&core::DELAY_POINTS, &point, "delay point")?;
+            let p = peer_mem::point_index(&peer_mem::DELAY_POINTS, &point, "delay point")?;
             core.set_delay(p, ms)?;
         }
         CoreCmd::Reset => core.reset()?,
