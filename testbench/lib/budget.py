@@ -48,6 +48,9 @@ def calibrate():
 
 
 CALIBRATIONS = ("calibration", "tcg-calibration")
+# Rows that inform and are never budgeted: a boot's CPU time, the time a stalled boot lost before
+# it was booted again (testbench/vm). Every other row needs a budget: one without fails the run.
+INFORMATIONAL = ("cpu-seconds[", "boot-stall[")
 # Stages that are VM boots (their time is TCG's), besides boot[...] and suite[...] rows.
 VM_STAGES = ("stock-suites", "stock-oldest-suites", "stock-7.3-suites", "bench-suites", "stock-load", "lane-2-wait")
 
@@ -104,6 +107,11 @@ def speed_factor(ref, cal, what="calibration"):
         f" (measured {raw:.2f}, clamped)" if f != raw else "")
 
 
+def unbudgeted(name, budgets):
+    """Whether a row needs a budget it does not have."""
+    return name not in budgets and not name.startswith(INFORMATIONAL)
+
+
 def over_budget(secs, budget, factor):
     """The guard's rule: more than twice the budget scaled by the speed factor, and 60 s over it."""
     scaled = budget * factor
@@ -134,6 +142,15 @@ def selftest():
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {what}: {stage} {secs} s against {budget} s, {how} -> "
               f"{'over' if got else 'within'}")
+    # A row without a budget fails, unless it only informs.
+    known = {"lint": (10, 10)}
+    for name, want in (("suite[99-new]", True), ("lint", False), ("cpu-seconds[shared]", False),
+                       ("boot-stall[shared@stock]", False)):
+        got = unbudgeted(name, known)
+        ok = got == want
+        failed += not ok
+        cases.append(None)
+        print(f"{'ok  ' if ok else 'FAIL'} a row without a budget: {name} -> {'fails' if got else 'passes'}")
     print(f"budget guard selftest: {len(cases) - failed} passed, {failed} failed")
     return failed
 
@@ -168,6 +185,11 @@ def main(argv):
         b = budgets.get(name)
         if b is None:
             print(f"    {name.ljust(w)}  {secs:7d}       -      -", file=sys.stderr)
+            if unbudgeted(name, budgets):
+                results.append({"suite": "budget", "case": name, "status": "fail", "duration": secs,
+                                "details": f"{name} took {secs} s and has no budget in testbench/"
+                                           f"{os.path.basename(argv[1])}: record one (the measured "
+                                           f"figure rounded up, with its reason)"})
             continue
         budget = b[col]
         ratio = secs / budget if budget else float("inf") if secs else 0.0
