@@ -1,4 +1,4 @@
-# Emulator scenario suite: every concurrency scenario of contracts.md §5.2, for the invalidating
+# Emulator scenario suite: every concurrency scenario (docs/emulators.md, "Scenarios"), for the invalidating
 # and the persistent client, with fault injection at every provider call, core fault point and
 # slab allocation, in each OFED core model and both page-table ABIs.
 #

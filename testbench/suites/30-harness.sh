@@ -1,5 +1,5 @@
 # Validation harness (nvpeer validate / nvpeer bench) run for real over soft-RoCE: rxe on a veth
-# pair whose ends live in two network namespaces (testbench-recipe.md §5), loopback on one device
+# pair whose ends live in two network namespaces (set up in this suite, as 00-smoke does), loopback on one device
 # and two-node mode across the namespaces; then the emulated-GPU registration path through
 # nvp2p_emu + peer_mem_emu + a peer client. Sizes and iteration counts are small: the guest moves
 # about 1 MiB/s over rxe.

@@ -3,7 +3,7 @@
 # driver in every OFED core model and both page-table ABIs: the column beside nvpeer
 # (21-nvpeer-scenarios, 24-nvpeer-scenarios-inval) and the classic C client (12-emu-scenarios).
 #
-# The real module meets its known hazards (contracts.md §3.6, docs/design.md). Each is listed in
+# The real module meets its known hazards (docs/design.md, docs/emulators.md). Each is listed in
 # NVR_EXPECT below as an expected failure, with why and the line of nvidia-peermem.c 550.163.01 that
 # causes it; such a case passes only if the scenario fails exactly that way (its FAIL line matches
 # the pattern whole, so an extra violation fails it), and fails if the scenario passes (a stale

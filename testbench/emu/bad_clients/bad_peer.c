@@ -2,7 +2,7 @@
 /*
  * bad_peer: the classic_peer client with exactly one rule broken, chosen by
  * the `bug=` parameter.  A test fixture that proves the emulators (or
- * KASAN/lockdep) catch each class of client bug of docs/contracts.md 3.5 and
+ * KASAN/lockdep) catch each class of client bug of docs/design.md's hazards and
  * hazards H1-H6.  Never load it outside the test bench.
  *
  *   put_in_callback     nvidia_p2p_put_pages from inside the free callback

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * classic_peer: a minimal, correct peer-memory client that follows the
- * classic call pattern of the C GPUDirect RDMA clients (docs/contracts.md
+ * classic call pattern of the C GPUDirect RDMA clients (docs/emulators.md
  * section 3.3), written from scratch for the nvpeer test bench.
  *
  * Call pattern kept on purpose (it is the baseline for registration
@@ -15,7 +15,7 @@
  *     PEER_MEM_INVALIDATE_UNMAPS unless peerdirect_support=1;
  *   - persistent_api_support selects the persistent (no callback) client.
  *
- * Where the classic modules have known hazards (contracts.md 3.6) this client
+ * Where the classic modules have known hazards (docs/design.md) this client
  * closes them in the smallest way that keeps the pattern:
  *   H1  the context is refcounted: the core's acquire..release and NVIDIA's
  *       get_pages..callback/put each hold a reference;

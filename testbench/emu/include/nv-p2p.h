@@ -5,7 +5,7 @@
  *
  * This text is written by the nvpeer project. It declares the same types,
  * layouts, constants and functions as the NVIDIA driver's nv-p2p.h
- * (open-gpu-kernel-modules 595.xx, see docs/contracts.md section 2), so that
+ * (open-gpu-kernel-modules 595.xx, see docs/emulators.md, "Headers"), so that
  * a peer-memory client written against the real header builds unchanged
  * against the emulator, and so that bindgen can generate bindings when the
  * real header is not installed.

@@ -2,7 +2,7 @@
 /*
  * NVIDIA P2P provider emulator: the exported nvidia_p2p_* API.
  *
- * Behaviour follows docs/contracts.md sections 2.3-2.5 and 5.1, and the real
+ * Behaviour follows docs/emulators.md ("API semantics", "Violations"), and the real
  * driver's kernel-open/nvidia/nv-p2p.c where it fails (docs/emulators.md names
  * the function each behaviour follows). Where the real driver would touch
  * freed memory or crash because of what the client did, the emulator records

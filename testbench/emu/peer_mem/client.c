@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * peer_mem_emu: ib_register_peer_memory_client / ib_unregister_peer_memory_client
- * (contracts.md sections 1.3 and 1.4).
+ * (docs/emulators.md, "Peer-memory core emulator").
  */
 #include <linux/module.h>
 #include <linux/slab.h>

@@ -50,7 +50,7 @@ struct pme_client {
 	atomic_t usecnt;		/* 1 + acquired contexts */
 	struct completion unreg_done;
 	struct kobject *sysfs;		/* memory_peers/<name>, or NULL */
-	/* sysfs counters (section 1.8 of contracts.md) */
+	/* sysfs counters (docs/emulators.md) */
 	atomic64_t num_alloc_mrs, num_dealloc_mrs, num_reg_pages, num_dereg_pages;
 	atomic64_t num_reg_bytes, num_dereg_bytes;
 	u64 num_free_callbacks;		/* under umem_xa's lock, like the real core */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * peer_mem_emu: /sys/kernel/mm/memory_peers/<client name>/ statistics
- * (contracts.md section 1.8).  The "memory_peers" directory is created when
+ * (docs/emulators.md).  The "memory_peers" directory is created when
  * the first client with sysfs registers and removed with the last one.
  *
  * The kernel does not export mm_kobj (the /sys/kernel/mm kobject), so the

@@ -2,7 +2,7 @@
 /*
  * peer_mem_emu: deregistration, ib_umem_stop_invalidation_notifier,
  * ib_peer_umem_release and the invalidate entry point handed to clients
- * (contracts.md section 1.7), per emulated OFED model.
+ * (docs/emulators.md, "OFED models"), per emulated OFED model.
  */
 #include <linux/delay.h>
 #include <linux/jiffies.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * peer_mem_emu: MR registration as ib_umem_get_peer() does it
- * (contracts.md section 1.6), for every emulated OFED model, plus the fake
+ * (docs/emulators.md, "Registration rules"), for every emulated OFED model, plus the fake
  * HCA's object creation and activation step.
  */
 #include <linux/mm.h>

@@ -2,7 +2,7 @@
 //! memory through nvpeer, through NVIDIA's nvidia-peermem, dma-buf), which library takes which
 //! path, and what to fix first.
 //!
-//! Every check of ecosystem.md §5 that can be read without root from sysfs, procfs, the kernel's
+//! Every node check (docs/doctor.md) that can be read without root from sysfs, procfs, the kernel's
 //! build tree and log, the CUDA driver (cudarc), NVML (nvml-wrapper) and libibverbs (sideway), all
 //! three dlopened. All file reads go through [`root::SysRoot`], so `--root DIR` points the whole
 //! doctor at a fixture tree. docs/doctor.md lists every check, its source and its fix.

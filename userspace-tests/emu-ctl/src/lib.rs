@@ -1,5 +1,5 @@
 //! Userspace driver of the bench emulators (`/dev/nvp2p_emu`, `/dev/peer_mem_emu`): safe wrappers
-//! of both ioctl ABIs, the concurrency scenarios of contracts.md §5.2, and the `nvpeer emu` CLI.
+//! of both ioctl ABIs, the concurrency scenarios (docs/emulators.md), and the `nvpeer emu` CLI.
 
 pub mod cli;
 pub mod cost_model;

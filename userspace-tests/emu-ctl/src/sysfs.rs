@@ -1,4 +1,4 @@
-//! Peer-memory counters under `/sys/kernel/mm/memory_peers/<client>/` (contracts.md §1.8), read
+//! Peer-memory counters under `/sys/kernel/mm/memory_peers/<client>/` (docs/emulators.md, the core emulator's sysfs), read
 //! through `nvpeer_uapi::memory_peers` (the list of files is the one that crate documents).
 
 use crate::error::Result;

@@ -1,6 +1,6 @@
 //! Probable causes of failures, derived from the errno and the node's facts. perftest prints
 //! "Couldn't allocate MR" with errno 14 and leaves the user guessing; this maps the same signal
-//! to the usual reasons (ecosystem.md §1.1, §4; contracts.md §2.5, §6).
+//! to the usual reasons (docs/validation.md, "Probable causes").
 
 use crate::cli::MemKind;
 use crate::reg::RegPath;

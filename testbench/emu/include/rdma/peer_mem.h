@@ -3,7 +3,7 @@
  * nvpeer test bench: peer-memory client API of the emulated OFED core
  * (peer_mem_emu.ko).
  *
- * Written for nvpeer from the ABI facts in docs/contracts.md section 1.2-1.3.
+ * Written for nvpeer from the ABI facts of OFED's peer_mem.h (docs/emulators.md, "Headers").
  * Names, member order, types and constants are binary-compatible with the
  * MLNX_OFED / DOCA-OFED header of the same path, so that a client written
  * against that header builds unchanged against this one.  No text was taken

@@ -1,4 +1,4 @@
-//! The checks of ecosystem.md §5, grouped by area. Each function reads through [`Ctx`] and returns
+//! The node checks (docs/doctor.md, "The checks"), grouped by area. Each function reads through [`Ctx`] and returns
 //! one [`Check`]; none of them panics on missing or malformed files.
 
 mod build;

@@ -1,4 +1,4 @@
-//! The concurrency scenarios of contracts.md §5.2, run against whatever peer-memory client is
+//! The concurrency scenarios (docs/emulators.md, "Scenarios"), run against whatever peer-memory client is
 //! loaded (the classic C client, a bad client, or nvpeer).
 //!
 //! Every scenario runs in one process (threads, and forks where another process is the point),

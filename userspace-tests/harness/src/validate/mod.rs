@@ -1,4 +1,4 @@
-//! `nvpeer validate`: the conformance suite (ecosystem.md §1.6). Capability discovery, the
+//! `nvpeer validate`: the conformance suite (docs/validation.md, "Cases"). Capability discovery, the
 //! registration matrix per path, data integrity for every operation and direction, and
 //! invalidation, each as one case with a pass/fail line and a probable cause.
 //!
