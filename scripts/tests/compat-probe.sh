@@ -56,8 +56,8 @@ expect() {
     c=$(sh "$probe" "$src" c) || { bad "$name" "the probe failed (c)"; return; }
     if [ "$got" = "$want" ] && [ "$c" = "$want_c" ]; then ok "$name:${want:- none}"
     else bad "$name" "got '$got' / '$c', want '$want' / '$want_c'"; fi
-    got=$(NVPEER_COMPAT=oldest sh "$probe" "$src" rust) || { bad "$name[oldest]" "the probe failed"; return; }
-    [ -z "$got" ] || bad "$name[oldest]" "NVPEER_COMPAT=oldest still selects '$got'"
+    got=$(NVPEER_COMPAT=oldest sh "$probe" "$src" rust) || { bad "${name}[oldest]" "the probe failed"; return; }
+    [ -z "$got" ] || bad "${name}[oldest]" "NVPEER_COMPAT=oldest still selects '$got'"
 }
 
 expect "6.18" "$(tree 6.18)"

@@ -132,6 +132,7 @@ depmod -b "$sys" "$kver" 2>/dev/null
 # A scratch copy of the repository's build scripts: the preflight writes build/ beside them.
 repo=$t/repo
 mkdir -p "$repo/scripts" && cp "$here/scripts/preflight.sh" "$here/scripts/gen-symvers.sh" "$repo/scripts/"
+# shellcheck disable=SC2120 # (its callers pass environment assignments, or nothing)
 preflight() { env -i PATH="$t/bin:/usr/bin:/bin:/usr/sbin:/sbin" HOME="$t/home" KDIR="$kdir" \
     NVPEER_SYSROOT="$sys" "$@" bash "$repo/scripts/preflight.sh" --make-args; }
 # refused NAME REGEX: the preflight must fail with exactly one line, matching REGEX.

@@ -47,8 +47,8 @@ done
 
 # listening NETNS PORT: waits up to 20 s for a TCP listener (perftest's client connects once).
 listening() {
-    local i
-    for i in $(seq 1 100); do
+
+    for _ in $(seq 1 100); do
         ip netns exec "$1" ss -ltnH "sport = :$2" 2>/dev/null | grep -q . && return 0
         sleep 0.2
     done

@@ -94,6 +94,7 @@ tb_stock_entry() {
     while read -r name flavour apt root source; do
         case "$name" in ''|'#'*) continue ;; esac
         [ -z "$want" ] || [ "$want" = "$name" ] || continue
+        # shellcheck disable=SC2034 # (the STOCK_* are read by the scripts that source this file)
         STOCK_NAME=$name STOCK_FLAVOUR=$flavour STOCK_APT=${apt#-} STOCK_ROOT=${root#-} STOCK_SOURCE=$source
         return 0
     done <"$TB_DIR/stock-kernels.list"

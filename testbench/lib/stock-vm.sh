@@ -9,6 +9,7 @@ set -euo pipefail
 flavour=$(cat /stock/release)
 cd /stock
 # The apt options stock-build.sh used (the kernel's own suite, where it is not the root's).
+apt=()
 eval "apt=($(cat /stock/apt-args 2>/dev/null))"
 fetch() {
     (cd mdebs && apt-get "${apt[@]}" download -qq "linux-modules-$flavour" "linux-base-$flavour") 2>&1 \

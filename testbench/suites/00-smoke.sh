@@ -10,7 +10,7 @@ smoke_rust_module() {
 tb_case rust-module-load-unload smoke_rust_module
 
 smoke_iommu() {
-    ls /sys/class/iommu | grep -q dmar || { echo "no dmar in /sys/class/iommu"; return 1; }
+    compgen -G "/sys/class/iommu/dmar*" >/dev/null || { echo "no dmar in /sys/class/iommu"; return 1; }
     local dev
     dev=$(tb_edu_dev) || { echo "no edu PCI device"; return 1; }
     [ -e "$dev/iommu_group" ] || { echo "edu device has no IOMMU group"; return 1; }
@@ -36,9 +36,9 @@ tb_case rxe-veth-namespaces smoke_rxe
 
 smoke_write_bw() {
     ip netns exec a timeout 300 ib_write_bw -d rxea -s 65536 -n 100 -F >/tmp/bw-server.log 2>&1 &
-    local srv=$! i
+    local srv=$!
     # The guest is slow: wait until the server listens instead of guessing a delay.
-    for i in $(seq 1 120); do
+    for _ in $(seq 1 120); do
         ip netns exec a ss -ltn 2>/dev/null | grep -q ':18515 ' && break
         kill -0 $srv 2>/dev/null || { echo "ib_write_bw server exited:"; cat /tmp/bw-server.log; return 1; }
         sleep 1

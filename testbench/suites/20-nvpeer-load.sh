@@ -7,7 +7,7 @@ PEERS=/sys/kernel/mm/memory_peers
 DBG=/sys/kernel/debug/nvpeer
 
 np_unload() { rmmod nvpeer 2>/dev/null; rmmod classic_peer 2>/dev/null; true; }
-np_emus() { modprobe nvp2p_emu "$@" && modprobe peer_mem_emu; }
+np_emus() { modprobe nvp2p_emu && modprobe peer_mem_emu; }
 
 load_default() {
     np_emus || return 1

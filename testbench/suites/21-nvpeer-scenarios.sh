@@ -5,7 +5,7 @@
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 # (no process substitution: the guest has no /dev/fd)
-NP_ALL=($(np_all_scenarios))
+read -ra NP_ALL <<<"$(np_all_scenarios | tr '\n' ' ')"
 tb_case compat-flavour np_compat
 np_models persistent "${NP_ALL[@]}"
 np_down

@@ -10,7 +10,7 @@ gpu_calls() { # OP: provider emulator call count
 }
 
 one_pin_per_registration() { # MODE(persistent|invalidating) N
-    local mode=$1 n=$2 op steps=() i
+    local mode=$1 n=$2 op steps=()
     if [ "$mode" = invalidating ]; then
         np_up 5.5 2 persistent_api_support=0 || return 1; op=get_pages
     else
@@ -18,7 +18,7 @@ one_pin_per_registration() { # MODE(persistent|invalidating) N
     fi
     $NVPEER emu gpu reset >/dev/null || return 1
     steps=(alloc:1M)
-    for i in $(seq "$n"); do steps+=(reg:0x1234:300K dereg); done
+    for _ in $(seq "$n"); do steps+=(reg:0x1234:300K dereg); done
     $NVPEER emu steps "${steps[@]}" >/tmp/np-steps.log || { cat /tmp/np-steps.log; return 1; }
     local emu_get emu_other ours
     emu_get=$(gpu_calls "$op")
@@ -80,8 +80,8 @@ tb_case free-under-live-mr-callback-path free_under_live_mr
 rmmod_refused() {
     np_up 5.5 2 || return 1
     $NVPEER emu core register --size 256K --hold 8 >/tmp/np-hold.log 2>&1 &
-    local pid=$! i
-    for i in $(seq 600); do grep -q state=mapped $NP_DBG/mrs && break; sleep 0.1; done
+    local pid=$!
+    for _ in $(seq 600); do grep -q state=mapped $NP_DBG/mrs && break; sleep 0.1; done
     cat $NP_DBG/mrs
     grep -q 'state=mapped' $NP_DBG/mrs || { kill $pid; return 1; }
     if rmmod nvpeer 2>/tmp/np-rmmod.err; then echo "rmmod succeeded with a live MR"; return 1; fi

@@ -6,6 +6,6 @@
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 # (no process substitution: the guest has no /dev/fd)
-NP_ALL=($(np_all_scenarios))
+read -ra NP_ALL <<<"$(np_all_scenarios | tr '\n' ' ')"
 np_models invalidating "${NP_ALL[@]}"
 np_down

@@ -42,8 +42,8 @@ ucx_rxe_up() {
     ip link set ucxveth-a netns $UCX_NS && ip link set ucxveth-b up || return 1
     ip -n $UCX_NS addr add 10.99.7.1/24 dev ucxveth-a && ip -n $UCX_NS link set ucxveth-a up && ip -n $UCX_NS link set lo up || return 1
     ip netns exec $UCX_NS rdma link add $UCX_DEV type rxe netdev ucxveth-a || return 1
-    local i
-    for i in $(seq 1 30); do
+
+    for _ in $(seq 1 30); do
         grep -qi active /sys/class/infiniband/$UCX_DEV/ports/1/state 2>/dev/null && { rdma link show; return 0; }
         sleep 1
     done

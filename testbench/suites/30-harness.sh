@@ -21,8 +21,8 @@ hv_rxe_up() {
     ip netns exec hva rdma link add rxea type rxe netdev hveth-a || return 1
     ip netns exec hvb rdma link add rxeb type rxe netdev hveth-b || return 1
     # Wait for both ports to become ACTIVE and get their IPv4-mapped GIDs.
-    local i
-    for i in $(seq 1 30); do
+
+    for _ in $(seq 1 30); do
         if grep -qi active /sys/class/infiniband/rxea/ports/1/state 2>/dev/null &&
            grep -qi active /sys/class/infiniband/rxeb/ports/1/state 2>/dev/null; then
             rdma link show; return 0

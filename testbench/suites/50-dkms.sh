@@ -17,7 +17,7 @@
 KREL=$(uname -r)
 SRCTREE=/tmp/nvpeer-dkms-src
 export NVPEER_MAKE_ARGS="BENCH=1"
-MAKE_ARGS=(-C /src DKMS_SOURCE_TREE=$SRCTREE NVPEER_MAKE_ARGS=BENCH=1
+MAKE_ARGS=(-C /src "DKMS_SOURCE_TREE=$SRCTREE" NVPEER_MAKE_ARGS=BENCH=1
            MODPROBE_DIR=/run/modprobe.d SYSTEMD_DIR=/run/systemd/system DKMS_FORCE_DIR=/run/dkms-force)
 # The module name DKMS installs (dkms.conf).
 MOD=nvidia-peermem; SYSMOD=/sys/module/nvidia_peermem

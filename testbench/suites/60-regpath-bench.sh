@@ -4,6 +4,7 @@
 # C client and NVIDIA's own nvidia-peermem (built from Debian's source) pin twice; the figures
 # themselves are printed, never compared with targets.
 # bench: check-kernel stock
+# shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 
 RP_OUT=/bench/bench-results/smoke

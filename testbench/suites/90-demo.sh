@@ -31,9 +31,9 @@ demo() {
 
     say "2. A process allocates 1 MiB of GPU memory and registers it (ibv_reg_mr); it keeps the MR for a while"
     $NVPEER emu steps alloc:1M reg show sleep:600000 >/tmp/demo-owner.log 2>&1 &
-    local owner=$! i
+    local owner=$!
     # The owner prints step [2] once its MR is registered (the guest may be slow: wait up to 5 min).
-    for i in $(seq 300); do grep -q '^\[2\]' /tmp/demo-owner.log && break; sleep 1; done
+    for _ in $(seq 300); do grep -q '^\[2\]' /tmp/demo-owner.log && break; sleep 1; done
     sed 's/^/    owner: /' /tmp/demo-owner.log
     echo "    -> nvpeer pinned the range once (one nvidia_p2p_get_pages), mapped 16 x 64 KiB pages for the HCA"
     peer; ours
@@ -45,7 +45,7 @@ demo() {
 
     say "4. The owner exits; closing its RDMA file deregisters the (invalidated) MR"
     kill "$owner"; wait "$owner" 2>/dev/null
-    for i in $(seq 120); do [ "$(np_stat live_mrs)" = 0 ] && break; sleep 1; done
+    for _ in $(seq 120); do [ "$(np_stat live_mrs)" = 0 ] && break; sleep 1; done
     peer; ours
     np_clean || return 1
     $NVPEER emu gpu violations >/dev/null && $NVPEER emu core violations >/dev/null || { echo "violations recorded"; return 1; }

@@ -128,7 +128,7 @@ nvr_cell() {
     np_down
 }
 
-NP_ALL=($(np_all_scenarios))
+read -ra NP_ALL <<<"$(np_all_scenarios | tr '\n' ' ')"
 # The violations the expected failures record, and the race window's own (race-stress, as for
 # every invalidating client), are logged by the emulators.
 tb_expect_begin 'nvp2p_emu: VIOLATION|peer_mem_emu: VIOLATION'

@@ -1,6 +1,7 @@
 # Registration-path benchmark, full run (`make bench` -> testbench/bench/run). Not part of
 # `make check` (no NN- prefix). Writes /bench/bench-results/regpath.json and prints the tables.
 # bench: own-boot
+# shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 
 RP_OUT=/bench/bench-results

@@ -4,6 +4,7 @@
 # /bench/bench-results/regpath-memory.json and prints the tables. `make bench` measures the same
 # figures first too; this is the short way to get them alone (a few minutes).
 # bench: own-boot
+# shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 
 RP_OUT=/bench/bench-results
