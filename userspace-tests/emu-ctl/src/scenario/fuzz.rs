@@ -53,8 +53,6 @@ struct Seq<'a> {
     mrs: Vec<LiveMr>,
     /// What happened, one line per operation (printed on failure).
     trail: Vec<String>,
-    /// An MR of the sequence was claimed by an invalidating client.
-    invalidating: bool,
 }
 
 /// `nvpeer emu scenario fuzz`: sequences until `--seconds` ran out (at least one), or
@@ -67,6 +65,15 @@ pub(super) fn fuzz(e: &Env) -> Result<()> {
             .unwrap_or(1)
     });
     e.note(format!("seed {seed} (replay: --seed {seed})"));
+    let invalidating = client_invalidates(e)?;
+    e.note(format!(
+        "the client claims INVAL_SUPP registrations as {}",
+        if invalidating {
+            "an invalidating client"
+        } else {
+            "a persistent client"
+        }
+    ));
     let deadline = Instant::now() + Duration::from_secs(u64::from(e.opts.seconds));
     let mut master = StdRng::seed_from_u64(seed);
     let (mut sequences, mut ops) = (0u32, 0u64);
@@ -78,12 +85,11 @@ pub(super) fn fuzz(e: &Env) -> Result<()> {
             allocs: Vec::new(),
             mrs: Vec::new(),
             trail: Vec::new(),
-            invalidating: false,
         };
         let r = s
             .run()
             .and_then(|()| s.teardown())
-            .and_then(|()| books(e, s.invalidating));
+            .and_then(|()| books(e, invalidating));
         ops += s.trail.len() as u64;
         if let Err(err) = r {
             // Whatever the sequence left, so that the runner's own checks see a clean slate.
@@ -194,8 +200,6 @@ impl Seq<'_> {
                         "GPU memory registered for a non-PCI DMA device (hazard H6)".into(),
                     ));
                 }
-                let q = self.e.core.query(mr.handle)?;
-                self.invalidating |= q.flags & qflags::INVALIDATING != 0;
                 self.note(format!("{what}: mr {}", mr.handle));
                 self.mrs.push(LiveMr {
                     handle: mr.handle,
@@ -455,6 +459,19 @@ impl Seq<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// Whether the loaded client claims an MR that supports invalidation as an invalidating client
+/// (then the NVIDIA API's window can be met: [`books`]): one registration, queried and undone.
+fn client_invalidates(e: &Env) -> Result<bool> {
+    let a = e.gpu.alloc(GPU_PAGE_SIZE, 0)?;
+    let r = e.core.register(RegParams::mr(a.va, a.size)).and_then(|mr| {
+        let q = e.core.query(mr.handle);
+        finish(e, mr.handle)?;
+        Ok(q?.flags & qflags::INVALIDATING != 0)
+    });
+    e.gpu.free(a.va)?;
+    r
 }
 
 /// Whether the core took the MR through GUP (host memory), not a peer client.
