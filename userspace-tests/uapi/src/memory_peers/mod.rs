@@ -28,17 +28,17 @@ pub const COUNTERS: [&str; 7] = [
     "num_free_callbacks",
 ];
 
-/// Every file of a client directory: [`VERSION`], then the [`COUNTERS`].
-pub const FILES: [&str; 8] = [
-    VERSION,
-    "num_alloc_mrs",
-    "num_dealloc_mrs",
-    "num_reg_pages",
-    "num_dereg_pages",
-    "num_reg_bytes",
-    "num_dereg_bytes",
-    "num_free_callbacks",
-];
+/// Every file of a client directory: [`VERSION`], then the [`COUNTERS`] (built from them, so the
+/// two lists cannot drift apart).
+pub const FILES: [&str; COUNTERS.len() + 1] = {
+    let mut files = [VERSION; COUNTERS.len() + 1];
+    let mut i = 0;
+    while i < COUNTERS.len() {
+        files[i + 1] = COUNTERS[i];
+        i += 1;
+    }
+    files
+};
 
 /// nvpeer's client: persistent by default, invalidating with `persistent_api_support=0`; the
 /// name NCCL, NVSHMEM and UCC probe for.
