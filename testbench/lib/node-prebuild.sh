@@ -18,20 +18,10 @@ krel=$(cat /kernel/release)
 hash=$(sed -n 's/^CONFIG_MODULE_SIG_HASH="\(.*\)"/\1/p' /kernel/obj/.config)
 [ -n "$hash" ] || { echo "node-prebuild: the bench kernel has no module signing" >&2; exit 1; }
 ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' /src/dkms.conf)
-n=/tmp/node R=/tmp/node/root
-mkdir -p $n/upper $n/work $R
-mount -t overlay overlay -o "lowerdir=/,upperdir=$n/upper,workdir=$n/work" $R
-mount -t proc proc $R/proc
-mount -t sysfs sys $R/sys
-mount --rbind /dev $R/dev
-mount -t tmpfs tmpfs $R/tmp
-mount -t tmpfs tmpfs $R/run
-# (the overlay shows the root's own files, not the mounts on it: the bench kernel's tree, which
-# the guest sees as part of its root)
-# (read-only, as the guest sees it: nothing the install does may change the cached kernel)
-mount --bind /kernel $R/kernel
-mount -o remount,bind,ro $R/kernel
-in_node() { chroot $R /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+. /src/testbench/lib/native-node.sh.inc
+# (the bench kernel's tree, which the guest sees as part of its root)
+native_node_up /tmp/node /kernel
+n=$N
 
 # The layout (what 57-rehearsal-ubuntu's setup makes in the guest).
 mkdir -p $R/lib/modules

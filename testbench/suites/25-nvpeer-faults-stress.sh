@@ -3,23 +3,26 @@
 # (no provider pin, no mapping, nvpeer's books balanced); then a register/free/deregister race
 # stress per client mode, NP_STRESS_ITER per thread x 4 threads:
 #   persistent (default client): 100k on Debian's production kernel (make check, make check-full),
-#     10k on the debug kernel;
+#     on the debug kernel 4k in make check (NVPEER_SLICE set), 10k in make check-full and by hand;
 #   invalidating: 100k on Debian's production kernel in make check-full and by hand with
-#     NVPEER_DEPTH=full (not in make check: below); on the debug kernel 10k in make check (NVPEER_SLICE set), 100k in make
-#     check-full and when the suite runs by hand (500-830 s there).
+#     NVPEER_DEPTH=full (not in make check: below); on the debug kernel 4k in make check, 100k in
+#     make check-full and when the suite runs by hand (500-830 s there).
+#   (make check's 4k per mode on the debug kernel, down from 10k on 2026-11-27 for make check's
+#   time: the suite took 300-360 s there, most of it the two stresses under KASAN and TCG.)
 . /src/testbench/suites/nvpeer-lib.sh.inc
 # The put window (docs/design.md) is narrowed, not closed: on 2026-11-27 make check met it on the
 # production kernel (one put-va-mismatch in 77 690 registrations, a new, slower machine), where
 # the run before at the same code passed. While it is open, the production kernel's invalidating
 # stress runs in make check-full only, strict as before; make check keeps it on the debug kernel
-# (10k, under KASAN, whose quarantine hides the window) and the invalidating scenarios of 24.
+# (4k, under KASAN, whose quarantine hides the window) and the invalidating scenarios of 24.
 STRESS_INVALIDATING=1
 [ -z "${NVPEER_KERNEL_TAG:-}" ] || [ "${NVPEER_DEPTH:-check}" = full ] || STRESS_INVALIDATING=0
-if [ -n "${NVPEER_KERNEL_TAG:-}" ]; then NP_ITER_PERSISTENT=25000; else NP_ITER_PERSISTENT=2500; fi
-if [ -n "${NVPEER_KERNEL_TAG:-}" ] || [ -z "${NVPEER_SLICE:-}" ]; then
-    NP_ITER_INVALIDATING=25000
+if [ -n "${NVPEER_KERNEL_TAG:-}" ]; then
+    NP_ITER_PERSISTENT=25000 NP_ITER_INVALIDATING=25000
+elif [ -z "${NVPEER_SLICE:-}" ]; then
+    NP_ITER_PERSISTENT=2500 NP_ITER_INVALIDATING=25000
 else
-    NP_ITER_INVALIDATING=2500
+    NP_ITER_PERSISTENT=1000 NP_ITER_INVALIDATING=1000
 fi
 
 faults() { # params...
