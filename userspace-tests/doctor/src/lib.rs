@@ -50,15 +50,31 @@ pub struct Args {
 pub fn diagnose(args: &Args, probes: probes::Probes) -> report::Report {
     let root = root::SysRoot::new(&args.root);
     let ctx = checks::Ctx::load(&root, probes);
+    report_of(&ctx, args.require)
+}
+
+/// The report on what `ctx` read, its verdict about `require`: for callers that ask the context
+/// more afterwards (`nvpeer metrics`: the NVML figures, who serves `nv_mem`).
+pub fn report_of(ctx: &checks::Ctx, require: report::Require) -> report::Report {
     let mut report = report::Report::new(
-        args.root.display().to_string(),
-        checks::run_all(&ctx),
-        args.require,
+        ctx.root.base().display().to_string(),
+        checks::run_all(ctx),
+        require,
     );
-    report.libraries = paths::library_uses(&ctx, &report.paths);
+    report.libraries = paths::library_uses(ctx, &report.paths);
     report.os = ctx.distro.as_ref().map(|d| d.pretty.clone());
     report.kernel = ctx.release.clone();
     report
+}
+
+/// The live probes when `root` is the running system (`/`) and `no_probes` is not set; none
+/// otherwise (a fixture tree says nothing about this machine's libraries).
+pub fn probes_for(root: &std::path::Path, no_probes: bool) -> probes::Probes {
+    if root::SysRoot::new(root).is_live() && !no_probes {
+        probes::Probes::run()
+    } else {
+        probes::Probes::none()
+    }
 }
 
 /// Runs the doctor; returns the process exit status (0 ready, 1 not ready, 2 could not check),
@@ -71,13 +87,7 @@ pub fn run(args: Args) -> u8 {
         );
         return 2;
     }
-    let live = root::SysRoot::new(&args.root).is_live() && !args.no_probes;
-    let probes = if live {
-        probes::Probes::run()
-    } else {
-        probes::Probes::none()
-    };
-    let report = diagnose(&args, probes);
+    let report = diagnose(&args, probes_for(&args.root, args.no_probes));
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),

@@ -1,29 +1,36 @@
 //! A fake filesystem root for the tests: a temporary directory that files are written into by
-//! their absolute path on the inspected system.
+//! their absolute path on the inspected system. Other crates' tests get it with the feature
+//! `fake-root`.
 
 use std::path::{Path, PathBuf};
 
 /// A temporary root, removed on drop.
-pub(crate) struct FakeRoot(tempfile::TempDir);
+pub struct FakeRoot(tempfile::TempDir);
+
+impl Default for FakeRoot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl FakeRoot {
     /// An empty root.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self(tempfile::tempdir().expect("temporary directory"))
     }
 
     /// The root's path (what the readers take).
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         self.0.path()
     }
 
     /// `abs` under the root.
-    pub(crate) fn at(&self, abs: &str) -> PathBuf {
+    pub fn at(&self, abs: &str) -> PathBuf {
         crate::at(self.path(), abs)
     }
 
     /// Writes `text` to `abs`, creating its directories.
-    pub(crate) fn file(&self, abs: &str, text: impl AsRef<[u8]>) -> &Self {
+    pub fn file(&self, abs: &str, text: impl AsRef<[u8]>) -> &Self {
         let p = self.at(abs);
         if let Some(dir) = p.parent() {
             std::fs::create_dir_all(dir).expect("fixture directory");
@@ -33,7 +40,7 @@ impl FakeRoot {
     }
 
     /// Creates the directory `abs`.
-    pub(crate) fn dir(&self, abs: &str) -> &Self {
+    pub fn dir(&self, abs: &str) -> &Self {
         std::fs::create_dir_all(self.at(abs)).expect("fixture directory");
         self
     }

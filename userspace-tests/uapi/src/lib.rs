@@ -17,8 +17,8 @@ pub mod memory_peers;
 pub mod module;
 mod root;
 
-#[cfg(test)]
-mod fake_root;
+#[cfg(any(test, feature = "fake-root"))]
+pub mod fake_root;
 #[cfg(test)]
 mod repo_sources;
 

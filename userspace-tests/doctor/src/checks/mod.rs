@@ -9,7 +9,7 @@ mod platform;
 mod rdma;
 
 pub use nvidia::parse_bar1;
-pub use rdma::CONSUMERS;
+pub use rdma::{nv_mem_providers, nvpeer_name, NvMemProvider, CONSUMERS};
 
 use crate::kernel::{Kallsyms, KernelConfig};
 use crate::pci::PciDev;

@@ -20,7 +20,7 @@ pub use conflicts::conflicts;
 pub use consumers::{consumers, CONSUMERS};
 pub use devices::devices;
 pub use dmabuf::dmabuf;
-pub use nv_mem_owner::nvpeer_name;
+pub use nv_mem_owner::{nv_mem_providers, nvpeer_name, NvMemProvider};
 pub use nvidia_peermem::nvidia_peermem;
 pub use nvpeer_module::nvpeer_module;
 pub use peer_api::peer_api;

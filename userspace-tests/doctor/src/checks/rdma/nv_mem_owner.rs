@@ -135,6 +135,30 @@ pub(super) fn serving(ctx: &Ctx) -> Vec<(&'static str, &'static str, String)> {
     v
 }
 
+/// A loaded module that registers an `nv_mem` peer-memory client (what `peer.clients` reports as
+/// `served_by`), with its version: for the metrics and labels that say who serves `nv_mem`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvMemProvider {
+    /// The module's name in `/sys/module` (`nvidia_peermem`, `nvpeer`, `nv_peer_mem`).
+    pub module: &'static str,
+    /// Whose it is: `nvpeer`, `nvidia`, `mellanox` or `unknown` (`served_by[].owner` in the JSON).
+    pub owner: &'static str,
+    /// `/sys/module/<module>/version`, when the module has one.
+    pub version: Option<String>,
+}
+
+/// Every loaded module that serves `nv_mem`, in the order `peer.clients` lists them.
+pub fn nv_mem_providers(ctx: &Ctx) -> Vec<NvMemProvider> {
+    serving(ctx)
+        .into_iter()
+        .map(|(module, owner, _)| NvMemProvider {
+            module,
+            owner,
+            version: module::version(ctx.root.base(), module),
+        })
+        .collect()
+}
+
 pub(super) fn serving_json(s: &[(&str, &str, String)]) -> serde_json::Value {
     s.iter()
         .map(|(m, o, _)| json!({"module": m, "owner": o}))
