@@ -11,6 +11,13 @@ Exit status:
   2  could not run: bad arguments, a missing prerequisite (memory backend, RDMA device,
      peer-memory client, the two-node server), or a report file that could not be written";
 
+/// Exit statuses of `metrics` and `labels`, shown under their `--help`.
+const OUTPUT_STATUSES: &str = "\
+Exit status:
+  0  written (a node without nvpeer, NVML or a ready path is described, not an error)
+  2  could not write: --root not a directory, an output directory missing (without
+     --skip-missing-dirs), or a write that failed";
+
 #[derive(Parser)]
 #[command(
     name = "nvpeer",
@@ -32,6 +39,14 @@ enum Command {
     /// Measure registration cost, bandwidth and latency (perftest-compatible columns).
     #[command(after_help = EXIT_STATUSES)]
     Bench(harness::BenchArgs),
+    /// Prometheus metrics for node_exporter's textfile collector: nvpeer's counters, BAR1 per
+    /// GPU, who serves nv_mem, one gauge per doctor check.
+    #[command(after_help = OUTPUT_STATUSES)]
+    Metrics(nvpeer_metrics::MetricsArgs),
+    /// Node Feature Discovery labels: the doctor's verdict per GPUDirect RDMA path and nvpeer's
+    /// version.
+    #[command(after_help = OUTPUT_STATUSES)]
+    Labels(nvpeer_metrics::LabelsArgs),
     /// Drive the bench's emulators (provider and peer-memory core).
     #[cfg(feature = "bench")]
     Emu(emu_ctl::cli::Args),
@@ -48,6 +63,17 @@ fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// The exit status of `metrics` and `labels`, their error printed.
+fn output_status(cmd: &str, r: Result<(), nvpeer_metrics::Error>) -> u8 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("nvpeer {cmd}: {e}");
+            nvpeer_metrics::EXIT_COULD_NOT_RUN
+        }
+    }
+}
+
 fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
@@ -61,6 +87,8 @@ fn main() -> ExitCode {
                 harness::Verdict::CouldNotRun.exit_status()
             }
         },
+        Command::Metrics(a) => output_status("metrics", nvpeer_metrics::metrics(a)),
+        Command::Labels(a) => output_status("labels", nvpeer_metrics::labels(a)),
         #[cfg(feature = "bench")]
         Command::Emu(a) => emu_ctl::cli::run(a),
     };

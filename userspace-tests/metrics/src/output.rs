@@ -1,0 +1,128 @@
+//! Writing a file that another daemon reads at any moment (node_exporter's textfile collector,
+//! NFD's local source): a temporary file in the same directory, flushed to disk, then renamed over
+//! the old one, so a reader sees the old file or the new one, never half of one.
+
+use crate::Error;
+use std::fs::{self, File, OpenOptions, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The mode of the files written: world-readable, since node_exporter reads them as its own user
+/// (`prometheus` on Debian); they hold no secret.
+pub const MODE: u32 = 0o644;
+
+/// The name of the temporary file for `name`: hidden (NFD skips names starting with a dot) and not
+/// ending in `.prom` (node_exporter reads only `*.prom`).
+pub fn temp_name(name: &str) -> String {
+    format!(".{name}.{}.tmp", std::process::id())
+}
+
+/// Writes `text` to `dir/name` atomically and returns the path; `Ok(None)` when `dir` does not
+/// exist and `skip_missing` is set (a node without node_exporter or NFD).
+pub fn write_into(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    what: &'static str,
+    skip_missing: bool,
+) -> Result<Option<PathBuf>, Error> {
+    if !dir.is_dir() {
+        return if skip_missing {
+            Ok(None)
+        } else {
+            Err(Error::NoDir {
+                dir: dir.to_path_buf(),
+                what,
+            })
+        };
+    }
+    let path = dir.join(name);
+    let tmp = dir.join(temp_name(name));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(MODE)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        // The umask may have taken bits away from MODE.
+        f.set_permissions(Permissions::from_mode(MODE))?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, &path)?;
+        // The rename itself, on disk.
+        File::open(dir)?.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(Some(path)),
+        Err(source) => {
+            let _ = fs::remove_file(&tmp);
+            Err(Error::Write { path, source })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_file_and_leaves_no_temporary() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = write_into(d.path(), "x.prom", "a 1\n", "test", false)
+            .ok()
+            .flatten();
+        assert_eq!(p.as_deref(), Some(d.path().join("x.prom").as_path()));
+        write_into(d.path(), "x.prom", "a 2\n", "test", false).expect("second write");
+        assert_eq!(
+            fs::read_to_string(d.path().join("x.prom")).ok().as_deref(),
+            Some("a 2\n")
+        );
+        let names: Vec<String> = fs::read_dir(d.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["x.prom"]);
+        let mode = fs::metadata(d.path().join("x.prom"))
+            .map(|m| m.permissions().mode() & 0o777)
+            .ok();
+        assert_eq!(mode, Some(MODE));
+    }
+
+    #[test]
+    fn a_missing_directory_fails_or_is_skipped() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let gone = d.path().join("gone");
+        let e = write_into(&gone, "x.prom", "", "node_exporter", false);
+        assert!(matches!(e, Err(Error::NoDir { .. })), "{e:?}");
+        let msg = e.map_err(|e| e.to_string()).unwrap_err();
+        assert!(
+            msg.contains("gone: no such directory (node_exporter"),
+            "{msg}"
+        );
+        assert!(matches!(
+            write_into(&gone, "x.prom", "", "node_exporter", true),
+            Ok(None)
+        ));
+    }
+
+    #[test]
+    fn a_failed_write_names_the_file_and_cleans_up() {
+        let d = tempfile::tempdir().expect("tempdir");
+        // A directory where the file should go: the rename fails.
+        fs::create_dir(d.path().join("x.prom")).expect("dir");
+        fs::write(d.path().join("x.prom/keep"), "").expect("file");
+        let e = write_into(d.path(), "x.prom", "a 1\n", "test", false);
+        assert!(matches!(e, Err(Error::Write { .. })), "{e:?}");
+        assert!(!d.path().join(temp_name("x.prom")).exists());
+    }
+
+    #[test]
+    fn temporary_names_are_hidden_and_not_prom() {
+        let t = temp_name("nvpeer.prom");
+        assert!(t.starts_with('.') && !t.ends_with(".prom"), "{t}");
+    }
+}
