@@ -198,6 +198,11 @@ pub struct ValidateArgs {
     /// Only run cases whose name contains one of these comma-separated words.
     #[arg(long = "only", value_delimiter = ',')]
     pub only: Vec<String>,
+    /// The kinds of GPU memory the `mem.kind[...]` cases allocate (comma-separated; with
+    /// `--mem cuda` or `cuda-dmabuf`): what the CUDA driver says about each, against what is
+    /// expected of it.
+    #[arg(long = "alloc", value_delimiter = ',', default_values_t = crate::mem::cuda::kinds::AllocKind::ALL)]
+    pub alloc: Vec<crate::mem::cuda::kinds::AllocKind>,
     /// Seed of the data patterns (default: derived from the time).
     #[arg(long)]
     pub seed: Option<u64>,

@@ -6,6 +6,8 @@
 //! missing; `present()` is checked before anything else and every call runs under `guarded` so a
 //! missing symbol becomes an error, not an abort.
 
+pub mod kinds;
+
 use super::{check_range, page_size, round_up, Backend, Buffer, DmaBuf, MemError};
 use crate::cli::{GpuSelector, MemKind};
 use cudarc::driver::{result, sys};
@@ -207,6 +209,15 @@ impl Backend for CudaBackend {
         v
     }
 
+    fn probe_kind(
+        &self,
+        kind: kinds::AllocKind,
+        size: usize,
+        seed: u64,
+    ) -> Option<kinds::KindProbe> {
+        Some(self.probe(kind, size, seed))
+    }
+
     fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>, MemError> {
         self.make_current()?;
         let alloc_len = round_up(size.max(1), GPU_PAGE)
@@ -262,32 +273,36 @@ impl CudaBuffer {
 
     /// Exports the page-aligned range covering the allocation as a dma-buf fd.
     fn export(&self) -> Result<DmaBuf, MemError> {
-        let pg = page_size() as u64;
-        let start = self.ptr & !(pg - 1);
-        let end = round_up((self.ptr + self.alloc_len as u64) as usize, pg as usize)
-            .unwrap_or(usize::MAX) as u64;
-        let mut fd: i32 = -1;
-        // SAFETY: `fd` is a valid out pointer of the size the API writes (an int).
-        guarded("cuMemGetHandleForAddressRange(DMA_BUF_FD)", || unsafe {
-            sys::cuMemGetHandleForAddressRange(
-                (&mut fd as *mut i32).cast::<c_void>(),
-                start,
-                (end - start) as usize,
-                sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
-                0,
-            )
-            .result()
-        })?;
-        if fd < 0 {
-            return Err(MemError::Unsupported(
-                "cuMemGetHandleForAddressRange returned no fd".into(),
-            ));
-        }
-        Ok(DmaBuf {
-            fd,
-            offset: self.ptr - start,
-        })
+        let (fd, offset) = export_range(self.ptr, self.alloc_len, 0)?;
+        Ok(DmaBuf { fd, offset })
     }
+}
+
+/// Exports the page-aligned range covering `len` bytes at `ptr` as a dma-buf (`flags`: the
+/// `CUmemRangeFlags` of the mapping); returns the fd, which the caller owns, and where `ptr` lies in
+/// it.
+fn export_range(ptr: sys::CUdeviceptr, len: usize, flags: u64) -> Result<(i32, u64), MemError> {
+    let pg = page_size() as u64;
+    let start = ptr & !(pg - 1);
+    let end = round_up((ptr + len as u64) as usize, pg as usize).unwrap_or(usize::MAX) as u64;
+    let mut fd: i32 = -1;
+    // SAFETY: `fd` is a valid out pointer of the size the API writes (an int).
+    guarded("cuMemGetHandleForAddressRange(DMA_BUF_FD)", || unsafe {
+        sys::cuMemGetHandleForAddressRange(
+            (&mut fd as *mut i32).cast::<c_void>(),
+            start,
+            (end - start) as usize,
+            sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+            flags,
+        )
+        .result()
+    })?;
+    if fd < 0 {
+        return Err(MemError::Unsupported(
+            "cuMemGetHandleForAddressRange returned no fd".into(),
+        ));
+    }
+    Ok((fd, ptr - start))
 }
 
 impl Buffer for CudaBuffer {

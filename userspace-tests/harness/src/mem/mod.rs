@@ -96,6 +96,16 @@ pub trait Backend {
     fn cpu_access(&self) -> bool {
         true
     }
+    /// Allocates `size` bytes of `kind`, reports what the driver says about them and frees them;
+    /// `None` for a backend with one kind of memory only.
+    fn probe_kind(
+        &self,
+        _kind: cuda::kinds::AllocKind,
+        _size: usize,
+        _seed: u64,
+    ) -> Option<cuda::kinds::KindProbe> {
+        None
+    }
 }
 
 /// Opens the backend of `kind`.

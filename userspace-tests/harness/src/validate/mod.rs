@@ -8,6 +8,7 @@
 //! report and exit status). This file holds the suite's shared state, the case runner and the
 //! order the cases run in.
 
+mod alloc_kinds;
 mod capability;
 mod invalidation;
 mod memory;
@@ -153,11 +154,15 @@ impl Suite {
 
     /// Runs every case; returns the process exit status.
     pub fn run(&mut self) -> u8 {
+        // The memory cases need the GPU only: they run before the RDMA device is looked for, so
+        // that a node without a NIC (or a NIC developer still waiting for a board) learns what
+        // its GPU half does.
         self.cap_memory();
+        self.mem_cases();
+        self.kind_cases();
         self.cap_device();
         self.cap_dmabuf();
         self.cap_peer_client();
-        self.mem_cases();
         // Far side: a local target in loopback, the server in two-node mode.
         if let (Some(dev), Some(be)) = (self.dev.clone(), self.backend.clone()) {
             let path = self.paths()[0];
