@@ -3,23 +3,23 @@
 //! the old one, so a reader sees the old file or the new one, never half of one.
 
 use crate::Error;
-use std::fs::{self, File, OpenOptions, Permissions};
+use std::fs::{File, Permissions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The mode of the files written: world-readable, since node_exporter reads them as its own user
 /// (`prometheus` on Debian); they hold no secret.
 pub const MODE: u32 = 0o644;
 
-/// The name of the temporary file for `name`: hidden (NFD skips names starting with a dot) and not
-/// ending in `.prom` (node_exporter reads only `*.prom`).
-pub fn temp_name(name: &str) -> String {
-    format!(".{name}.{}.tmp", std::process::id())
-}
+/// The temporary file's name around a random part: hidden (NFD skips names starting with a dot)
+/// and not ending in `.prom` (node_exporter reads only `*.prom`).
+const TEMP_PREFIX: &str = ".nvpeer-";
+const TEMP_SUFFIX: &str = ".tmp";
 
 /// Writes `text` to `dir/name` atomically and returns the path; `Ok(None)` when `dir` does not
-/// exist and `skip_missing` is set (a node without node_exporter or NFD).
+/// exist and `skip_missing` is set (a node without node_exporter or NFD). The temporary file is
+/// `tempfile`'s, removed when anything fails before the rename.
 pub fn write_into(
     dir: &Path,
     name: &str,
@@ -38,35 +38,30 @@ pub fn write_into(
         };
     }
     let path = dir.join(name);
-    let tmp = dir.join(temp_name(name));
     let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(MODE)
-            .open(&tmp)?;
+        let mut f = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .suffix(TEMP_SUFFIX)
+            .permissions(Permissions::from_mode(MODE))
+            .tempfile_in(dir)?;
         f.write_all(text.as_bytes())?;
         // The umask may have taken bits away from MODE.
-        f.set_permissions(Permissions::from_mode(MODE))?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, &path)?;
+        f.as_file().set_permissions(Permissions::from_mode(MODE))?;
+        f.as_file().sync_all()?;
+        f.persist(&path).map_err(|e| e.error)?;
         // The rename itself, on disk.
         File::open(dir)?.sync_all()
     })();
     match written {
         Ok(()) => Ok(Some(path)),
-        Err(source) => {
-            let _ = fs::remove_file(&tmp);
-            Err(Error::Write { path, source })
-        }
+        Err(source) => Err(Error::Write { path, source }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn replaces_the_file_and_leaves_no_temporary() {
@@ -117,12 +112,16 @@ mod tests {
         fs::write(d.path().join("x.prom/keep"), "").expect("file");
         let e = write_into(d.path(), "x.prom", "a 1\n", "test", false);
         assert!(matches!(e, Err(Error::Write { .. })), "{e:?}");
-        assert!(!d.path().join(temp_name("x.prom")).exists());
+        let left: Vec<String> = fs::read_dir(d.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["x.prom"], "a temporary file was left behind");
     }
 
     #[test]
     fn temporary_names_are_hidden_and_not_prom() {
-        let t = temp_name("nvpeer.prom");
-        assert!(t.starts_with('.') && !t.ends_with(".prom"), "{t}");
+        assert!(TEMP_PREFIX.starts_with('.') && !TEMP_SUFFIX.ends_with(".prom"));
     }
 }
