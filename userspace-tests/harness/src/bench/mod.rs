@@ -160,6 +160,33 @@ pub fn perftest_name(test: BenchTest, bidirectional: bool) -> String {
 
 /// Entry point of `nvpeer bench`.
 pub fn run(args: BenchArgs) -> Result<Verdict, SetupError> {
+    run_tests(args, true).map(|m| m.verdict)
+}
+
+/// What a quiet run ([`collect`]) measured: the verdict it would have had, and one document per
+/// test as `--json` prints it (`test`, `test_info`, `results` with perftest's keys; `error` for a
+/// test that failed).
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub verdict: Verdict,
+    pub tests: Vec<Value>,
+}
+
+/// Runs the tests of a client or loopback `nvpeer bench` (not `--server`) without printing the
+/// report or writing its files: the measurements come back to the caller (`nvpeer bench
+/// --fleet`). Give `--json` and `--no-progress` for a silent run.
+pub fn collect(args: BenchArgs) -> Result<Measured, SetupError> {
+    if args.common.server {
+        return Err(SetupError::Args(
+            "a quiet run measures as a client or in loopback, not as --server".into(),
+        ));
+    }
+    run_tests(args, false)
+}
+
+/// Runs `nvpeer bench`; `print`: print the report and write its files (`--json`, `--out_json`,
+/// `--junit`) as the command does.
+fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
     args.check().map_err(SetupError::Args)?;
     let mut c = args.common.clone();
     // perftest's --use_cuda* choose the memory as --mem/--gpu do.
@@ -178,12 +205,15 @@ pub fn run(args: BenchArgs) -> Result<Verdict, SetupError> {
             traffic_class: args.tos.unwrap_or(0),
             bidirectional: args.bidirectional,
         };
-        return Ok(Verdict::from_status(peer::run_server(
-            "nvpeer bench --server",
-            &c,
-            path,
-            Some(opts),
-        )));
+        return Ok(Measured {
+            verdict: Verdict::from_status(peer::run_server(
+                "nvpeer bench --server",
+                &c,
+                path,
+                Some(opts),
+            )),
+            tests: Vec::new(),
+        });
     }
     // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
     // larger).
@@ -284,6 +314,12 @@ pub fn run(args: BenchArgs) -> Result<Verdict, SetupError> {
     if let Some(Peer::Remote(_)) = b.peer.as_ref() {
         let _ = b.peer.as_mut().map(|p| p.unit(Req::Bye));
     }
+    if !print {
+        return Ok(Measured {
+            verdict: verdict_of(could_not_run, failed),
+            tests: out,
+        });
+    }
     let gpu_bus = b
         .backend
         .facts()
@@ -300,13 +336,21 @@ pub fn run(args: BenchArgs) -> Result<Verdict, SetupError> {
     if !write_reports(&b.args, c.mem, b.dev.as_deref(), &env, &out) {
         could_not_run = true;
     }
-    Ok(if could_not_run {
+    Ok(Measured {
+        verdict: verdict_of(could_not_run, failed),
+        tests: out,
+    })
+}
+
+/// A run's verdict: could not run wins over failed.
+fn verdict_of(could_not_run: bool, failed: bool) -> Verdict {
+    if could_not_run {
         Verdict::CouldNotRun
     } else if failed {
         Verdict::Failed
     } else {
         Verdict::Passed
-    })
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,9 @@ pub struct Suite {
     blocker: Option<String>,
     /// Cases not run because of the blocker, with the reason.
     pub not_run: Vec<(String, String)>,
+    /// Print nothing and write no file ([`collect`]: a caller that reports the cases itself,
+    /// `nvpeer validate --fleet`).
+    quiet: bool,
 }
 
 /// Whether a case is a prerequisite of the others: its failure means the suite could not run.
@@ -70,7 +73,7 @@ impl Suite {
         if r.status == report::Status::Fail && is_setup_case(&r.name) && self.blocker.is_none() {
             self.blocker = Some(format!("{} failed", r.name));
         }
-        if !self.args.common.json {
+        if !self.args.common.json && !self.quiet {
             report::say(&report::case_line(&r));
         }
         self.results.push(r);
@@ -220,20 +223,59 @@ impl Suite {
     }
 }
 
+/// What a quiet run ([`collect`]) found: the exit status it would have had, every case that
+/// ran, the cases a failed prerequisite kept from running, and that prerequisite.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: u8,
+    pub cases: Vec<CaseResult>,
+    pub not_run: Vec<(String, String)>,
+    pub blocked_by: Option<String>,
+}
+
+/// Runs the suite as `nvpeer validate` does (a client or loopback; not `--server`), printing
+/// nothing and writing no `--junit` file: the cases come back to the caller (`nvpeer validate
+/// --fleet`, which runs one pair of nodes at a time and reports the whole fleet).
+pub fn collect(args: ValidateArgs) -> Outcome {
+    let mut s = suite(args, true);
+    let status = s.run();
+    Outcome {
+        status,
+        cases: std::mem::take(&mut s.results),
+        not_run: std::mem::take(&mut s.not_run),
+        blocked_by: s.blocker.take(),
+    }
+}
+
 /// Entry point of `nvpeer validate`.
 pub fn run(args: ValidateArgs) -> u8 {
+    if args.common.server {
+        return serve(&args);
+    }
+    let mut s = suite(args, false);
+    if !s.args.common.json {
+        report::say(&format!(
+            "nvpeer validate: mem={} role={:?} max-size={} seed={}",
+            s.args.common.mem,
+            s.args.common.role(),
+            s.args.max_size,
+            s.seed
+        ));
+    }
+    s.run()
+}
+
+/// The suite for `args`, nothing run yet.
+fn suite(args: ValidateArgs, quiet: bool) -> Suite {
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    if args.common.server {
-        return serve(&args);
-    }
     let facts = sysfs::node_facts(Path::new("/"));
     let remote_mem = args.common.mem.to_string();
-    let mut s = Suite {
+    Suite {
         info: vec![("seed".into(), seed.to_string())],
         args,
         facts,
@@ -246,16 +288,8 @@ pub fn run(args: ValidateArgs) -> u8 {
         results: Vec::new(),
         blocker: None,
         not_run: Vec::new(),
-    };
-    if !s.args.common.json {
-        report::say(&format!(
-            "nvpeer validate: mem={} role={:?} max-size={} seed={seed}",
-            s.args.common.mem,
-            s.args.common.role(),
-            s.args.max_size
-        ));
+        quiet,
     }
-    s.run()
 }
 
 fn serve(args: &ValidateArgs) -> u8 {

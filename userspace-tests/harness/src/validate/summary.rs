@@ -12,6 +12,13 @@ impl Suite {
     pub(super) fn finish(&self) -> u8 {
         let mut s = report::summarize(&self.results);
         s.not_run = self.not_run.len();
+        if self.quiet {
+            return if self.blocker.is_some() {
+                2
+            } else {
+                u8::from(s.failed > 0)
+            };
+        }
         let gpu_bus = self
             .info
             .iter()
