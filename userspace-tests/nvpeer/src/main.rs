@@ -9,7 +9,9 @@ Exit status:
   0  every case that ran passed
   1  a case or measurement failed (the node ran it and got a wrong or failed result)
   2  could not run: bad arguments, a missing prerequisite (memory backend, RDMA device,
-     peer-memory client, the two-node server), or a report file that could not be written";
+     peer-memory client, the two-node server), or a report file that could not be written
+With --fleet (rank 0's status; every rank exits with it): 1 when a node is not ready or lost,
+or a link is an outlier or failed.";
 
 /// Exit statuses of `metrics` and `labels`, shown under their `--help`.
 const OUTPUT_STATUSES: &str = "\
@@ -33,12 +35,14 @@ struct Cli {
 enum Command {
     /// Check whether this node is ready for GPUDirect RDMA, and say why not.
     Doctor(doctor::Args),
-    /// Run the conformance suite: registrations, transfers and invalidation on GPU memory.
+    /// Run the conformance suite: registrations, transfers and invalidation on GPU memory
+    /// (`--fleet`: every node of a cluster against the others, under srun, mpirun or Kubernetes).
     #[command(after_help = EXIT_STATUSES)]
-    Validate(harness::ValidateArgs),
-    /// Measure registration cost, bandwidth and latency (perftest-compatible columns).
+    Validate(nvpeer_fleet::ValidateCmd),
+    /// Measure registration cost, bandwidth and latency (perftest-compatible columns; `--fleet`:
+    /// every link of a cluster).
     #[command(after_help = EXIT_STATUSES)]
-    Bench(harness::BenchArgs),
+    Bench(nvpeer_fleet::BenchCmd),
     /// Prometheus metrics for node_exporter's textfile collector: nvpeer's counters, BAR1 per
     /// GPU, who serves nv_mem, one gauge per doctor check.
     #[command(after_help = OUTPUT_STATUSES)]
@@ -79,14 +83,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Doctor(a) => doctor::run(a),
-        Command::Validate(a) => harness::validate(a).exit_status(),
-        Command::Bench(a) => match harness::bench(a) {
-            Ok(v) => v.exit_status(),
-            Err(e) => {
-                eprintln!("nvpeer bench: {e}");
-                harness::Verdict::CouldNotRun.exit_status()
-            }
-        },
+        Command::Validate(a) => nvpeer_fleet::validate(a),
+        Command::Bench(a) => nvpeer_fleet::bench(a),
         Command::Metrics(a) => output_status("metrics", nvpeer_metrics::metrics(a)),
         Command::Labels(a) => output_status("labels", nvpeer_metrics::labels(a)),
         #[cfg(feature = "bench")]

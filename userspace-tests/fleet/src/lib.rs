@@ -1,0 +1,461 @@
+//! `nvpeer validate --fleet` and `nvpeer bench --fleet`: every node of a cluster tested against
+//! the others, one process per node, started by the cluster's own engine (Slurm's `srun`,
+//! `mpirun` of Open MPI or MPICH, a Kubernetes indexed Job). nvpeer starts no processes and
+//! takes no host list: it reads its place from the launcher's environment, runs the doctor,
+//! meets the other ranks at rank 0, and pairs them round by round over the harness's two-node
+//! mode. Rank 0 writes one report, the answer first (docs/validation.md, "Fleet").
+//!
+//! Files by concept: `launcher` (rank, world size and rendezvous from the environment),
+//! `schedule` (who meets whom in which round), `proto` / `coordinator` (rank 0's coordinator and
+//! every rank's worker), `runner` (what a pair runs: the harness), `readiness` (the doctor's
+//! verdict), `report` / `heatmap` (the report, its outliers, JSON, JUnit and the picture).
+
+pub mod coordinator;
+pub mod heatmap;
+pub mod launcher;
+pub mod proto;
+pub mod readiness;
+pub mod report;
+pub mod runner;
+pub mod schedule;
+
+use coordinator::{CoordinatorConfig, WorkerConfig};
+use launcher::Placement;
+use report::{FleetReport, Thresholds};
+use runner::{HarnessRunner, PairRunner};
+use schedule::Pairing;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit status of a run that could not start (as `validate` and `bench` say it).
+const COULD_NOT_RUN: u8 = 2;
+
+/// Options of the fleet mode, shared by `validate` and `bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FleetArgs {
+    /// Run as one process of a fleet started by srun, mpirun or a Kubernetes indexed Job: rank,
+    /// world size and rendezvous from the launcher's environment; rank 0 pairs every node with
+    /// the others and writes the report (docs/validation.md, "Fleet").
+    #[arg(long)]
+    pub fleet: bool,
+    /// Which links: `all` (every pair of nodes, N-1 rounds) or `ring` (each node with its two
+    /// neighbours in rank order, 2-3 rounds).
+    #[arg(long = "pairs", value_enum, default_value_t = Pairing::All, requires = "fleet")]
+    pub pairs: Pairing,
+    /// A bandwidth link below this many GB/s (10^9 bytes/s) is an outlier.
+    #[arg(long = "min-bw", value_name = "GB/s", requires = "fleet", value_parser = positive)]
+    pub min_bw: Option<f64>,
+    /// A bandwidth link below this fraction of the test's fleet median is an outlier (a latency
+    /// link above the median divided by it).
+    #[arg(long = "min-fraction", default_value_t = 0.8, value_parser = fraction)]
+    pub min_fraction: f64,
+    /// Rank 0's host (and port; default `-p`), where the ranks meet. Slurm: default the first
+    /// host of SLURM_STEP_NODELIST; Open MPI, MPICH, Kubernetes: required, here or in
+    /// NVPEER_FLEET_RENDEZVOUS.
+    #[arg(long = "rendezvous", value_name = "HOST[:PORT]", requires = "fleet")]
+    pub rendezvous: Option<String>,
+    /// The number of ranks where the launcher does not say it (a Kubernetes indexed Job: its
+    /// `completions`); also NVPEER_FLEET_WORLD_SIZE.
+    #[arg(long = "world-size", value_name = "N", requires = "fleet")]
+    pub world_size: Option<u32>,
+    /// Directory rank 0 writes the report into: fleet.json, fleet.xml (JUnit), matrix-TEST.svg.
+    #[arg(long = "report", value_name = "DIR", default_value = "nvpeer-fleet")]
+    pub report: PathBuf,
+    /// This node's name in the report (default: Slurm's SLURMD_NODENAME, else the hostname).
+    #[arg(long = "node-name", env = "NVPEER_FLEET_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// The address the other ranks reach this node at (default: the address rank 0 sees this
+    /// rank connect from).
+    #[arg(long = "fleet-addr", value_name = "ADDR", env = "NVPEER_FLEET_ADDR")]
+    pub addr: Option<String>,
+    /// Seconds rank 0 waits for every rank to join (a rank that does not is "never joined").
+    #[arg(long = "join-timeout", value_name = "SECS", default_value_t = 300)]
+    pub join_timeout: u64,
+    /// Seconds one pair may take; a side that takes longer is reported as timed out, a rank that
+    /// does not answer 30 s later as hung.
+    #[arg(long = "pair-timeout", value_name = "SECS", default_value_t = 600)]
+    pub pair_timeout: u64,
+    /// The doctor's root directory on this node (fixture trees; `nvpeer doctor --root`).
+    #[arg(
+        long = "doctor-root",
+        value_name = "DIR",
+        env = "NVPEER_FLEET_DOCTOR_ROOT",
+        default_value = "/"
+    )]
+    pub doctor_root: PathBuf,
+    /// The GPUDirect RDMA path a node must have to be ready (`nvpeer doctor --require`).
+    #[arg(long = "require", value_enum, default_value = "any")]
+    pub require: doctor::report::Require,
+    /// Pair nodes the doctor finds not ready too (by default their pairs are skipped).
+    #[arg(long = "pair-not-ready")]
+    pub pair_not_ready: bool,
+    /// validate --fleet: write_bw iterations of each link's bandwidth figure.
+    #[arg(long = "link-iters", value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(5..))]
+    pub link_iters: u32,
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}': expected a positive number")),
+    }
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("'{s}': expected a fraction in (0, 1]")),
+    }
+}
+
+/// `nvpeer validate`, with `--fleet`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ValidateCmd {
+    #[command(flatten)]
+    pub args: harness::ValidateArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}
+
+/// `nvpeer bench`, with `--fleet`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchCmd {
+    #[command(flatten)]
+    pub args: harness::BenchArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}
+
+/// Why the fleet mode refuses the command line.
+fn fleet_conflicts(c: &harness::cli::CommonArgs) -> Option<&'static str> {
+    if c.server || c.client.is_some() {
+        Some("--fleet pairs the nodes itself: no --server or --client")
+    } else if c.json {
+        Some("--fleet writes its JSON into --report DIR (fleet.json): no --json")
+    } else {
+        None
+    }
+}
+
+/// Runs `nvpeer validate` (the fleet with `--fleet`); returns the exit status.
+pub fn validate(cmd: ValidateCmd) -> u8 {
+    if !cmd.fleet.fleet {
+        return harness::validate(cmd.args).exit_status();
+    }
+    if let Some(e) = fleet_conflicts(&cmd.args.common) {
+        eprintln!("nvpeer validate: {e}");
+        return COULD_NOT_RUN;
+    }
+    let link = match link_bench(&cmd.args.common, cmd.fleet.link_iters) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("nvpeer validate: {e}");
+            return COULD_NOT_RUN;
+        }
+    };
+    let runner = HarnessRunner::Validate {
+        args: Box::new(cmd.args.clone()),
+        link: Box::new(link),
+    };
+    run(
+        "nvpeer validate --fleet",
+        &cmd.fleet,
+        &cmd.args.common,
+        Arc::new(runner),
+    )
+}
+
+/// Runs `nvpeer bench` (the fleet with `--fleet`); returns the exit status.
+pub fn bench(cmd: BenchCmd) -> u8 {
+    if !cmd.fleet.fleet {
+        return match harness::bench(cmd.args) {
+            Ok(v) => v.exit_status(),
+            Err(e) => {
+                eprintln!("nvpeer bench: {e}");
+                harness::Verdict::CouldNotRun.exit_status()
+            }
+        };
+    }
+    let mut args = cmd.args.clone();
+    if let Some(e) = fleet_conflicts(&args.common) {
+        eprintln!("nvpeer bench: {e}");
+        return COULD_NOT_RUN;
+    }
+    // Registration cost is a node's own figure, not a link's: `nvpeer bench --test reg` on each.
+    args.tests.retain(|t| *t != harness::cli::BenchTest::Reg);
+    if args.tests.is_empty() {
+        eprintln!("nvpeer bench: --fleet measures links: give --test with write_bw, read_bw, send_bw or write_lat");
+        return COULD_NOT_RUN;
+    }
+    if args.perftest || args.json_file().is_some() {
+        eprintln!("nvpeer bench: --fleet pairs nvpeer with nvpeer: no --perftest or --out_json");
+        return COULD_NOT_RUN;
+    }
+    if let Err(e) = args.check() {
+        eprintln!("nvpeer bench: {e}");
+        return COULD_NOT_RUN;
+    }
+    args.no_progress = true;
+    let runner = HarnessRunner::Bench {
+        args: Box::new(args.clone()),
+    };
+    run(
+        "nvpeer bench --fleet",
+        &cmd.fleet,
+        &args.common,
+        Arc::new(runner),
+    )
+}
+
+/// The short write_bw that gives each link of `validate --fleet` its bandwidth figure, on the
+/// memory and device of the validate command line.
+fn link_bench(c: &harness::cli::CommonArgs, iters: u32) -> Result<harness::BenchArgs, String> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct B {
+        #[command(flatten)]
+        b: harness::BenchArgs,
+    }
+    let n = iters.to_string();
+    let mut b = B::try_parse_from(["bench", "--test", "write_bw", "-n", &n, "--no-progress"])
+        .map_err(|e| e.to_string())?
+        .b;
+    b.common = c.clone();
+    Ok(b)
+}
+
+/// This node's name: `--node-name`, else Slurm's, else the hostname, else the rank.
+fn node_name(f: &FleetArgs, rank: u32) -> String {
+    f.node_name
+        .clone()
+        .or_else(|| std::env::var("SLURMD_NODENAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("rank{rank}"))
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// How long the rank waits for rank 0 and its orders, and rank 0 for the ranks.
+fn timeouts(f: &FleetArgs) -> (Duration, Duration, Duration) {
+    let join = Duration::from_secs(f.join_timeout);
+    let pair = Duration::from_secs(f.pair_timeout);
+    let grace = Duration::from_secs(30);
+    (join, pair, grace)
+}
+
+/// Runs this rank of the fleet; rank 0 also coordinates and writes the report.
+fn run(tool: &str, f: &FleetArgs, c: &harness::cli::CommonArgs, runner: Arc<dyn PairRunner>) -> u8 {
+    let env = |k: &str| std::env::var(k).ok();
+    let placement = match launcher::detect(
+        &env,
+        &launcher::Given {
+            rendezvous: f.rendezvous.as_deref(),
+            world: f.world_size,
+            port: c.port,
+        },
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{tool}: {e}");
+            return COULD_NOT_RUN;
+        }
+    };
+    let Placement {
+        rank,
+        world,
+        rendezvous,
+        launcher,
+    } = placement.clone();
+    let name = node_name(f, rank);
+    eprintln!(
+        "{tool}: rank {rank} of {world} ({name}), launched by {launcher}; rank 0 at {rendezvous}"
+    );
+    let readiness = readiness::check(&f.doctor_root, f.require);
+    if !readiness.ready {
+        eprintln!(
+            "{tool}: this node is not ready ({}): {}",
+            readiness.verdict,
+            readiness
+                .causes
+                .iter()
+                .map(|c| format!("{}: {}", c.check, c.summary))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    let (join, pair, grace) = timeouts(f);
+    let th = Thresholds {
+        min_bw: f.min_bw,
+        fraction: f.min_fraction,
+    };
+    let coordinator = if rank == 0 {
+        let serve = harness::cli::ServeArgs {
+            bind: if is_loopback(&rendezvous.host) {
+                "127.0.0.1".into()
+            } else if rendezvous.host.contains(':') {
+                "::".into()
+            } else {
+                "0.0.0.0".into()
+            },
+            ..c.serve.clone()
+        };
+        let listener = match harness::server::listen(&serve, rendezvous.port) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("{tool}: rank 0: {e}");
+                return COULD_NOT_RUN;
+            }
+        };
+        let cfg = CoordinatorConfig {
+            world,
+            pairing: f.pairs,
+            serve,
+            rounds: schedule::rounds(f.pairs, world),
+            base_port: rendezvous.port,
+            join_timeout: join,
+            pair_timeout: pair,
+            grace,
+            pair_not_ready: f.pair_not_ready,
+            verbose: true,
+        };
+        let tool = tool.to_string();
+        Some(std::thread::spawn(move || {
+            let run = coordinator::coordinate(&listener, &cfg, &|run| {
+                FleetReport::new(&tool, run.clone(), th).exit_status()
+            });
+            FleetReport::new(&tool, run, th)
+        }))
+    } else {
+        None
+    };
+    let wcfg = WorkerConfig {
+        rank,
+        world,
+        rendezvous,
+        token: c.serve.token.clone(),
+        name,
+        addr: f.addr.clone(),
+        readiness,
+        join_wait: join,
+        pair_timeout: pair,
+        order_wait: join + pair + grace + Duration::from_secs(60),
+    };
+    let worked = coordinator::work(&wcfg, runner);
+    let status = match &worked {
+        Ok(s) => *s,
+        Err(e) => {
+            eprintln!("{tool}: rank {rank}: {e}");
+            COULD_NOT_RUN
+        }
+    };
+    let Some(handle) = coordinator else {
+        return status;
+    };
+    let report = match handle.join() {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!("{tool}: rank 0's coordinator panicked");
+            return COULD_NOT_RUN;
+        }
+    };
+    harness::report::say(&report.text());
+    match report.write(&f.report) {
+        Ok(files) => {
+            for file in files {
+                eprintln!("{tool}: wrote {}", file.display());
+            }
+            report.exit_status()
+        }
+        Err(e) => {
+            eprintln!(
+                "{tool}: writing the report into {}: {e}",
+                f.report.display()
+            );
+            COULD_NOT_RUN
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct V {
+        #[command(flatten)]
+        v: ValidateCmd,
+    }
+
+    #[derive(Parser)]
+    struct B {
+        #[command(flatten)]
+        b: BenchCmd,
+    }
+
+    #[test]
+    fn fleet_options_parse_and_need_fleet() {
+        let v = V::try_parse_from([
+            "x",
+            "--fleet",
+            "--pairs",
+            "ring",
+            "--min-bw",
+            "12.5",
+            "--rendezvous",
+            "head:7000",
+            "--report",
+            "/tmp/r",
+            "--mem",
+            "host",
+        ])
+        .unwrap()
+        .v;
+        assert!(v.fleet.fleet);
+        assert_eq!(v.fleet.pairs, Pairing::Ring);
+        assert_eq!(v.fleet.min_bw, Some(12.5));
+        assert_eq!(v.fleet.min_fraction, 0.8);
+        assert_eq!(v.fleet.rendezvous.as_deref(), Some("head:7000"));
+        assert_eq!(v.fleet.report, PathBuf::from("/tmp/r"));
+        // Fleet options without --fleet are refused.
+        assert!(V::try_parse_from(["x", "--pairs", "ring"]).is_err());
+        assert!(V::try_parse_from(["x", "--fleet", "--min-bw", "-1"]).is_err());
+        assert!(V::try_parse_from(["x", "--fleet", "--min-fraction", "1.5"]).is_err());
+        // The harness's own options are still there, and perftest's --report_gbits is not --report.
+        let b = B::try_parse_from(["x", "--fleet", "--test", "write_bw", "--report_gbits"])
+            .unwrap()
+            .b;
+        assert!(b.args.report_gbits && b.fleet.fleet);
+        assert_eq!(b.fleet.report, PathBuf::from("nvpeer-fleet"));
+    }
+
+    #[test]
+    fn fleet_refuses_a_hand_made_pair() {
+        let v = V::try_parse_from(["x", "--fleet", "--server"]).unwrap().v;
+        assert!(fleet_conflicts(&v.args.common).is_some());
+        let v = V::try_parse_from(["x", "--fleet", "--json"]).unwrap().v;
+        assert!(fleet_conflicts(&v.args.common).is_some());
+        let v = V::try_parse_from(["x", "--fleet"]).unwrap().v;
+        assert!(fleet_conflicts(&v.args.common).is_none());
+        let l = link_bench(&v.args.common, 50).unwrap();
+        assert_eq!(l.tests, vec![harness::cli::BenchTest::WriteBw]);
+        assert_eq!(l.iters, Some(50));
+    }
+
+    #[test]
+    fn loopback_rendezvous_stays_on_loopback() {
+        assert!(is_loopback("127.0.0.1") && is_loopback("::1") && is_loopback("localhost"));
+        assert!(!is_loopback("10.0.0.1") && !is_loopback("head"));
+    }
+}

@@ -1,0 +1,1034 @@
+//! Rank 0's report, the answer first: the nodes that are not ready and why (each doctor root
+//! cause once, with the nodes it holds back), the nodes lost during the run, the outliers (a slow
+//! link, or a node all of whose links are slow, named as the suspect instead of each link), the
+//! failed links; then a node × node matrix per test. Written as text (stdout), JSON, JUnit XML
+//! (one test case per pair and test) and an SVG heat map per test ([`crate::heatmap`]).
+
+use crate::coordinator::{FleetRun, LostKind, PairStatus};
+use crate::readiness::RootCause;
+use crate::runner::Unit;
+use crate::schedule::Pairing;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// When a link is an outlier.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Thresholds {
+    /// `--min-bw`: a bandwidth link below this many GB/s is slow.
+    pub min_bw: Option<f64>,
+    /// `--min-fraction`: a bandwidth link below this fraction of the test's fleet median is
+    /// slow; a latency link above the median divided by it.
+    pub fraction: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            min_bw: None,
+            fraction: 0.8,
+        }
+    }
+}
+
+/// One link's figure for a test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkValue {
+    pub a: u32,
+    pub b: u32,
+    pub value: f64,
+}
+
+/// What the outlier rule names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Suspect {
+    /// One slow link.
+    Link { a: u32, b: u32, value: f64 },
+    /// A node with at least two links, all of them slow: the node, not each link.
+    Node { node: u32, values: Vec<f64> },
+}
+
+/// The median of `v` (none when empty).
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    })
+}
+
+/// The threshold of a test and whether `v` is on its wrong side.
+fn threshold(unit: Unit, median: f64, th: &Thresholds) -> f64 {
+    match unit {
+        Unit::Micros => median / th.fraction,
+        _ => {
+            let rel = median * th.fraction;
+            th.min_bw.map_or(rel, |m| m.max(rel))
+        }
+    }
+}
+
+fn slow(unit: Unit, v: f64, limit: f64) -> bool {
+    match unit {
+        Unit::Micros => v > limit,
+        _ => v < limit,
+    }
+}
+
+/// Names the slow links of one test, a node whose links (two or more) are all slow as a node,
+/// and the links of such a node not again. Returns the fleet median, the threshold and the
+/// suspects.
+pub fn outliers(
+    links: &[LinkValue],
+    unit: Unit,
+    th: &Thresholds,
+) -> (Option<f64>, Option<f64>, Vec<Suspect>) {
+    let values: Vec<f64> = links.iter().map(|l| l.value).collect();
+    let Some(med) = median(&values) else {
+        return (None, None, Vec::new());
+    };
+    let limit = threshold(unit, med, th);
+    let bad: Vec<&LinkValue> = links
+        .iter()
+        .filter(|l| slow(unit, l.value, limit))
+        .collect();
+    let pairs: Vec<(u32, u32)> = links.iter().map(|l| (l.a, l.b)).collect();
+    let bad_pairs: Vec<(u32, u32)> = bad.iter().map(|l| (l.a, l.b)).collect();
+    let nodes = all_bad_nodes(&pairs, &bad_pairs);
+    let mut out: Vec<Suspect> = nodes
+        .iter()
+        .map(|n| Suspect::Node {
+            node: *n,
+            values: bad
+                .iter()
+                .filter(|l| l.a == *n || l.b == *n)
+                .map(|l| l.value)
+                .collect(),
+        })
+        .collect();
+    out.extend(
+        bad.iter()
+            .filter(|l| !nodes.contains(&l.a) && !nodes.contains(&l.b))
+            .map(|l| Suspect::Link {
+                a: l.a,
+                b: l.b,
+                value: l.value,
+            }),
+    );
+    (Some(med), Some(limit), out)
+}
+
+/// The nodes with two or more links, all of them in `bad`.
+fn all_bad_nodes(links: &[(u32, u32)], bad: &[(u32, u32)]) -> BTreeSet<u32> {
+    let mut count: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+    for &(a, b) in links {
+        let is_bad = bad.contains(&(a, b));
+        for n in [a, b] {
+            let e = count.entry(n).or_default();
+            e.0 += 1;
+            e.1 += usize::from(is_bad);
+        }
+    }
+    count
+        .into_iter()
+        .filter(|(_, (all, bad))| *all >= 2 && all == bad)
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// A root cause and the nodes it holds back.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotReady {
+    pub cause: RootCause,
+    pub nodes: Vec<String>,
+}
+
+/// A node lost during the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LostNode {
+    pub node: String,
+    pub kind: LostKind,
+    pub round: Option<u32>,
+    pub why: String,
+}
+
+/// An outlier, named.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outlier {
+    Link {
+        test: String,
+        a: String,
+        b: String,
+        value: f64,
+        threshold: f64,
+        median: f64,
+        unit: Unit,
+    },
+    Node {
+        test: String,
+        node: String,
+        /// Its links' figures.
+        values: Vec<f64>,
+        threshold: f64,
+        median: f64,
+        unit: Unit,
+    },
+}
+
+/// A link or node whose test failed (integrity, a test that errored, a pair that did not finish).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Failure {
+    Link {
+        test: String,
+        a: String,
+        b: String,
+        detail: String,
+    },
+    Node {
+        test: String,
+        node: String,
+        links: usize,
+        detail: String,
+    },
+}
+
+/// One cell of a matrix.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Cell {
+    /// The diagonal, or a link the schedule does not measure (`--pairs ring`).
+    None,
+    Value {
+        value: f64,
+        slow: bool,
+    },
+    Pass,
+    Fail {
+        detail: String,
+    },
+    Skipped {
+        why: String,
+    },
+}
+
+/// A node × node matrix of one test.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    pub test: String,
+    pub unit: Unit,
+    pub median: Option<f64>,
+    pub threshold: Option<f64>,
+    /// Row and column labels, in rank order.
+    pub nodes: Vec<String>,
+    pub cells: Vec<Vec<Cell>>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetReport {
+    pub tool: String,
+    pub version: &'static str,
+    /// `pass`: every node ready and joined, no outlier, no failure; else `fail`.
+    pub verdict: &'static str,
+    pub world: u32,
+    pub pairing: Pairing,
+    pub rounds: u32,
+    pub links: usize,
+    pub elapsed_s: f64,
+    pub messages: u64,
+    pub thresholds: Thresholds,
+    pub not_ready: Vec<NotReady>,
+    pub lost: Vec<LostNode>,
+    pub outliers: Vec<Outlier>,
+    pub failures: Vec<Failure>,
+    pub matrices: Vec<Matrix>,
+    pub run: FleetRun,
+}
+
+/// Labels of the ranks: their names, with the rank added where names repeat.
+pub fn labels(run: &FleetRun) -> Vec<String> {
+    let names: Vec<&str> = run.nodes.iter().map(|n| n.name.as_str()).collect();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n}#{i}")
+            } else {
+                n.to_string()
+            }
+        })
+        .collect()
+}
+
+impl FleetReport {
+    /// Builds the report of `run` under `th`.
+    pub fn new(tool: &str, run: FleetRun, th: Thresholds) -> Self {
+        let label = labels(&run);
+        let n = run.world as usize;
+        // Not ready: each root cause once, with its nodes.
+        let mut by_cause: BTreeMap<RootCause, Vec<String>> = BTreeMap::new();
+        for node in &run.nodes {
+            if let Some(r) = node.readiness.as_ref().filter(|r| !r.ready) {
+                let causes = if r.causes.is_empty() {
+                    vec![RootCause {
+                        check: "doctor".into(),
+                        summary: format!("verdict {}", r.verdict),
+                        fix: Some("run `nvpeer doctor` on the node".into()),
+                    }]
+                } else {
+                    r.causes.clone()
+                };
+                for c in causes {
+                    by_cause
+                        .entry(c)
+                        .or_default()
+                        .push(label[node.rank as usize].clone());
+                }
+            }
+        }
+        let not_ready = by_cause
+            .into_iter()
+            .map(|(cause, nodes)| NotReady { cause, nodes })
+            .collect();
+        let lost = run
+            .nodes
+            .iter()
+            .filter_map(|node| {
+                node.lost.as_ref().map(|l| LostNode {
+                    node: label[node.rank as usize].clone(),
+                    kind: l.kind,
+                    round: l.round,
+                    why: l.why.clone(),
+                })
+            })
+            .collect();
+        // Tests in the order first seen, with their unit.
+        let mut tests: Vec<(String, Unit)> = Vec::new();
+        for m in run.pairs.iter().flat_map(|p| &p.measurements) {
+            if !tests.iter().any(|(t, _)| *t == m.test) {
+                tests.push((m.test.clone(), m.unit));
+            }
+        }
+        let mut named = Vec::new();
+        let mut failures = Vec::new();
+        let mut matrices = Vec::new();
+        for (test, unit) in &tests {
+            let mut cells = vec![vec![Cell::None; n]; n];
+            let mut values = Vec::new();
+            let mut measured = Vec::new();
+            let mut failed = Vec::new();
+            for p in &run.pairs {
+                let (a, b) = (p.server.min(p.client), p.server.max(p.client));
+                let cell = match &p.status {
+                    PairStatus::Skipped { why } => Cell::Skipped { why: why.clone() },
+                    PairStatus::Failed { why } => {
+                        measured.push((a, b));
+                        failed.push((a, b, why.clone()));
+                        Cell::Fail {
+                            detail: why.clone(),
+                        }
+                    }
+                    PairStatus::Ran => match p.measurements.iter().find(|m| m.test == *test) {
+                        None => Cell::Skipped {
+                            why: "not measured".into(),
+                        },
+                        Some(m) => {
+                            measured.push((a, b));
+                            match (m.passed, m.value) {
+                                (false, _) => {
+                                    failed.push((a, b, m.detail.clone()));
+                                    Cell::Fail {
+                                        detail: m.detail.clone(),
+                                    }
+                                }
+                                (true, Some(v)) if *unit != Unit::PassFail => {
+                                    values.push(LinkValue { a, b, value: v });
+                                    Cell::Value {
+                                        value: v,
+                                        slow: false,
+                                    }
+                                }
+                                (true, _) => Cell::Pass,
+                            }
+                        }
+                    },
+                };
+                cells[a as usize][b as usize] = cell.clone();
+                cells[b as usize][a as usize] = cell;
+            }
+            let (med, limit, sus) = outliers(&values, *unit, &th);
+            for s in sus {
+                let (median, threshold) = (med.unwrap_or(0.0), limit.unwrap_or(0.0));
+                match s {
+                    Suspect::Link { a, b, value } => {
+                        for (x, y) in [(a, b), (b, a)] {
+                            if let Cell::Value { slow, .. } = &mut cells[x as usize][y as usize] {
+                                *slow = true;
+                            }
+                        }
+                        named.push(Outlier::Link {
+                            test: test.clone(),
+                            a: label[a as usize].clone(),
+                            b: label[b as usize].clone(),
+                            value,
+                            threshold,
+                            median,
+                            unit: *unit,
+                        });
+                    }
+                    Suspect::Node { node, values } => {
+                        for c in cells[node as usize].iter_mut() {
+                            if let Cell::Value { slow, .. } = c {
+                                *slow = true;
+                            }
+                        }
+                        for row in cells.iter_mut() {
+                            if let Cell::Value { slow, .. } = &mut row[node as usize] {
+                                *slow = true;
+                            }
+                        }
+                        named.push(Outlier::Node {
+                            test: test.clone(),
+                            node: label[node as usize].clone(),
+                            values,
+                            threshold,
+                            median,
+                            unit: *unit,
+                        });
+                    }
+                }
+            }
+            // Failed links: a node all of whose (two or more) links failed is named instead.
+            let bad: Vec<(u32, u32)> = failed.iter().map(|(a, b, _)| (*a, *b)).collect();
+            let nodes = all_bad_nodes(&measured, &bad);
+            for node in &nodes {
+                let links = bad.iter().filter(|(a, b)| a == node || b == node).count();
+                let detail = failed
+                    .iter()
+                    .find(|(a, b, _)| a == node || b == node)
+                    .map(|f| f.2.clone())
+                    .unwrap_or_default();
+                failures.push(Failure::Node {
+                    test: test.clone(),
+                    node: label[*node as usize].clone(),
+                    links,
+                    detail,
+                });
+            }
+            for (a, b, detail) in failed {
+                if !nodes.contains(&a) && !nodes.contains(&b) {
+                    failures.push(Failure::Link {
+                        test: test.clone(),
+                        a: label[a as usize].clone(),
+                        b: label[b as usize].clone(),
+                        detail,
+                    });
+                }
+            }
+            matrices.push(Matrix {
+                test: test.clone(),
+                unit: *unit,
+                median: med,
+                threshold: limit,
+                nodes: label.clone(),
+                cells,
+            });
+        }
+        let links = {
+            let s: BTreeSet<(u32, u32)> = run
+                .pairs
+                .iter()
+                .map(|p| (p.server.min(p.client), p.server.max(p.client)))
+                .collect();
+            s.len()
+        };
+        let mut r = FleetReport {
+            tool: tool.to_string(),
+            version: env!("CARGO_PKG_VERSION"),
+            verdict: "pass",
+            world: run.world,
+            pairing: run.pairing,
+            rounds: run.rounds,
+            links,
+            elapsed_s: run.elapsed_s,
+            messages: run.messages,
+            thresholds: th,
+            not_ready,
+            lost,
+            outliers: named,
+            failures,
+            matrices,
+            run,
+        };
+        if !r.clean() {
+            r.verdict = "fail";
+        }
+        r
+    }
+
+    fn clean(&self) -> bool {
+        self.not_ready.is_empty()
+            && self.lost.is_empty()
+            && self.outliers.is_empty()
+            && self.failures.is_empty()
+    }
+
+    /// The exit status: 0 when clean, 1 when anything is named.
+    pub fn exit_status(&self) -> u8 {
+        u8::from(!self.clean())
+    }
+
+    /// Pair × test results: (passed, failed, skipped), the closing line's figures.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let (mut p, mut f, mut s) = (0, 0, 0);
+        for m in &self.matrices {
+            for (i, row) in m.cells.iter().enumerate() {
+                for c in &row[i + 1..] {
+                    match c {
+                        Cell::None => {}
+                        Cell::Pass | Cell::Value { slow: false, .. } => p += 1,
+                        Cell::Fail { .. } | Cell::Value { slow: true, .. } => f += 1,
+                        Cell::Skipped { .. } => s += 1,
+                    }
+                }
+            }
+        }
+        (p, f, s)
+    }
+
+    /// The text report, the answer first.
+    pub fn text(&self) -> String {
+        let mut o = Vec::new();
+        let named = self.not_ready.iter().map(|c| c.nodes.len()).sum::<usize>();
+        o.push(format!(
+            "{}: {} node(s), {} link(s) in {} round(s) ({:?} pairs), {:.1} s: {}",
+            self.tool,
+            self.world,
+            self.links,
+            self.rounds,
+            self.pairing,
+            self.elapsed_s,
+            if self.clean() {
+                "every node ready, every link passed".to_string()
+            } else {
+                format!(
+                    "{} not ready, {} lost, {} outlier(s), {} failure(s)",
+                    named,
+                    self.lost.len(),
+                    self.outliers.len(),
+                    self.failures.len()
+                )
+            }
+        ));
+        for c in &self.not_ready {
+            o.push(format!(
+                "NOT READY  {}: {} — {}{}",
+                c.nodes.join(", "),
+                c.cause.check,
+                c.cause.summary,
+                c.cause
+                    .fix
+                    .as_ref()
+                    .map_or_else(String::new, |f| format!("\n           fix: {f}"))
+            ));
+        }
+        for l in &self.lost {
+            let kind = match l.kind {
+                LostKind::NeverJoined => "never joined",
+                LostKind::Died => "died",
+                LostKind::Hung => "hung",
+            };
+            let round = l
+                .round
+                .map_or_else(String::new, |r| format!(" in round {}", r + 1));
+            o.push(format!(
+                "LOST       {}: {kind}{round} ({}); its pairs were skipped",
+                l.node, l.why
+            ));
+        }
+        for x in &self.outliers {
+            o.push(match x {
+                Outlier::Link {
+                    test,
+                    a,
+                    b,
+                    value,
+                    threshold,
+                    median,
+                    unit,
+                } => format!(
+                    "SLOW LINK  {a} <-> {b}: {test} {} {}, {} {} (fleet median {})",
+                    fmt(*value),
+                    unit.symbol(),
+                    if *unit == Unit::Micros {
+                        "above"
+                    } else {
+                        "below"
+                    },
+                    fmt(*threshold),
+                    fmt(*median)
+                ),
+                Outlier::Node {
+                    test,
+                    node,
+                    values,
+                    threshold,
+                    median,
+                    unit,
+                } => {
+                    format!(
+                    "SUSPECT    {node}: all {} of its {test} links {} {} {} (theirs: {}; fleet \
+                     median {})",
+                    values.len(),
+                    if *unit == Unit::Micros { "above" } else { "below" },
+                    fmt(*threshold),
+                    unit.symbol(),
+                    values.iter().map(|v| fmt(*v)).collect::<Vec<_>>().join(", "),
+                    fmt(*median)
+                )
+                }
+            });
+        }
+        for f in &self.failures {
+            o.push(match f {
+                Failure::Link { test, a, b, detail } => {
+                    format!("FAIL       {a} <-> {b}: {test}: {detail}")
+                }
+                Failure::Node {
+                    test,
+                    node,
+                    links,
+                    detail,
+                } => format!(
+                    "FAIL       {node}: {test} failed on all {links} of its links ({detail})"
+                ),
+            });
+        }
+        for m in &self.matrices {
+            o.push(String::new());
+            o.push(format!(
+                "{} [{}]{}",
+                m.test,
+                m.unit.symbol(),
+                match (m.median, m.threshold) {
+                    (Some(md), Some(t)) => format!(" median {} threshold {}", fmt(md), fmt(t)),
+                    _ => String::new(),
+                }
+            ));
+            let mut header = vec![String::new()];
+            header.extend(m.nodes.iter().cloned());
+            let rows: Vec<Vec<String>> = m
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(i, row)| {
+                    let mut r = vec![m.nodes[i].clone()];
+                    r.extend(row.iter().map(cell_text));
+                    r
+                })
+                .collect();
+            o.push(harness::report::table(&header, &rows));
+        }
+        let (p, f, s) = self.counts();
+        o.push(String::new());
+        o.push(format!("{p} passed, {f} failed, {s} skipped"));
+        o.join("\n")
+    }
+
+    /// The JUnit document: a test case per node's doctor verdict, and per pair and test.
+    pub fn junit(&self) -> std::io::Result<Vec<u8>> {
+        use harness::report::CaseResult;
+        let mut cases = Vec::new();
+        let mut not_run = Vec::new();
+        let label = labels(&self.run);
+        for n in &self.run.nodes {
+            let name = format!("doctor {}", label[n.rank as usize]);
+            match (&n.readiness, &n.lost) {
+                (_, Some(l)) if l.kind == LostKind::NeverJoined => {
+                    cases.push(CaseResult::fail(&name, "never joined", l.why.clone()))
+                }
+                (Some(r), _) if r.ready => cases.push(CaseResult::pass(&name, "ready")),
+                (Some(r), _) => cases.push(CaseResult::fail(
+                    &name,
+                    r.verdict.clone(),
+                    r.causes
+                        .iter()
+                        .map(|c| format!("{}: {}", c.check, c.summary))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )),
+                (None, _) => cases.push(CaseResult::skip(&name, "no verdict")),
+            }
+        }
+        for m in &self.matrices {
+            for (i, row) in m.cells.iter().enumerate() {
+                for (j, c) in row.iter().enumerate().skip(i + 1) {
+                    let name = format!("{} {} <-> {}", m.test, m.nodes[i], m.nodes[j]);
+                    match c {
+                        Cell::None => {}
+                        Cell::Pass => cases.push(CaseResult::pass(&name, "passed")),
+                        Cell::Value { value, slow: false } => cases.push(CaseResult::pass(
+                            &name,
+                            format!("{} {}", fmt(*value), m.unit.symbol()),
+                        )),
+                        Cell::Value { value, slow: true } => cases.push(CaseResult::fail(
+                            &name,
+                            format!("{} {}", fmt(*value), m.unit.symbol()),
+                            format!(
+                                "outlier: threshold {} {} (fleet median {})",
+                                fmt(m.threshold.unwrap_or(0.0)),
+                                m.unit.symbol(),
+                                fmt(m.median.unwrap_or(0.0))
+                            ),
+                        )),
+                        Cell::Fail { detail } => {
+                            cases.push(CaseResult::fail(&name, detail.clone(), detail.clone()))
+                        }
+                        Cell::Skipped { why } => not_run.push((name, why.clone())),
+                    }
+                }
+            }
+        }
+        let props = vec![
+            ("world".to_string(), self.world.to_string()),
+            ("pairing".to_string(), format!("{:?}", self.pairing)),
+            ("rounds".to_string(), self.rounds.to_string()),
+        ];
+        harness::junit::render(&self.tool, &cases, &not_run, &props)
+    }
+
+    /// Writes `fleet.json`, `fleet.xml` (JUnit) and `matrix-TEST.svg` per test into `dir`;
+    /// returns the files written.
+    pub fn write(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let mut out = Vec::new();
+        let json = dir.join("fleet.json");
+        let doc = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&json, doc + "\n")?;
+        out.push(json);
+        let xml = dir.join("fleet.xml");
+        std::fs::write(&xml, self.junit()?)?;
+        out.push(xml);
+        for m in &self.matrices {
+            let f = dir.join(format!("matrix-{}.svg", file_safe(&m.test)));
+            crate::heatmap::render(m, &f)?;
+            out.push(f);
+        }
+        Ok(out)
+    }
+}
+
+fn file_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A figure with three significant digits.
+pub fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn cell_text(c: &Cell) -> String {
+    match c {
+        Cell::None => "·".into(),
+        Cell::Value { value, slow } => format!("{}{}", fmt(*value), if *slow { "!" } else { "" }),
+        Cell::Pass => "pass".into(),
+        Cell::Fail { .. } => "FAIL".into(),
+        Cell::Skipped { .. } => "skip".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::{Lost, NodeRecord, PairRecord};
+    use crate::readiness::Readiness;
+    use crate::runner::Measurement;
+
+    fn lv(a: u32, b: u32, value: f64) -> LinkValue {
+        LinkValue { a, b, value }
+    }
+
+    /// Every pair of `n` nodes at `fast`, except those `slow` names.
+    fn mesh(n: u32, fast: f64, slow: &[(u32, u32, f64)]) -> Vec<LinkValue> {
+        let mut v = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                let x = slow
+                    .iter()
+                    .find(|s| (s.0, s.1) == (a, b))
+                    .map_or(fast, |s| s.2);
+                v.push(lv(a, b, x));
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn one_slow_link_is_named() {
+        let links = mesh(4, 10.0, &[(1, 2, 2.0)]);
+        let (med, th, s) = outliers(&links, Unit::GBps, &Thresholds::default());
+        assert_eq!(med, Some(10.0));
+        assert_eq!(th, Some(8.0));
+        assert_eq!(
+            s,
+            vec![Suspect::Link {
+                a: 1,
+                b: 2,
+                value: 2.0
+            }]
+        );
+    }
+
+    #[test]
+    fn a_node_with_every_link_slow_is_named_as_the_node() {
+        let links = mesh(
+            5,
+            10.0,
+            &[(0, 3, 1.0), (1, 3, 1.5), (2, 3, 1.2), (3, 4, 0.9)],
+        );
+        let (_, _, s) = outliers(&links, Unit::GBps, &Thresholds::default());
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(matches!(&s[0], Suspect::Node { node: 3, values } if values.len() == 4));
+        // Plus a slow link elsewhere: the node and that link, nothing else.
+        let links = mesh(
+            5,
+            10.0,
+            &[
+                (0, 3, 1.0),
+                (1, 3, 1.5),
+                (2, 3, 1.2),
+                (3, 4, 0.9),
+                (0, 1, 3.0),
+            ],
+        );
+        let (_, _, s) = outliers(&links, Unit::GBps, &Thresholds::default());
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert!(s.contains(&Suspect::Link {
+            a: 0,
+            b: 1,
+            value: 3.0
+        }));
+    }
+
+    #[test]
+    fn a_node_with_one_link_is_not_a_suspect() {
+        // Two nodes: one link; a slow one under --min-bw is the link, not both nodes.
+        let th = Thresholds {
+            min_bw: Some(5.0),
+            fraction: 0.8,
+        };
+        let (_, _, s) = outliers(&[lv(0, 1, 2.0)], Unit::GBps, &th);
+        assert_eq!(
+            s,
+            vec![Suspect::Link {
+                a: 0,
+                b: 1,
+                value: 2.0
+            }]
+        );
+        let (_, _, s) = outliers(&[lv(0, 1, 2.0)], Unit::GBps, &Thresholds::default());
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn latency_is_slow_above_the_median() {
+        let links = mesh(4, 3.0, &[(0, 2, 9.0)]);
+        let (_, th, s) = outliers(&links, Unit::Micros, &Thresholds::default());
+        assert_eq!(th, Some(3.75));
+        assert_eq!(
+            s,
+            vec![Suspect::Link {
+                a: 0,
+                b: 2,
+                value: 9.0
+            }]
+        );
+    }
+
+    fn node(rank: u32, ready: bool) -> NodeRecord {
+        NodeRecord {
+            rank,
+            name: format!("n{rank}"),
+            addr: Some(format!("10.0.0.{rank}")),
+            readiness: Some(if ready {
+                Readiness::assumed()
+            } else {
+                Readiness {
+                    ready: false,
+                    verdict: "not_ready".into(),
+                    causes: vec![RootCause {
+                        check: "peer.client".into(),
+                        summary: "no peer-memory client".into(),
+                        fix: Some("modprobe nvidia-peermem".into()),
+                    }],
+                }
+            }),
+            lost: None,
+        }
+    }
+
+    fn bw(v: f64) -> Vec<Measurement> {
+        vec![
+            Measurement {
+                test: "integrity".into(),
+                unit: Unit::PassFail,
+                value: None,
+                passed: true,
+                detail: "ok".into(),
+            },
+            Measurement {
+                test: "write_bw".into(),
+                unit: Unit::GBps,
+                value: Some(v),
+                passed: true,
+                detail: String::new(),
+            },
+        ]
+    }
+
+    fn sample() -> FleetReport {
+        let mut nodes: Vec<NodeRecord> = (0..5).map(|r| node(r, r != 3)).collect();
+        nodes[4].lost = Some(Lost {
+            kind: LostKind::Died,
+            round: Some(1),
+            why: "peer closed the connection".into(),
+        });
+        let mut pairs = Vec::new();
+        for (a, b, v) in [(0, 1, 10.0), (0, 2, 10.0), (1, 2, 1.0)] {
+            pairs.push(PairRecord {
+                round: 0,
+                server: a,
+                client: b,
+                status: PairStatus::Ran,
+                measurements: bw(v),
+            });
+        }
+        pairs.push(PairRecord {
+            round: 1,
+            server: 3,
+            client: 0,
+            status: PairStatus::Skipped {
+                why: "rank 3 (n3) is not ready".into(),
+            },
+            measurements: Vec::new(),
+        });
+        let run = FleetRun {
+            world: 5,
+            pairing: Pairing::All,
+            rounds: 5,
+            nodes,
+            pairs,
+            elapsed_s: 1.0,
+            messages: 40,
+        };
+        FleetReport::new("nvpeer validate --fleet", run, Thresholds::default())
+    }
+
+    #[test]
+    fn report_json_has_the_answer_first() {
+        let r = sample();
+        let v = serde_json::to_value(&r).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        for k in [
+            "verdict",
+            "not_ready",
+            "lost",
+            "outliers",
+            "failures",
+            "matrices",
+            "run",
+        ] {
+            assert!(keys.contains(&k), "{k} in {keys:?}");
+        }
+        assert_eq!(v["verdict"], "fail");
+        assert_eq!(v["not_ready"][0]["nodes"], serde_json::json!(["n3"]));
+        assert_eq!(v["not_ready"][0]["cause"]["check"], "peer.client");
+        assert_eq!(v["lost"][0]["node"], "n4");
+        assert_eq!(v["lost"][0]["kind"], "died");
+        assert_eq!(v["outliers"].as_array().unwrap().len(), 1);
+        assert_eq!(v["outliers"][0]["kind"], "link");
+        assert_eq!(
+            (
+                v["outliers"][0]["a"].as_str(),
+                v["outliers"][0]["b"].as_str()
+            ),
+            (Some("n1"), Some("n2"))
+        );
+        let m = &v["matrices"][1];
+        assert_eq!(m["test"], "write_bw");
+        assert_eq!(m["unit"], "g_bps");
+        assert_eq!(m["cells"][1][2]["state"], "value");
+        assert_eq!(m["cells"][1][2]["slow"], true);
+        assert_eq!(m["cells"][2][1]["slow"], true);
+        assert_eq!(m["cells"][0][3]["state"], "skipped");
+        assert_eq!(m["cells"][0][0]["state"], "none");
+        assert_eq!(r.exit_status(), 1);
+        let text = r.text();
+        let first = text.lines().next().unwrap();
+        assert!(first.contains("1 not ready, 1 lost, 1 outlier"), "{first}");
+        assert!(text.contains("SLOW LINK  n1 <-> n2"), "{text}");
+        assert!(text.contains("NOT READY  n3: peer.client"), "{text}");
+        assert!(
+            text.trim_end().ends_with("5 passed, 1 failed, 2 skipped"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn junit_has_a_case_per_pair_and_test() {
+        let x = String::from_utf8(sample().junit().unwrap()).unwrap();
+        assert!(x.contains(r#"name="write_bw n1 &lt;-&gt; n2""#), "{x}");
+        assert!(x.contains(r#"name="integrity n0 &lt;-&gt; n1""#), "{x}");
+        assert!(x.contains(r#"name="doctor n3""#), "{x}");
+        // 5 doctor cases + 3 links × 2 tests ran, 1 pair × 2 tests skipped.
+        assert!(x.contains(r#"tests="13""#), "{x}");
+    }
+
+    #[test]
+    fn files_are_written() {
+        let dir = std::env::temp_dir().join(format!("nvpeer-fleet-report-{}", std::process::id()));
+        let files = sample().write(&dir).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "fleet.json",
+                "fleet.xml",
+                "matrix-integrity.svg",
+                "matrix-write_bw.svg"
+            ]
+        );
+        let svg = std::fs::read_to_string(dir.join("matrix-write_bw.svg")).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("n2"), "{svg}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

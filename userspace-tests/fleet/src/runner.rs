@@ -1,0 +1,306 @@
+//! What one pair of ranks runs: the two-node validate cases or bench tests of the harness,
+//! server on one rank and client on the other, over the harness's own channel (token, limits and
+//! timeouts as in `validate --server` / `--client`). The coordinator drives it through
+//! [`PairRunner`], so that its tests run on localhost with a fake runner and no RDMA device.
+
+use serde::{Deserialize, Serialize};
+
+/// The unit of a measurement, and which way is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// Bandwidth in GB/s (10^9 bytes per second); higher is better.
+    GBps,
+    /// Latency in microseconds; lower is better.
+    Micros,
+    /// Pass or fail only (data integrity).
+    PassFail,
+}
+
+impl Unit {
+    /// The unit's symbol in the report.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::GBps => "GB/s",
+            Unit::Micros => "µs",
+            Unit::PassFail => "pass/fail",
+        }
+    }
+}
+
+/// One test's result on one link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// The test (`integrity`, `write_bw`, `read_bw`, `send_bw`, `write_lat`).
+    pub test: String,
+    pub unit: Unit,
+    /// The figure (none for pass/fail tests, or when the test failed before measuring).
+    pub value: Option<f64>,
+    pub passed: bool,
+    /// What failed, or what was measured (one line).
+    pub detail: String,
+}
+
+/// What the client side of a pair found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairOutcome {
+    pub measurements: Vec<Measurement>,
+}
+
+/// The serving side's job: listen on `bind:port` until one client was served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeJob {
+    pub round: u32,
+    pub peer: u32,
+    pub bind: String,
+    pub port: u16,
+}
+
+/// The connecting side's job: connect to `host:port` and run the tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectJob {
+    pub round: u32,
+    pub peer: u32,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Runs one side of a pair. Both calls block until that side is done; the coordinator bounds
+/// them with its pair timeout (a call that never returns makes its rank "hung" for that round).
+pub trait PairRunner: Send + Sync {
+    /// Serves the one client of `job`; an error is why the server could not run.
+    fn serve(&self, job: &ServeJob) -> Result<(), String>;
+    /// Connects and runs the tests.
+    fn connect(&self, job: &ConnectJob) -> PairOutcome;
+}
+
+/// MiB/s (perftest's unit, what the harness reports without `--report_gbits`) to GB/s.
+pub fn mib_to_gb(mib: f64) -> f64 {
+    mib * 1_048_576.0 / 1e9
+}
+
+/// The measurements of one bench document (`harness::bench::collect`): a bandwidth test's
+/// average bandwidth of its largest size, the latency test's typical (median) latency of its
+/// largest size; a test that failed is a failed measurement with its error.
+pub fn from_bench_doc(t: &serde_json::Value) -> Option<Measurement> {
+    let test = t["test"].as_str()?.to_string();
+    let unit = match test.as_str() {
+        "write_lat" => Unit::Micros,
+        "reg" => return None,
+        _ => Unit::GBps,
+    };
+    if let Some(e) = t.get("error") {
+        return Some(Measurement {
+            test,
+            unit,
+            value: None,
+            passed: false,
+            detail: e.as_str().map_or_else(|| e.to_string(), str::to_string),
+        });
+    }
+    let rows = t["results"].as_array()?;
+    let last = rows
+        .iter()
+        .max_by_key(|r| r["MsgSize"].as_u64().unwrap_or(0))?;
+    let size = last["MsgSize"].as_u64().unwrap_or(0);
+    let gbits = t["test_info"]["BW_unit"].as_str() == Some("Gb/sec");
+    let (value, detail) = match unit {
+        Unit::Micros => {
+            let v = last["t_typical"].as_f64()?;
+            (v, format!("{size} B: t_typical {v:.2} µs"))
+        }
+        _ => {
+            let avg = last["BW_average"].as_f64()?;
+            let gb = if gbits { avg / 8.0 } else { mib_to_gb(avg) };
+            (gb, format!("{size} B: BW average {gb:.3} GB/s"))
+        }
+    };
+    Some(Measurement {
+        test,
+        unit,
+        value: Some(value),
+        passed: true,
+        detail,
+    })
+}
+
+/// The integrity measurement of a validate run: passed when every case that ran passed and no
+/// prerequisite failed; the detail names the failed cases.
+pub fn from_validate(o: &harness::validate::Outcome) -> Measurement {
+    use harness::report::Status;
+    let failed: Vec<&str> = o
+        .cases
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.name.as_str())
+        .collect();
+    let passed = o.cases.iter().filter(|c| c.status == Status::Pass).count();
+    let detail = match (&o.blocked_by, failed.is_empty()) {
+        (Some(b), _) => format!("could not run: {b} ({} case(s) not run)", o.not_run.len()),
+        (None, true) => format!("{passed} case(s) passed"),
+        (None, false) => format!("failed: {}", failed.join(", ")),
+    };
+    Measurement {
+        test: "integrity".into(),
+        unit: Unit::PassFail,
+        value: None,
+        passed: o.blocked_by.is_none() && failed.is_empty(),
+        detail,
+    }
+}
+
+/// The real runner: the harness's two-node mode in this process.
+pub enum HarnessRunner {
+    /// `validate --fleet`: the validate cases, then a short write_bw for the link's bandwidth
+    /// (`link`: its bench arguments).
+    Validate {
+        args: Box<harness::ValidateArgs>,
+        link: Box<harness::BenchArgs>,
+    },
+    /// `bench --fleet`: the bench tests of the command line.
+    Bench { args: Box<harness::BenchArgs> },
+}
+
+fn as_server(c: &mut harness::cli::CommonArgs, bind: &str, port: u16) {
+    c.server = true;
+    c.client = None;
+    c.port = port;
+    c.json = true;
+    c.serve.bind = bind.to_string();
+    c.serve.once = true;
+}
+
+fn as_client(c: &mut harness::cli::CommonArgs, host: &str, port: u16) {
+    c.server = false;
+    c.client = Some(host.to_string());
+    c.port = port;
+    c.json = true;
+}
+
+impl HarnessRunner {
+    fn bench_serve(args: &harness::BenchArgs, job: &ServeJob) -> Result<(), String> {
+        let mut a = args.clone();
+        as_server(&mut a.common, &job.bind, job.port);
+        match harness::bench(a) {
+            Ok(harness::Verdict::Passed) => Ok(()),
+            Ok(v) => Err(format!("bench server ended: exit {}", v.exit_status())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn bench_connect(args: &harness::BenchArgs, job: &ConnectJob) -> Vec<Measurement> {
+        let mut a = args.clone();
+        as_client(&mut a.common, &job.host, job.port);
+        a.no_progress = true;
+        a.junit = None;
+        a.out_json = false;
+        a.out_json_file = None;
+        match harness::bench::collect(a.clone()) {
+            Ok(m) => m.tests.iter().filter_map(from_bench_doc).collect(),
+            Err(e) => a
+                .tests
+                .iter()
+                .filter(|t| **t != harness::cli::BenchTest::Reg)
+                .map(|t| Measurement {
+                    test: t.name().into(),
+                    unit: if *t == harness::cli::BenchTest::WriteLat {
+                        Unit::Micros
+                    } else {
+                        Unit::GBps
+                    },
+                    value: None,
+                    passed: false,
+                    detail: e.to_string(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl PairRunner for HarnessRunner {
+    fn serve(&self, job: &ServeJob) -> Result<(), String> {
+        match self {
+            HarnessRunner::Validate { args, link } => {
+                let mut a = (**args).clone();
+                as_server(&mut a.common, &job.bind, job.port);
+                match harness::validate(a) {
+                    harness::Verdict::Passed => {}
+                    v => return Err(format!("validate server ended: exit {}", v.exit_status())),
+                }
+                Self::bench_serve(link, job)
+            }
+            HarnessRunner::Bench { args } => Self::bench_serve(args, job),
+        }
+    }
+
+    fn connect(&self, job: &ConnectJob) -> PairOutcome {
+        let measurements = match self {
+            HarnessRunner::Validate { args, link } => {
+                let mut a = (**args).clone();
+                as_client(&mut a.common, &job.host, job.port);
+                a.junit = None;
+                let o = harness::validate::collect(a);
+                let mut m = vec![from_validate(&o)];
+                m.extend(Self::bench_connect(link, job));
+                m
+            }
+            HarnessRunner::Bench { args } => Self::bench_connect(args, job),
+        };
+        PairOutcome { measurements }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bench_documents_become_measurements() {
+        let bw = json!({"test": "write_bw", "test_info": {"BW_unit": "MiB/sec"}, "results": [
+            {"MsgSize": 4096, "BW_average": 10.0},
+            {"MsgSize": 65536, "BW_average": 1000.0},
+        ]});
+        let m = from_bench_doc(&bw).unwrap();
+        assert_eq!(
+            (m.test.as_str(), m.unit, m.passed),
+            ("write_bw", Unit::GBps, true)
+        );
+        assert!((m.value.unwrap() - 1.048576).abs() < 1e-9, "{m:?}");
+        let g = json!({"test": "read_bw", "test_info": {"BW_unit": "Gb/sec"}, "results": [
+            {"MsgSize": 65536, "BW_average": 80.0}]});
+        assert_eq!(from_bench_doc(&g).unwrap().value, Some(10.0));
+        let lat = json!({"test": "write_lat", "test_info": {}, "results": [
+            {"MsgSize": 2, "t_typical": 3.5}]});
+        let m = from_bench_doc(&lat).unwrap();
+        assert_eq!((m.unit, m.value), (Unit::Micros, Some(3.5)));
+        let err = json!({"test": "send_bw", "error": "peer connect: refused"});
+        let m = from_bench_doc(&err).unwrap();
+        assert!(!m.passed && m.value.is_none() && m.detail.contains("refused"));
+        assert!(from_bench_doc(&json!({"test": "reg", "results": []})).is_none());
+    }
+
+    #[test]
+    fn validate_outcomes_become_integrity() {
+        use harness::report::CaseResult;
+        let o = harness::validate::Outcome {
+            status: 1,
+            cases: vec![
+                CaseResult::pass("cap.memory", ""),
+                CaseResult::fail("xfer.write.host->host[ibv_reg_mr]", "mismatch at 12", "x"),
+            ],
+            not_run: Vec::new(),
+            blocked_by: None,
+        };
+        let m = from_validate(&o);
+        assert!(!m.passed && m.detail.contains("xfer.write"), "{m:?}");
+        let o = harness::validate::Outcome {
+            status: 2,
+            cases: vec![CaseResult::fail("oob.connect", "refused", "token")],
+            not_run: vec![("reg.sizes".into(), "not run".into())],
+            blocked_by: Some("oob.connect failed".into()),
+        };
+        let m = from_validate(&o);
+        assert!(!m.passed && m.detail.contains("oob.connect"), "{m:?}");
+    }
+}
