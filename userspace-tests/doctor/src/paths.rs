@@ -45,9 +45,12 @@ pub fn gates(id: &str) -> &'static [Path] {
         "nvidia.flavour" => &[P, D],
         "nvidia.p2p_symbols" | "rdma.peer_api" | "peer.clients" | "peer.consumers"
         | "kernel.log" => &[P, N],
-        "nvpeer.module" | "peer.conflicts" | "kernel.rust" | "kernel.dkms" | "kernel.signing" => {
-            &[P]
-        }
+        "nvpeer.module"
+        | "peer.conflicts"
+        | "kernel.rust"
+        | "kernel.dkms"
+        | "kernel.signing"
+        | "gpu_operator.driver" => &[P],
         "nvidia.peermem" => &[N],
         "rdma.dmabuf" => &[D],
         _ => &[],
@@ -66,7 +69,9 @@ pub fn depends_on(id: &str) -> &'static [&'static str] {
             "kernel.rust",
             "kernel.dkms",
             "kernel.signing",
+            "gpu_operator.driver",
         ],
+        "gpu_operator.driver" => &["nvidia.driver"],
         "nvidia.peermem" => &["rdma.peer_api", "nvidia.p2p_symbols", "kernel.log"],
         "peer.clients" => &["rdma.peer_api", "nvpeer.module", "nvidia.peermem"],
         "peer.consumers" => &[

@@ -15,6 +15,7 @@ use tempfile::TempDir;
 
 mod kernel;
 mod nvidia;
+mod operator;
 mod paths;
 mod platform;
 mod props;

@@ -14,6 +14,18 @@ pub const DIR: &str = "/sys/module";
 /// nvpeer's drop-in name and its own name.
 pub const NVPEER_NAMES: [&str; 2] = ["nvidia_peermem", "nvpeer"];
 
+/// nvpeer's `modinfo` description, in the `.modinfo` section of its `.ko` as
+/// `description=<this>`: how a module file is told to be nvpeer's (a driver container's tree, a
+/// DKMS install) without loading it.
+pub const DESCRIPTION: &str = "GPUDirect RDMA peer-memory client for NVIDIA GPUs (nv_mem)";
+
+/// Whether `ko` (the bytes of a module file) is nvpeer's build: its `.modinfo` holds nvpeer's
+/// description.
+pub fn is_nvpeer_ko(ko: &[u8]) -> bool {
+    let want = format!("description={DESCRIPTION}\0");
+    ko.windows(want.len()).any(|w| w == want.as_bytes())
+}
+
 /// The module parameters of nvpeer and of nvidia-peermem 560+ (same names and semantics).
 pub const PARAMETERS: [&str; 2] = ["persistent_api_support", "peerdirect_support"];
 
@@ -70,6 +82,21 @@ pub fn parse_flag(v: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn description_is_the_modules() {
+        let src = crate::repo_sources::repo_file("src/nvpeer_main.rs");
+        assert!(
+            src.contains(&format!("description: \"{DESCRIPTION}\",")),
+            "src/nvpeer_main.rs's description is not DESCRIPTION"
+        );
+        let mut ko = b"\x7fELF...license=GPL\0".to_vec();
+        ko.extend_from_slice(format!("description={DESCRIPTION}\0author=x\0").as_bytes());
+        assert!(is_nvpeer_ko(&ko));
+        assert!(!is_nvpeer_ko(
+            b"description=NVIDIA GPUDirect RDMA peer memory client\0"
+        ));
+    }
     use crate::fake_root::FakeRoot;
 
     fn tree() -> FakeRoot {

@@ -5,6 +5,7 @@ mod build;
 mod host;
 mod loader;
 mod nvidia;
+mod operator;
 mod platform;
 mod rdma;
 
@@ -132,7 +133,7 @@ pub fn rust_artifacts() -> &'static [&'static str] {
 
 /// Number of checks [`run_all`] returns.
 pub fn run_all_count() -> usize {
-    29
+    30
 }
 
 /// Runs every check in display order: causes before what follows from them (crate::paths), so the
@@ -152,6 +153,7 @@ pub fn run_all(ctx: &Ctx) -> Vec<Check> {
         loader::log(ctx),
         build::rust(ctx),
         loader::dkms(ctx),
+        operator::driver(ctx),
         rdma::nvpeer_module(ctx),
         rdma::nvidia_peermem(ctx),
         rdma::peer_clients(ctx),
