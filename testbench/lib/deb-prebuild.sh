@@ -13,7 +13,9 @@
 # the stock kernel alone, the one the guest runs.
 # Packs every file the install wrote or changed (the overlay's upper layer, less what the layout
 # put there and depmod's indexes) as /out/deb-prebuilt.tar; 55-deb unpacks it into its node and
-# goes on from there (DKMS's state, modprobe, the doctor, apt-get remove and purge, the refusal).
+# goes on from there (DKMS's state, modprobe, the doctor, apt-get remove and purge). The refusal
+# without OFED (the postinst's one line) runs here too, after the packing, and in the guest in
+# make check-full.
 set -euo pipefail
 krel=$(cat /stock/release)
 ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' /src/dkms.conf)
@@ -61,4 +63,20 @@ comm -13 $n/before.txt $n/after.txt | { grep -Ev "^((usr/)?lib/modules/[^/]*/mod
 grep -q "/updates/dkms/nvidia-peermem.ko" $n/wrote.txt || { echo "deb-prebuild: no nvidia-peermem.ko under updates/dkms" >&2; exit 1; }
 tar -C $n/upper -cf /out/deb-prebuilt.tar -T $n/wrote.txt
 echo "deb-prebuild: packed $(wc -l <$n/wrote.txt) files for $krel"
+
+# 55-deb's last case, here in make check (in the guest it took 140 s under TCG): on a node without
+# OFED the postinst's DKMS build stops in the preflight, apt fails, and its output ends with the
+# preflight's one line naming the fix; a purge then leaves the node as it was.
+in_node apt-get purge -y nvpeer-dkms nvpeer-tools >$n/purge.log 2>&1 || { cat $n/purge.log; echo "deb-prebuild: purge failed" >&2; exit 1; }
+mv $R/usr/src/ofa_kernel $n/ofa_kernel.away
+rc=0
+in_node apt-get install -y /tmp/nvpeer-dkms_"$ver"_all.deb >$n/refused.log 2>&1 || rc=$?
+mv $n/ofa_kernel.away $R/usr/src/ofa_kernel
+[ $rc != 0 ] || { cat $n/refused.log; echo "deb-prebuild: apt-get install succeeded without OFED" >&2; exit 1; }
+lines=$(grep '^nvpeer preflight: ' $n/refused.log || true)
+[ "$(echo "$lines" | grep -c .)" = 1 ] && echo "$lines" | grep -q "no OFED peer-memory API.*OFED_DIR=" ||
+    { tail -n 15 $n/refused.log; echo "deb-prebuild: want one preflight line naming OFED_DIR in apt's output" >&2; exit 1; }
+in_node apt-get purge -y nvpeer-dkms >$n/purge2.log 2>&1 || { cat $n/purge2.log; echo "deb-prebuild: purge after the refusal failed" >&2; exit 1; }
+[ -z "$(in_node dkms status -m nvpeer)" ] || { echo "deb-prebuild: dkms still lists nvpeer after the refusal's purge" >&2; exit 1; }
+echo "deb-prebuild: refused without OFED: $lines"
 # (the node's mounts go with tb chroot's mount namespace)

@@ -87,7 +87,7 @@ metrics_live() {
     np_up 5.5 2 || return 1
     local p1 p2 rc=0
     $NVPEER emu core register --size 256K --hold 20 >"$MX/hold1.log" 2>&1 & p1=$!
-    $NVPEER emu core register --size 1M --offset 64K --hold 20 >"$MX/hold2.log" 2>&1 & p2=$!
+    $NVPEER emu core register --size 1M --offset 65536 --hold 20 >"$MX/hold2.log" 2>&1 & p2=$!
     for _ in $(seq 300); do [ "$(grep -c 'state=mapped' "$NP_DBG"/mrs)" = 2 ] && break; sleep 0.1; done
     [ "$(grep -c 'state=mapped' "$NP_DBG"/mrs)" = 2 ] || { cat "$NP_DBG"/mrs "$MX"/hold*.log; wait; return 1; }
     cat "$NP_DBG"/stats >"$MX/stats.before"

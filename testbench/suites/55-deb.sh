@@ -33,7 +33,7 @@ apt_install() {
         echo "apt-get install ran in the toolchain root (deb-prebuild stage); unpacking what it wrote"
         tar -C "$R" -xpf /bench/deb-prebuilt.tar && in_node depmod -a "$KREL" || return 1
         grep -h "nvpeer preflight: ok" "$R"/var/lib/dkms/nvpeer/"$VER"/*/*/log/make.log || { echo "the PRE_BUILD preflight did not run"; return 1; }
-        : >"$O/install.log" "$O/installed"
+        : >"$O/install.log"; : >"$O/installed"
         return 0
     fi
     local rc=0 tools
@@ -101,6 +101,8 @@ refused() {
     left=$(node_left after2.txt)
     [ -z "$left" ] || { echo "left behind after the failed install's purge:"; echo "$left"; return 1; }
 }
-tb_case apt-install-refused-without-ofed refused
+# (make check: testbench/lib/deb-prebuild.sh makes the same refusal natively, its row
+# deb-prebuild[stock]; 140 s under TCG here)
+[ -f /bench/deb-prebuilt.tar ] || tb_case apt-install-refused-without-ofed refused
 
 finish
