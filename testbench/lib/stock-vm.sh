@@ -39,8 +39,9 @@ xz -dc "$m/kernel/fs/overlayfs/overlay.ko.xz" >"$vm/modules/lib/modules/$flavour
 # The RDMA and network modules the suites load from Debian's own build (the bench kernel has them
 # built in): rdma_rxe (soft-RoCE, for the harness and perftest suites), the verbs and RDMA-CM user
 # interfaces (ib_uverbs, rdma_ucm: guest init loads them with rxe), veth (the namespace pairs of
-# the harness) and dummy (the doctor's rxe netdevs), with every module they depend on (modinfo's
-# depends=, followed to the end).
+# the harness), dummy (the doctor's rxe netdevs), and for 59-fleet's four nodes a bridge and the
+# traffic control of its planted slow link (sch_prio, sch_tbf, cls_u32), with every module they
+# depend on (modinfo's depends=, followed to the end).
 add_mod() {
     local name=$1 f dst dep
     case " $added " in *" $name "*) return 0 ;; esac
@@ -55,7 +56,7 @@ add_mod() {
     for dep in $(modinfo -F depends "$dst" | tr ',' ' '); do add_mod "$dep"; done
 }
 added=""
-for k in rdma_rxe ib_uverbs rdma_ucm veth dummy; do add_mod "$k"; done
+for k in rdma_rxe ib_uverbs rdma_ucm veth dummy bridge sch_prio sch_tbf cls_u32; do add_mod "$k"; done
 # The 9p client, in dependency order (depends=: netfs <- 9pnet <- 9pnet_virtio, 9p).
 mods="fs/netfs/netfs net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p"
 for k in $mods; do xz -dc "$m/kernel/$k.ko.xz" >"$vm/initrd/mods/${k##*/}.ko"; done
