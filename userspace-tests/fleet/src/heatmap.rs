@@ -55,6 +55,14 @@ pub fn render(m: &Matrix, path: &Path) -> std::io::Result<()> {
         .collect();
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // The scale starts at nothing (bandwidth: 0 to the best link) or ends at twice the best
+    // (latency), so that links within noise of each other share a colour rather than span the
+    // whole scale.
+    let (lo, hi) = if m.unit == Unit::Micros {
+        (lo, hi.max(2.0 * lo))
+    } else {
+        (0.0, hi)
+    };
     let label = ("sans-serif", 13).into_font();
     let top = MARGIN - 60 + 40;
     for (i, name) in m.nodes.iter().enumerate() {

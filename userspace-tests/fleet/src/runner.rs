@@ -149,6 +149,9 @@ pub fn from_validate(o: &harness::validate::Outcome) -> Measurement {
     }
 }
 
+/// How long the link's bench client tries to reach the serving rank's bench server.
+const LINK_CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The real runner: the harness's two-node mode in this process.
 pub enum HarnessRunner {
     /// `validate --fleet`: the validate cases, then a short write_bw for the link's bandwidth
@@ -195,7 +198,16 @@ impl HarnessRunner {
         a.junit = None;
         a.out_json = false;
         a.out_json_file = None;
-        match harness::bench::collect(a.clone()) {
+        // The serving rank listens for this phase only once its validate server has ended: a
+        // client that starts at once can meet the old listener as it closes (connected, then
+        // reset). A setup error is tried again until the serving side's new listener answers.
+        let start = std::time::Instant::now();
+        let mut result = harness::bench::collect(a.clone());
+        while result.is_err() && start.elapsed() < LINK_CONNECT_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            result = harness::bench::collect(a.clone());
+        }
+        match result {
             Ok(m) => m.tests.iter().filter_map(from_bench_doc).collect(),
             Err(e) => a
                 .tests
