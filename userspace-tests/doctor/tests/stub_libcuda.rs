@@ -66,7 +66,7 @@ fn child_probe() {
     if std::env::var_os("DOCTOR_STUB_CHILD").is_some() {
         println!(
             "PROBE {}",
-            serde_json::to_string(&doctor::probes::probe_cuda()).unwrap()
+            serde_json::to_string(&nvpeer_doctor::probes::probe_cuda()).unwrap()
         );
     }
 }

@@ -153,9 +153,9 @@ pub fn calibrate(rounds: u32, iters: u32) -> Result<(f64, Vec<f64>)> {
     }
     let mut sorted = per_round.clone();
     sorted.sort_by(f64::total_cmp);
-    // The median of every nvpeer tool (`figures::stats`: the mean of the two middle rounds for
+    // The median of every nvpeer tool (`nvpeer_figures::stats`: the mean of the two middle rounds for
     // an even count); `rounds > 0` was checked above, so there is one.
-    let median = figures::stats::median_sorted(&sorted)
+    let median = nvpeer_figures::stats::median_sorted(&sorted)
         .ok_or_else(|| EmuError::Invalid("calibration produced no rounds".into()))?;
     Ok((median, per_round))
 }
@@ -231,7 +231,7 @@ mod tests {
         let (med, rounds) = calibrate(4, 5).unwrap();
         let mut sorted = rounds.clone();
         sorted.sort_by(f64::total_cmp);
-        assert_eq!(Some(med), figures::stats::median_sorted(&sorted));
+        assert_eq!(Some(med), nvpeer_figures::stats::median_sorted(&sorted));
         assert!(sorted[1] <= med && med <= sorted[2], "{med} {sorted:?}");
         // An odd number: the middle round itself.
         let (med, rounds) = calibrate(3, 5).unwrap();

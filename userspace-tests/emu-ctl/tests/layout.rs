@@ -1,7 +1,7 @@
 //! The Rust mirrors of both ioctl ABIs must match the C headers in testbench/emu/include:
 //! compile a probe with the host C compiler, compare sizes, key offsets and ioctl numbers.
 
-use emu_ctl::{nvp2p::abi as p, peer_mem::abi as c};
+use nvpeer_emu::{nvp2p::abi as p, peer_mem::abi as c};
 use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
@@ -140,17 +140,23 @@ fn tables_match_headers() {
     let out = probe();
     assert_eq!(
         get(&out, "NVP2P_EMU_V_COUNT"),
-        emu_ctl::nvp2p::VIOLATIONS.len()
+        nvpeer_emu::nvp2p::VIOLATIONS.len()
     );
-    assert_eq!(get(&out, "NVP2P_EMU_OP_COUNT"), emu_ctl::nvp2p::OPS.len());
-    assert_eq!(get(&out, "PME_R_COUNT") - 1, emu_ctl::peer_mem::RULES.len());
+    assert_eq!(
+        get(&out, "NVP2P_EMU_OP_COUNT"),
+        nvpeer_emu::nvp2p::OPS.len()
+    );
+    assert_eq!(
+        get(&out, "PME_R_COUNT") - 1,
+        nvpeer_emu::peer_mem::RULES.len()
+    );
     assert_eq!(
         get(&out, "PME_FP_COUNT"),
-        emu_ctl::peer_mem::FAULT_POINTS.len()
+        nvpeer_emu::peer_mem::FAULT_POINTS.len()
     );
     assert_eq!(
         get(&out, "PME_DP_COUNT"),
-        emu_ctl::peer_mem::DELAY_POINTS.len()
+        nvpeer_emu::peer_mem::DELAY_POINTS.len()
     );
 }
 

@@ -1,9 +1,9 @@
 //! Rank 0's coordinator and every rank's worker.
 //!
-//! Rank 0 listens on the rendezvous port (through the harness's [`harness::server::listen`]: a
+//! Rank 0 listens on the rendezvous port (through the harness's [`nvpeer_harness::server::listen`]: a
 //! network address needs the shared token, or `--allow-any-peer`) and every rank, rank 0's own
 //! worker included, connects to it over the harness's [`Channel`] and joins with its token
-//! (checked by [`harness::server::admit`], as the two-node server checks a client's), its rank
+//! (checked by [`nvpeer_harness::server::admit`], as the two-node server checks a client's), its rank
 //! and its doctor verdict. Then, round by round, the coordinator tells each pair who serves and
 //! who connects; the pair runs the harness's two-node mode ([`PairRunner`]) and both sides
 //! report. A rank whose connection closes is lost as "died", one that does not answer within the
@@ -14,15 +14,15 @@ use crate::proto::{Task, ToCoordinator, ToRank, FLEET_PROTO};
 use crate::readiness::Readiness;
 use crate::runner::{ConnectJob, Measurement, PairOutcome, PairRunner, ServeJob};
 use crate::schedule::{Pair, Pairing, Round};
-use harness::cli::ServeArgs;
-use harness::oob::{Channel, OobError};
+use nvpeer_harness::cli::ServeArgs;
+use nvpeer_harness::oob::{Channel, OobError};
 use serde::Serialize;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// How long a new connection has to send its join (as the two-node server's hello).
-pub const JOIN_HELLO: Duration = harness::server::PRE_AUTH;
+pub const JOIN_HELLO: Duration = nvpeer_harness::server::PRE_AUTH;
 
 /// Errors that end a rank's part in the run.
 #[derive(Debug, thiserror::Error)]
@@ -261,7 +261,7 @@ impl Coordinator<'_> {
         else {
             return Err("the first message was not a join".into());
         };
-        harness::server::admit(&self.cfg.serve, peer, token.as_deref())?;
+        nvpeer_harness::server::admit(&self.cfg.serve, peer, token.as_deref())?;
         if proto != FLEET_PROTO {
             return Err(format!(
                 "fleet protocol {proto}, this rank 0 speaks {FLEET_PROTO}: run the same nvpeer \

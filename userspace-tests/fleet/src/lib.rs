@@ -86,7 +86,7 @@ pub struct FleetArgs {
     pub doctor_root: PathBuf,
     /// The GPUDirect RDMA path a node must have to be ready (`nvpeer doctor --require`).
     #[arg(long = "require", value_enum, default_value = "any")]
-    pub require: doctor::report::Require,
+    pub require: nvpeer_doctor::report::Require,
     /// Pair nodes the doctor finds not ready too (by default their pairs are skipped).
     #[arg(long = "pair-not-ready")]
     pub pair_not_ready: bool,
@@ -113,7 +113,7 @@ fn fraction(s: &str) -> Result<f64, String> {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ValidateCmd {
     #[command(flatten)]
-    pub args: harness::ValidateArgs,
+    pub args: nvpeer_harness::ValidateArgs,
     #[command(flatten)]
     pub fleet: FleetArgs,
 }
@@ -122,13 +122,13 @@ pub struct ValidateCmd {
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchCmd {
     #[command(flatten)]
-    pub args: harness::BenchArgs,
+    pub args: nvpeer_harness::BenchArgs,
     #[command(flatten)]
     pub fleet: FleetArgs,
 }
 
 /// Why the fleet mode refuses the command line.
-fn fleet_conflicts(c: &harness::cli::CommonArgs) -> Option<&'static str> {
+fn fleet_conflicts(c: &nvpeer_harness::cli::CommonArgs) -> Option<&'static str> {
     if c.server || c.client.is_some() {
         Some("--fleet pairs the nodes itself: no --server or --client")
     } else if c.json {
@@ -141,7 +141,7 @@ fn fleet_conflicts(c: &harness::cli::CommonArgs) -> Option<&'static str> {
 /// Runs `nvpeer validate` (the fleet with `--fleet`); returns the exit status.
 pub fn validate(cmd: ValidateCmd) -> u8 {
     if !cmd.fleet.fleet {
-        return harness::validate(cmd.args).exit_status();
+        return nvpeer_harness::validate(cmd.args).exit_status();
     }
     if let Some(e) = fleet_conflicts(&cmd.args.common) {
         eprintln!("nvpeer validate: {e}");
@@ -169,11 +169,11 @@ pub fn validate(cmd: ValidateCmd) -> u8 {
 /// Runs `nvpeer bench` (the fleet with `--fleet`); returns the exit status.
 pub fn bench(cmd: BenchCmd) -> u8 {
     if !cmd.fleet.fleet {
-        return match harness::bench(cmd.args) {
+        return match nvpeer_harness::bench(cmd.args) {
             Ok(v) => v.exit_status(),
             Err(e) => {
                 eprintln!("nvpeer bench: {e}");
-                harness::Verdict::CouldNotRun.exit_status()
+                nvpeer_harness::Verdict::CouldNotRun.exit_status()
             }
         };
     }
@@ -183,7 +183,8 @@ pub fn bench(cmd: BenchCmd) -> u8 {
         return COULD_NOT_RUN;
     }
     // Registration cost is a node's own figure, not a link's: `nvpeer bench --test reg` on each.
-    args.tests.retain(|t| *t != harness::cli::BenchTest::Reg);
+    args.tests
+        .retain(|t| *t != nvpeer_harness::cli::BenchTest::Reg);
     if args.tests.is_empty() {
         eprintln!("nvpeer bench: --fleet measures links: give --test with write_bw, read_bw, send_bw or write_lat");
         return COULD_NOT_RUN;
@@ -210,12 +211,15 @@ pub fn bench(cmd: BenchCmd) -> u8 {
 
 /// The short write_bw that gives each link of `validate --fleet` its bandwidth figure, on the
 /// memory and device of the validate command line.
-fn link_bench(c: &harness::cli::CommonArgs, iters: u32) -> Result<harness::BenchArgs, String> {
+fn link_bench(
+    c: &nvpeer_harness::cli::CommonArgs,
+    iters: u32,
+) -> Result<nvpeer_harness::BenchArgs, String> {
     use clap::Parser;
     #[derive(Parser)]
     struct B {
         #[command(flatten)]
-        b: harness::BenchArgs,
+        b: nvpeer_harness::BenchArgs,
     }
     let n = iters.to_string();
     let mut b = B::try_parse_from(["bench", "--test", "write_bw", "-n", &n, "--no-progress"])
@@ -255,7 +259,12 @@ fn timeouts(f: &FleetArgs) -> (Duration, Duration, Duration) {
 }
 
 /// Runs this rank of the fleet; rank 0 also coordinates and writes the report.
-fn run(tool: &str, f: &FleetArgs, c: &harness::cli::CommonArgs, runner: Arc<dyn PairRunner>) -> u8 {
+fn run(
+    tool: &str,
+    f: &FleetArgs,
+    c: &nvpeer_harness::cli::CommonArgs,
+    runner: Arc<dyn PairRunner>,
+) -> u8 {
     let env = |k: &str| std::env::var(k).ok();
     let placement = match launcher::detect(
         &env,
@@ -300,7 +309,7 @@ fn run(tool: &str, f: &FleetArgs, c: &harness::cli::CommonArgs, runner: Arc<dyn 
         fraction: f.min_fraction,
     };
     let coordinator = if rank == 0 {
-        let serve = harness::cli::ServeArgs {
+        let serve = nvpeer_harness::cli::ServeArgs {
             bind: if is_loopback(&rendezvous.host) {
                 "127.0.0.1".into()
             } else if rendezvous.host.contains(':') {
@@ -310,7 +319,7 @@ fn run(tool: &str, f: &FleetArgs, c: &harness::cli::CommonArgs, runner: Arc<dyn 
             },
             ..c.serve.clone()
         };
-        let listener = match harness::server::listen(&serve, rendezvous.port) {
+        let listener = match nvpeer_harness::server::listen(&serve, rendezvous.port) {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("{tool}: rank 0: {e}");
@@ -369,7 +378,7 @@ fn run(tool: &str, f: &FleetArgs, c: &harness::cli::CommonArgs, runner: Arc<dyn 
             return COULD_NOT_RUN;
         }
     };
-    harness::report::say(&report.text());
+    nvpeer_harness::report::say(&report.text());
     match report.write(&f.report) {
         Ok(files) => {
             for file in files {
@@ -449,7 +458,7 @@ mod tests {
         let v = V::try_parse_from(["x", "--fleet"]).unwrap().v;
         assert!(fleet_conflicts(&v.args.common).is_none());
         let l = link_bench(&v.args.common, 50).unwrap();
-        assert_eq!(l.tests, vec![harness::cli::BenchTest::WriteBw]);
+        assert_eq!(l.tests, vec![nvpeer_harness::cli::BenchTest::WriteBw]);
         assert_eq!(l.iters, Some(50));
     }
 

@@ -1,5 +1,5 @@
 //! The messages between the ranks and rank 0's coordinator: JSON lines over the harness's
-//! out-of-band [`harness::oob::Channel`], one connection per rank for the whole run.
+//! out-of-band [`nvpeer_harness::oob::Channel`], one connection per rank for the whole run.
 //!
 //! A rank joins (its token, rank, world size, name and doctor verdict); the coordinator welcomes
 //! or refuses it. Then, every round, every live rank gets one order (serve, connect, or sit this

@@ -35,7 +35,7 @@ impl Readiness {
 
 /// Runs the doctor on `root` (`/`, or a fixture tree) about the path `require` names, with the
 /// live probes when `root` is the running system.
-pub fn check(root: &Path, require: doctor::report::Require) -> Readiness {
+pub fn check(root: &Path, require: nvpeer_doctor::report::Require) -> Readiness {
     if !root.is_dir() {
         return Readiness {
             ready: false,
@@ -47,28 +47,31 @@ pub fn check(root: &Path, require: doctor::report::Require) -> Readiness {
             }],
         };
     }
-    let args = doctor::Args {
+    let args = nvpeer_doctor::Args {
         root: root.to_path_buf(),
         json: true,
         verbose: false,
         no_probes: false,
         require,
     };
-    of_report(&doctor::diagnose(&args, doctor::probes_for(root, false)))
+    of_report(&nvpeer_doctor::diagnose(
+        &args,
+        nvpeer_doctor::probes_for(root, false),
+    ))
 }
 
 /// The verdict and root causes of a doctor report: the root cause of every path the verdict is
 /// about that is not ready (all paths for `--require any`), each check once.
-pub fn of_report(r: &doctor::report::Report) -> Readiness {
-    use doctor::report::{Require, Verdict};
+pub fn of_report(r: &nvpeer_doctor::report::Report) -> Readiness {
+    use nvpeer_doctor::report::{Require, Verdict};
     let ready = r.verdict == Verdict::Ready;
     let mut causes: Vec<RootCause> = Vec::new();
     if !ready {
-        let wanted = |p: doctor::paths::Path| match r.require {
+        let wanted = |p: nvpeer_doctor::paths::Path| match r.require {
             Require::Any => true,
-            Require::Nvpeer => p == doctor::paths::Path::Nvpeer,
-            Require::NvidiaPeermem => p == doctor::paths::Path::NvidiaPeermem,
-            Require::Dmabuf => p == doctor::paths::Path::Dmabuf,
+            Require::Nvpeer => p == nvpeer_doctor::paths::Path::Nvpeer,
+            Require::NvidiaPeermem => p == nvpeer_doctor::paths::Path::NvidiaPeermem,
+            Require::Dmabuf => p == nvpeer_doctor::paths::Path::Dmabuf,
         };
         for v in r.paths.iter().filter(|v| wanted(v.path)) {
             let Some(id) = v.root_cause else { continue };
@@ -104,7 +107,7 @@ mod tests {
     fn an_empty_root_is_not_ready_and_says_why() {
         let dir = std::env::temp_dir().join(format!("nvpeer-fleet-empty-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let r = check(&dir, doctor::report::Require::Any);
+        let r = check(&dir, nvpeer_doctor::report::Require::Any);
         std::fs::remove_dir_all(&dir).ok();
         assert!(!r.ready, "{r:?}");
         assert!(!r.causes.is_empty(), "{r:?}");
@@ -112,7 +115,7 @@ mod tests {
         assert_eq!(ids.len(), r.causes.len(), "each cause once: {r:?}");
         let r = check(
             Path::new("/nonexistent/nvpeer-fleet"),
-            doctor::report::Require::Any,
+            nvpeer_doctor::report::Require::Any,
         );
         assert_eq!(r.verdict, "could_not_check");
     }

@@ -636,7 +636,7 @@ impl FleetReport {
                     r
                 })
                 .collect();
-            o.push(harness::report::table(&header, &rows));
+            o.push(nvpeer_harness::report::table(&header, &rows));
         }
         let (p, f, s) = self.counts();
         o.push(String::new());
@@ -646,7 +646,7 @@ impl FleetReport {
 
     /// The JUnit document: a test case per node's doctor verdict, and per pair and test.
     pub fn junit(&self) -> std::io::Result<Vec<u8>> {
-        use harness::report::CaseResult;
+        use nvpeer_harness::report::CaseResult;
         let mut cases = Vec::new();
         let mut not_run = Vec::new();
         let label = labels(&self.run);
@@ -703,7 +703,7 @@ impl FleetReport {
             ("pairing".to_string(), format!("{:?}", self.pairing)),
             ("rounds".to_string(), self.rounds.to_string()),
         ];
-        harness::junit::render(&self.tool, &cases, &not_run, &props)
+        nvpeer_harness::junit::render(&self.tool, &cases, &not_run, &props)
     }
 
     /// Writes `fleet.json`, `fleet.xml` (JUnit) and `matrix-TEST.svg` per test into `dir`;

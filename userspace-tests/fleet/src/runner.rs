@@ -79,7 +79,7 @@ pub fn mib_to_gb(mib: f64) -> f64 {
     mib * 1_048_576.0 / 1e9
 }
 
-/// The measurements of one bench document (`harness::bench::collect`): a bandwidth test's
+/// The measurements of one bench document (`nvpeer_harness::bench::collect`): a bandwidth test's
 /// average bandwidth of its largest size, the latency test's typical (median) latency of its
 /// largest size; a test that failed is a failed measurement with its error.
 pub fn from_bench_doc(t: &serde_json::Value) -> Option<Measurement> {
@@ -126,8 +126,8 @@ pub fn from_bench_doc(t: &serde_json::Value) -> Option<Measurement> {
 
 /// The integrity measurement of a validate run: passed when every case that ran passed and no
 /// prerequisite failed; the detail names the failed cases.
-pub fn from_validate(o: &harness::validate::Outcome) -> Measurement {
-    use harness::report::Status;
+pub fn from_validate(o: &nvpeer_harness::validate::Outcome) -> Measurement {
+    use nvpeer_harness::report::Status;
     let failed: Vec<&str> = o
         .cases
         .iter()
@@ -157,14 +157,16 @@ pub enum HarnessRunner {
     /// `validate --fleet`: the validate cases, then a short write_bw for the link's bandwidth
     /// (`link`: its bench arguments).
     Validate {
-        args: Box<harness::ValidateArgs>,
-        link: Box<harness::BenchArgs>,
+        args: Box<nvpeer_harness::ValidateArgs>,
+        link: Box<nvpeer_harness::BenchArgs>,
     },
     /// `bench --fleet`: the bench tests of the command line.
-    Bench { args: Box<harness::BenchArgs> },
+    Bench {
+        args: Box<nvpeer_harness::BenchArgs>,
+    },
 }
 
-fn as_server(c: &mut harness::cli::CommonArgs, bind: &str, port: u16) {
+fn as_server(c: &mut nvpeer_harness::cli::CommonArgs, bind: &str, port: u16) {
     c.server = true;
     c.client = None;
     c.port = port;
@@ -173,7 +175,7 @@ fn as_server(c: &mut harness::cli::CommonArgs, bind: &str, port: u16) {
     c.serve.once = true;
 }
 
-fn as_client(c: &mut harness::cli::CommonArgs, host: &str, port: u16) {
+fn as_client(c: &mut nvpeer_harness::cli::CommonArgs, host: &str, port: u16) {
     c.server = false;
     c.client = Some(host.to_string());
     c.port = port;
@@ -181,17 +183,17 @@ fn as_client(c: &mut harness::cli::CommonArgs, host: &str, port: u16) {
 }
 
 impl HarnessRunner {
-    fn bench_serve(args: &harness::BenchArgs, job: &ServeJob) -> Result<(), String> {
+    fn bench_serve(args: &nvpeer_harness::BenchArgs, job: &ServeJob) -> Result<(), String> {
         let mut a = args.clone();
         as_server(&mut a.common, &job.bind, job.port);
-        match harness::bench(a) {
-            Ok(harness::Verdict::Passed) => Ok(()),
+        match nvpeer_harness::bench(a) {
+            Ok(nvpeer_harness::Verdict::Passed) => Ok(()),
             Ok(v) => Err(format!("bench server ended: exit {}", v.exit_status())),
             Err(e) => Err(e.to_string()),
         }
     }
 
-    fn bench_connect(args: &harness::BenchArgs, job: &ConnectJob) -> Vec<Measurement> {
+    fn bench_connect(args: &nvpeer_harness::BenchArgs, job: &ConnectJob) -> Vec<Measurement> {
         let mut a = args.clone();
         as_client(&mut a.common, &job.host, job.port);
         a.no_progress = true;
@@ -202,20 +204,20 @@ impl HarnessRunner {
         // client that starts at once can meet the old listener as it closes (connected, then
         // reset). A setup error is tried again until the serving side's new listener answers.
         let start = std::time::Instant::now();
-        let mut result = harness::bench::collect(a.clone());
+        let mut result = nvpeer_harness::bench::collect(a.clone());
         while result.is_err() && start.elapsed() < LINK_CONNECT_WAIT {
             std::thread::sleep(std::time::Duration::from_millis(500));
-            result = harness::bench::collect(a.clone());
+            result = nvpeer_harness::bench::collect(a.clone());
         }
         match result {
             Ok(m) => m.tests.iter().filter_map(from_bench_doc).collect(),
             Err(e) => a
                 .tests
                 .iter()
-                .filter(|t| **t != harness::cli::BenchTest::Reg)
+                .filter(|t| **t != nvpeer_harness::cli::BenchTest::Reg)
                 .map(|t| Measurement {
                     test: t.name().into(),
-                    unit: if *t == harness::cli::BenchTest::WriteLat {
+                    unit: if *t == nvpeer_harness::cli::BenchTest::WriteLat {
                         Unit::Micros
                     } else {
                         Unit::GBps
@@ -235,8 +237,8 @@ impl PairRunner for HarnessRunner {
             HarnessRunner::Validate { args, link } => {
                 let mut a = (**args).clone();
                 as_server(&mut a.common, &job.bind, job.port);
-                match harness::validate(a) {
-                    harness::Verdict::Passed => {}
+                match nvpeer_harness::validate(a) {
+                    nvpeer_harness::Verdict::Passed => {}
                     v => return Err(format!("validate server ended: exit {}", v.exit_status())),
                 }
                 Self::bench_serve(link, job)
@@ -251,7 +253,7 @@ impl PairRunner for HarnessRunner {
                 let mut a = (**args).clone();
                 as_client(&mut a.common, &job.host, job.port);
                 a.junit = None;
-                let o = harness::validate::collect(a);
+                let o = nvpeer_harness::validate::collect(a);
                 let mut m = vec![from_validate(&o)];
                 m.extend(Self::bench_connect(link, job));
                 m
@@ -294,8 +296,8 @@ mod tests {
 
     #[test]
     fn validate_outcomes_become_integrity() {
-        use harness::report::CaseResult;
-        let o = harness::validate::Outcome {
+        use nvpeer_harness::report::CaseResult;
+        let o = nvpeer_harness::validate::Outcome {
             status: 1,
             cases: vec![
                 CaseResult::pass("cap.memory", ""),
@@ -306,7 +308,7 @@ mod tests {
         };
         let m = from_validate(&o);
         assert!(!m.passed && m.detail.contains("xfer.write"), "{m:?}");
-        let o = harness::validate::Outcome {
+        let o = nvpeer_harness::validate::Outcome {
             status: 2,
             cases: vec![CaseResult::fail("oob.connect", "refused", "token")],
             not_run: vec![("reg.sizes".into(), "not run".into())],

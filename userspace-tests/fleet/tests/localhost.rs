@@ -92,7 +92,7 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
     let cfg = CoordinatorConfig {
         world: s.world,
         pairing: Pairing::All,
-        serve: harness::cli::ServeArgs {
+        serve: nvpeer_harness::cli::ServeArgs {
             token: Some(TOKEN.into()),
             ..Default::default()
         },
@@ -156,9 +156,12 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
 /// A rank that joins properly, then at its first pair closes its connection (`hang`: stops
 /// answering for longer than the pair timeout and the grace).
 fn rogue(cfg: &WorkerConfig, hang: bool) {
-    let mut ch =
-        harness::oob::Channel::connect("127.0.0.1", cfg.rendezvous.port, Duration::from_secs(20))
-            .unwrap();
+    let mut ch = nvpeer_harness::oob::Channel::connect(
+        "127.0.0.1",
+        cfg.rendezvous.port,
+        Duration::from_secs(20),
+    )
+    .unwrap();
     ch.send(&ToCoordinator::Join {
         proto: FLEET_PROTO,
         token: cfg.token.clone(),
@@ -290,7 +293,7 @@ fn a_wrong_token_is_refused() {
     let cfg = CoordinatorConfig {
         world: 2,
         pairing: Pairing::All,
-        serve: harness::cli::ServeArgs {
+        serve: nvpeer_harness::cli::ServeArgs {
             token: Some(TOKEN.into()),
             ..Default::default()
         },

@@ -169,9 +169,9 @@ impl fmt::Display for GpuSelector {
     }
 }
 
-/// Parses a byte count with binary units (see [`figures::size`]); zero is rejected.
+/// Parses a byte count with binary units (see [`nvpeer_figures::size`]); zero is rejected.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    figures::size::parse(s)
+    nvpeer_figures::size::parse(s)
 }
 
 /// Arguments of `nvpeer validate`.
@@ -183,7 +183,7 @@ pub struct ValidateArgs {
     #[arg(long = "max-size", default_value = "4M", value_parser = parse_size)]
     pub max_size: u64,
     /// Size of the data-integrity transfers (one message each, at most 2G).
-    #[arg(long = "xfer-size", default_value = "64K", value_parser = figures::size::parse_message)]
+    #[arg(long = "xfer-size", default_value = "64K", value_parser = nvpeer_figures::size::parse_message)]
     pub xfer_size: u64,
     /// Number of MRs held at once in the "many small MRs" case.
     #[arg(long = "small-mrs", default_value_t = 64)]
@@ -286,7 +286,7 @@ pub struct BenchArgs {
     /// Message size when not sweeping, at most 2G (the InfiniBand maximum message size). Default
     /// as perftest's per test: 2 for write_lat (`ib_write_lat`), 65536 for the bandwidth tests and
     /// reg (perftest `-s`); one `-s` given applies to every test of the run.
-    #[arg(short = 's', long = "size", value_parser = figures::size::parse_message)]
+    #[arg(short = 's', long = "size", value_parser = nvpeer_figures::size::parse_message)]
     pub size: Option<u64>,
     /// Largest size of a sweep (perftest: 8 MiB).
     #[arg(long = "max-size", default_value = "8M", value_parser = parse_size)]

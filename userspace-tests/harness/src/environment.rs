@@ -54,14 +54,15 @@ pub fn doctor_snapshot(root: &Path) -> Option<serde_json::Value> {
     #[derive(clap::Parser)]
     struct Doctor {
         #[command(flatten)]
-        args: doctor::Args,
+        args: nvpeer_doctor::Args,
     }
     let root = root.to_str()?;
     let d =
         <Doctor as clap::Parser>::try_parse_from(["doctor", "--root", root, "--no-probes"]).ok()?;
     // The snapshot is an extra of the report: a doctor bug must not cost the run its results.
-    let report =
-        std::panic::catch_unwind(|| doctor::diagnose(&d.args, doctor::probes::Probes::none()));
+    let report = std::panic::catch_unwind(|| {
+        nvpeer_doctor::diagnose(&d.args, nvpeer_doctor::probes::Probes::none())
+    });
     serde_json::to_value(report.ok()?).ok()
 }
 

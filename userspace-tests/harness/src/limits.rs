@@ -68,7 +68,7 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
             count,
         } => {
             inside(id, off, len)?;
-            figures::size::check_message(len)?;
+            nvpeer_figures::size::check_message(len)?;
             let depth = connected()?;
             if count > depth {
                 return Err(format!(
@@ -91,7 +91,7 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
             id, size, iters, ..
         } => {
             inside(id, 0, size)?;
-            figures::size::check_message(size)?;
+            nvpeer_figures::size::check_message(size)?;
             connected()?;
             if iters > MAX_PONG_ITERS {
                 return Err(format!(
@@ -105,7 +105,7 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
                 return Err("refused: messages of 0 bytes".into());
             }
             inside(id, 0, size)?;
-            figures::size::check_message(size)?;
+            nvpeer_figures::size::check_message(size)?;
             let depth = connected()?;
             if plan.depth > u64::from(depth) {
                 return Err(format!(

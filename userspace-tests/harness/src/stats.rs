@@ -1,4 +1,4 @@
-//! perftest's figures: latency columns (over [`figures::stats`]) and bandwidth runs.
+//! perftest's figures: latency columns (over [`nvpeer_figures::stats`]) and bandwidth runs.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,11 +16,11 @@ pub struct LatencySummary {
     pub samples: usize,
 }
 
-/// Summarises samples given in microseconds with the definitions of [`figures::stats`] (median
+/// Summarises samples given in microseconds with the definitions of [`nvpeer_figures::stats`] (median
 /// as perftest's `t_typical`, nearest-rank percentiles). NaNs are dropped; `None` when nothing
 /// is left.
 pub fn summarize(samples_us: &[f64]) -> Option<LatencySummary> {
-    let s = figures::stats::summarize(samples_us)?;
+    let s = nvpeer_figures::stats::summarize(samples_us)?;
     Some(LatencySummary {
         t_min: s.min,
         t_max: s.max,

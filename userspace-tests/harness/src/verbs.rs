@@ -447,7 +447,7 @@ pub fn wc_status_name(s: u32) -> &'static str {
 
 /// The length field of a scatter/gather entry: `len` if it fits one message, never truncated.
 pub fn sge_len(len: u64) -> Result<u32, VerbsError> {
-    figures::size::check_message(len).map_err(VerbsError::TooLong)?;
+    nvpeer_figures::size::check_message(len).map_err(VerbsError::TooLong)?;
     u32::try_from(len)
         .map_err(|_| VerbsError::TooLong(format!("{len} bytes do not fit a work request")))
 }

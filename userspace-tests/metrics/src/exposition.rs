@@ -4,9 +4,9 @@
 
 use crate::series::{self, Family, Series};
 use crate::snapshot::{GpuBar1, Snapshot};
-use doctor::checks::NvMemProvider;
-use doctor::paths::{Path, State};
-use doctor::report::{Report, Status, Verdict};
+use nvpeer_doctor::checks::NvMemProvider;
+use nvpeer_doctor::paths::{Path, State};
+use nvpeer_doctor::report::{Report, Status, Verdict};
 use nvpeer_uapi::debugfs::Stats;
 use nvpeer_uapi::memory_peers::PeerCounters;
 use prometheus_client::encoding::{prometheus_text, EncodeLabelSet};

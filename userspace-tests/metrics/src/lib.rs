@@ -101,7 +101,7 @@ pub fn snapshot(source: &Source) -> Result<Snapshot, Error> {
     }
     Ok(Snapshot::take(
         &source.root,
-        doctor::probes_for(&source.root, source.no_probes),
+        nvpeer_doctor::probes_for(&source.root, source.no_probes),
     ))
 }
 

@@ -8,7 +8,7 @@
 
 use crate::exposition::{path_name, state_name};
 use crate::snapshot::Snapshot;
-use doctor::report::Verdict;
+use nvpeer_doctor::report::Verdict;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The prefix of every label name: NFD's namespace, then `nvpeer-`.

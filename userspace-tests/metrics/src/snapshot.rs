@@ -2,11 +2,11 @@
 //! `nv_mem`, BAR1 per GPU (the doctor's NVML probe) and the doctor's report. Both outputs, the
 //! Prometheus exposition and the NFD feature file, are written from one snapshot.
 
-use doctor::checks::{self, NvMemProvider};
-use doctor::nvml::{Bar1, NvmlProbe};
-use doctor::probes::Probes;
-use doctor::report::{Report, Require};
-use doctor::root::SysRoot;
+use nvpeer_doctor::checks::{self, NvMemProvider};
+use nvpeer_doctor::nvml::{Bar1, NvmlProbe};
+use nvpeer_doctor::probes::Probes;
+use nvpeer_doctor::report::{Report, Require};
+use nvpeer_doctor::root::SysRoot;
 use nvpeer_uapi::debugfs::{self, Stats};
 use nvpeer_uapi::memory_peers::{self, PeerCounters};
 use std::path::Path;
@@ -44,7 +44,7 @@ impl Snapshot {
     pub fn take(root: &Path, probes: Probes) -> Snapshot {
         let sys = SysRoot::new(root);
         let ctx = checks::Ctx::load(&sys, probes);
-        let report = doctor::report_of(&ctx, Require::Any);
+        let report = nvpeer_doctor::report_of(&ctx, Require::Any);
         Snapshot {
             stats: debugfs::read_stats(root),
             peer_clients: memory_peers::peer_clients(root),

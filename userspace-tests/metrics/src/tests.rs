@@ -4,8 +4,8 @@
 
 use crate::series::{self, Series};
 use crate::{exposition, nfd, Snapshot};
-use doctor::nvml::{Bar1, NvmlGpu, NvmlProbe};
-use doctor::probes::Probes;
+use nvpeer_doctor::nvml::{Bar1, NvmlGpu, NvmlProbe};
+use nvpeer_doctor::probes::Probes;
 use nvpeer_uapi::debugfs::{self, STATS_KEYS};
 use nvpeer_uapi::fake_root::FakeRoot;
 use nvpeer_uapi::memory_peers;
@@ -293,7 +293,7 @@ fn one_gauge_per_doctor_check_and_path() {
     let (snap, _, p) = exposition_of(r.path(), Probes::none());
     let checks = p.all("nvpeer_doctor_check_passed");
     assert_eq!(checks.len(), snap.report.checks.len());
-    assert_eq!(checks.len(), doctor::checks::run_all_count());
+    assert_eq!(checks.len(), nvpeer_doctor::checks::run_all_count());
     for c in &snap.report.checks {
         let status = exposition::status_name(c.status);
         let want = if status == "pass" { 1.0 } else { 0.0 };
@@ -344,7 +344,7 @@ fn a_node_without_nvpeer() {
     assert!(p.all("nvpeer_gpu_bar1_size_bytes").is_empty());
     assert_eq!(
         p.all("nvpeer_doctor_check_passed").len(),
-        doctor::checks::run_all_count()
+        nvpeer_doctor::checks::run_all_count()
     );
     assert_eq!(
         p.get(

@@ -34,7 +34,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check whether this node is ready for GPUDirect RDMA, and say why not.
-    Doctor(doctor::Args),
+    Doctor(nvpeer_doctor::Args),
     /// Run the conformance suite: registrations, transfers and invalidation on GPU memory
     /// (`--fleet`: every node of a cluster against the others, under srun, mpirun or Kubernetes).
     #[command(after_help = EXIT_STATUSES)]
@@ -53,7 +53,7 @@ enum Command {
     Labels(nvpeer_metrics::LabelsArgs),
     /// Drive the bench's emulators (provider and peer-memory core).
     #[cfg(feature = "bench")]
-    Emu(emu_ctl::cli::Args),
+    Emu(nvpeer_emu::cli::Args),
 }
 
 /// Restores the default action of SIGPIPE, which the Rust runtime ignores: a reader that goes
@@ -82,13 +82,13 @@ fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Doctor(a) => doctor::run(a),
+        Command::Doctor(a) => nvpeer_doctor::run(a),
         Command::Validate(a) => nvpeer_fleet::validate(a),
         Command::Bench(a) => nvpeer_fleet::bench(a),
         Command::Metrics(a) => output_status("metrics", nvpeer_metrics::metrics(a)),
         Command::Labels(a) => output_status("labels", nvpeer_metrics::labels(a)),
         #[cfg(feature = "bench")]
-        Command::Emu(a) => emu_ctl::cli::run(a),
+        Command::Emu(a) => nvpeer_emu::cli::run(a),
     };
     ExitCode::from(code)
 }

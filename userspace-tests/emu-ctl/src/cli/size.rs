@@ -1,9 +1,9 @@
-//! Sizes on the command line: the same parser as every other nvpeer tool ([`figures::size`]:
+//! Sizes on the command line: the same parser as every other nvpeer tool ([`nvpeer_figures::size`]:
 //! binary units, `4096`, `64K`, `1M`, `2G`).
 
 /// Parses a size of at least one byte.
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    figures::size::parse(s)
+    nvpeer_figures::size::parse(s)
 }
 
 #[cfg(test)]

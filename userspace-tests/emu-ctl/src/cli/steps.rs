@@ -28,7 +28,7 @@ fn parse_step(s: &str) -> Result<Step> {
             // Offsets are often written in hex (`reg:0x1234:300K`); sizes take units.
             match x.strip_prefix("0x") {
                 Some(hex) => u64::from_str_radix(hex, 16).map_err(|_| bad()),
-                None => figures::size::parse_or_zero(x).map_err(|_| bad()),
+                None => nvpeer_figures::size::parse_or_zero(x).map_err(|_| bad()),
             }
         })
         .transpose()

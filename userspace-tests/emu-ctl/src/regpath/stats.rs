@@ -1,13 +1,15 @@
-//! Latency statistics of a sample set, with the definitions of [`figures::stats`] (median: the
+//! Latency statistics of a sample set, with the definitions of [`nvpeer_figures::stats`] (median: the
 //! middle sample or the mean of the two middle ones; p99: nearest rank), in whole nanoseconds.
 
 use serde_json::{json, Value};
 use std::time::Duration;
 
 pub(super) fn summary(v: Vec<u64>) -> Value {
-    let s = figures::stats::summarize_u64(&v);
+    let s = nvpeer_figures::stats::summarize_u64(&v);
     // Nanosecond figures stay integers in the documents; an empty set reads as zeros.
-    let ns = |f: fn(&figures::stats::Summary) -> f64| s.as_ref().map_or(0, |s| f(s).round() as u64);
+    let ns = |f: fn(&nvpeer_figures::stats::Summary) -> f64| {
+        s.as_ref().map_or(0, |s| f(s).round() as u64)
+    };
     json!({"n": v.len(), "median_ns": ns(|s| s.median), "p99_ns": ns(|s| s.p99),
            "mean_ns": ns(|s| s.mean), "min_ns": ns(|s| s.min), "max_ns": ns(|s| s.max)})
 }

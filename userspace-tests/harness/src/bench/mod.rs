@@ -218,7 +218,7 @@ fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
     // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
     // larger).
     if args.all && args.tests.iter().any(|t| *t != BenchTest::Reg) {
-        figures::size::check_message(args.max_size)
+        nvpeer_figures::size::check_message(args.max_size)
             .map_err(|e| SetupError::MaxSize(e.to_string()))?;
     }
     let mem_kind = c.mem;

@@ -1,7 +1,7 @@
 //! Emulated GPU memory from the bench's provider emulator (`/dev/nvp2p_emu`), registered through
 //! the peer-memory core emulator's consumer (`/dev/peer_mem_emu`), which calls whatever peer client
 //! is loaded (nvpeer, or the classic C baseline) exactly like `ib_umem_get_peer` would. Both
-//! devices are driven through the `emu-ctl` crate.
+//! devices are driven through the `nvpeer-emu` crate (`userspace-tests/emu-ctl`).
 //!
 //! Upstream ib_core (and so rxe) has no peer-memory core, which is why registrations of this
 //! backend do not go through `ibv_reg_mr`. Data cannot be moved with it (rxe cannot DMA into
@@ -9,13 +9,13 @@
 
 use super::{Backend, Buffer, MemError};
 use crate::cli::MemKind;
-use emu_ctl::nvp2p::{self, Gpu};
-use emu_ctl::peer_mem::{self as pme, Core, RegParams};
-use emu_ctl::EmuError;
+use nvpeer_emu::nvp2p::{self, Gpu};
+use nvpeer_emu::peer_mem::{self as pme, Core, RegParams};
+use nvpeer_emu::EmuError;
 use std::rc::Rc;
 
-pub use emu_ctl::peer_mem::abi::Query as PmeQuery;
-pub use emu_ctl::peer_mem::{qflags, state};
+pub use nvpeer_emu::peer_mem::abi::Query as PmeQuery;
+pub use nvpeer_emu::peer_mem::{qflags, state};
 
 fn emu_err(e: EmuError) -> MemError {
     match e {
