@@ -59,9 +59,12 @@ pub struct FleetArgs {
     /// `completions`); also NVPEER_FLEET_WORLD_SIZE.
     #[arg(long = "world-size", value_name = "N", requires = "fleet")]
     pub world_size: Option<u32>,
-    /// Directory rank 0 writes the report into: fleet.json, fleet.xml (JUnit), matrix-TEST.svg.
-    #[arg(long = "report", value_name = "DIR", default_value = "nvpeer-fleet")]
-    pub report: PathBuf,
+    /// Directory of the report. With --fleet: rank 0's, fleet.json, fleet.xml (JUnit),
+    /// matrix-TEST.svg (default nvpeer-fleet). validate without --fleet: this run's page,
+    /// index.html, with validate.json and validate.xml beside it (docs/validation.md, "The
+    /// report").
+    #[arg(long = "report", value_name = "DIR")]
+    pub report: Option<PathBuf>,
     /// This node's name in the report (default: Slurm's SLURMD_NODENAME, else the hostname).
     #[arg(long = "node-name", env = "NVPEER_FLEET_NODE_NAME")]
     pub node_name: Option<String>,
@@ -93,6 +96,15 @@ pub struct FleetArgs {
     /// validate --fleet: write_bw iterations of each link's bandwidth figure.
     #[arg(long = "link-iters", value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(5..))]
     pub link_iters: u32,
+}
+
+impl FleetArgs {
+    /// The fleet report's directory: `--report`, else `nvpeer-fleet`.
+    pub fn report_dir(&self) -> PathBuf {
+        self.report
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("nvpeer-fleet"))
+    }
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -141,7 +153,15 @@ fn fleet_conflicts(c: &nvpeer_harness::cli::CommonArgs) -> Option<&'static str> 
 /// Runs `nvpeer validate` (the fleet with `--fleet`); returns the exit status.
 pub fn validate(cmd: ValidateCmd) -> u8 {
     if !cmd.fleet.fleet {
-        return nvpeer_harness::validate(cmd.args).exit_status();
+        let mut args = cmd.args;
+        args.report = cmd.fleet.report;
+        return match nvpeer_harness::validate(args) {
+            Ok(v) => v.exit_status(),
+            Err(e) => {
+                eprintln!("nvpeer validate: {e}");
+                nvpeer_harness::Verdict::CouldNotRun.exit_status()
+            }
+        };
     }
     if let Some(e) = fleet_conflicts(&cmd.args.common) {
         eprintln!("nvpeer validate: {e}");
@@ -379,7 +399,8 @@ fn run(
         }
     };
     nvpeer_harness::report::say(&report.text());
-    match report.write(&f.report) {
+    let dir = f.report_dir();
+    match report.write(&dir) {
         Ok(files) => {
             for file in files {
                 eprintln!("{tool}: wrote {}", file.display());
@@ -387,10 +408,7 @@ fn run(
             report.exit_status()
         }
         Err(e) => {
-            eprintln!(
-                "{tool}: writing the report into {}: {e}",
-                f.report.display()
-            );
+            eprintln!("{tool}: writing the report into {}: {e}", dir.display());
             COULD_NOT_RUN
         }
     }
@@ -436,7 +454,7 @@ mod tests {
         assert_eq!(v.fleet.min_bw, Some(12.5));
         assert_eq!(v.fleet.min_fraction, 0.8);
         assert_eq!(v.fleet.rendezvous.as_deref(), Some("head:7000"));
-        assert_eq!(v.fleet.report, PathBuf::from("/tmp/r"));
+        assert_eq!(v.fleet.report_dir(), PathBuf::from("/tmp/r"));
         // Fleet options without --fleet are refused.
         assert!(V::try_parse_from(["x", "--pairs", "ring"]).is_err());
         assert!(V::try_parse_from(["x", "--fleet", "--min-bw", "-1"]).is_err());
@@ -446,7 +464,7 @@ mod tests {
             .unwrap()
             .b;
         assert!(b.args.report_gbits && b.fleet.fleet);
-        assert_eq!(b.fleet.report, PathBuf::from("nvpeer-fleet"));
+        assert_eq!(b.fleet.report_dir(), PathBuf::from("nvpeer-fleet"));
     }
 
     #[test]

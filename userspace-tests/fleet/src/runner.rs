@@ -238,8 +238,11 @@ impl PairRunner for HarnessRunner {
                 let mut a = (**args).clone();
                 as_server(&mut a.common, &job.bind, job.port);
                 match nvpeer_harness::validate(a) {
-                    nvpeer_harness::Verdict::Passed => {}
-                    v => return Err(format!("validate server ended: exit {}", v.exit_status())),
+                    Ok(nvpeer_harness::Verdict::Passed) => {}
+                    Ok(v) => {
+                        return Err(format!("validate server ended: exit {}", v.exit_status()))
+                    }
+                    Err(e) => return Err(format!("validate server: {e}")),
                 }
                 Self::bench_serve(link, job)
             }

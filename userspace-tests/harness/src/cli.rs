@@ -209,6 +209,18 @@ pub struct ValidateArgs {
     /// Also write the results as JUnit XML to this file (one test case per validation case).
     #[arg(long = "junit", value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
+    /// With --report DIR: render the report of a saved `nvpeer validate --json` document instead
+    /// of running the cases (the exit status is that run's).
+    #[arg(long = "report-from", value_name = "FILE")]
+    pub report_from: Option<std::path::PathBuf>,
+    /// With --report DIR: `nvpeer bench --json` documents whose sweeps the report plots and
+    /// keeps beside the page (comma-separated or repeated).
+    #[arg(long = "report-bench", value_name = "FILE", value_delimiter = ',')]
+    pub report_bench: Vec<std::path::PathBuf>,
+    /// The report's directory: `--report DIR` (an option of `nvpeer validate`'s, shared with
+    /// `--fleet`), set by the command that owns it.
+    #[arg(skip)]
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// Which measurement `nvpeer bench` runs.

@@ -6,11 +6,11 @@
 //! guessed.
 
 use nvpeer_uapi::{debugfs, module};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// One run's environment.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Environment {
     pub tool: String,
     pub command_line: String,
@@ -25,6 +25,7 @@ pub struct Environment {
     pub ofed: Option<String>,
     /// Loaded peer-memory modules with their versions; a module loaded as `nvidia_peermem` says
     /// whose it is (nvpeer's drop-in or NVIDIA's own) where the tree tells.
+    #[serde(default)]
     pub peer_modules: Vec<String>,
     /// The loaded peer client's mode as the module publishes it ([`crate::sysfs::persistent_mode`]):
     /// "persistent" or "invalidating".

@@ -5,7 +5,7 @@
 //! `perftest_peer` (perftest's exchange, pairing with `ib_write_bw` / `ib_read_bw`), `server` /
 //! `limits` (the two-node server: admission, and what a client may ask for), `validate`
 //! (conformance cases), `bench` (measurements), `report` / `stats` / `junit` / `environment`
-//! (output), `causes` / `sysfs` (failure analysis). Sizes and statistics come from the `figures`
+//! (output), `report_html` (`validate --report DIR`: the page, its plots and the files beside it), `causes` / `sysfs` (failure analysis). Sizes and statistics come from the `figures`
 //! crate shared with emu-ctl.
 
 pub mod bench;
@@ -22,6 +22,7 @@ pub mod perftest_peer;
 pub mod perftest_wire;
 pub mod reg;
 pub mod report;
+pub mod report_html;
 pub mod server;
 pub mod stats;
 pub mod sysfs;
@@ -31,15 +32,16 @@ pub mod verdict;
 
 pub use bench::SetupError;
 pub use cli::{BenchArgs, ValidateArgs};
+pub use report_html::ReportError;
 pub use verdict::Verdict;
 
 // Sizes are u64 end to end; a buffer length becomes a `usize` only at the allocator and the
 // copy calls, which is lossless on the 64-bit targets this tool is built for.
 const _: () = assert!(usize::BITS == 64, "nvpeer's harness needs a 64-bit target");
 
-/// Runs `nvpeer validate`.
-pub fn validate(args: ValidateArgs) -> Verdict {
-    Verdict::from_status(validate::run(args))
+/// Runs `nvpeer validate`; an error is why its `--report` could not be written.
+pub fn validate(args: ValidateArgs) -> Result<Verdict, ReportError> {
+    validate::run(args).map(Verdict::from_status)
 }
 
 /// Runs `nvpeer bench`; an error is why it could not run.

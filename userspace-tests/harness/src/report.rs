@@ -2,10 +2,10 @@
 //! for benchmarks.
 
 use crate::stats::{mib_to_gbits, BwResult, LatencySummary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
@@ -14,14 +14,32 @@ pub enum Status {
 }
 
 /// Result of one validation case.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
     pub name: String,
     pub status: Status,
     pub detail: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     pub duration_ms: u64,
+    /// What an `xfer.*` case measured (its one message), for the report's plots (boxed: a case
+    /// is the error value of many functions, and few cases carry one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Box<Transfer>>,
+}
+
+/// The one message an `xfer.*` case moved and timed: `bytes` from `from` to `to` by `op` on the
+/// registration `path`, `micros` from the post to the completion (and, for `write-imm` and
+/// `send-recv`, the peer's receive completion). One message at one size: a point, not a
+/// benchmark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transfer {
+    pub op: String,
+    pub from: String,
+    pub to: String,
+    pub path: String,
+    pub bytes: u64,
+    pub micros: f64,
 }
 
 impl CaseResult {
@@ -32,6 +50,7 @@ impl CaseResult {
             detail: detail.into(),
             cause: None,
             duration_ms: 0,
+            transfer: None,
         }
     }
     pub fn fail(name: &str, detail: impl Into<String>, cause: impl Into<String>) -> Self {
@@ -41,6 +60,7 @@ impl CaseResult {
             detail: detail.into(),
             cause: Some(cause.into()),
             duration_ms: 0,
+            transfer: None,
         }
     }
     pub fn skip(name: &str, why: impl Into<String>) -> Self {
@@ -50,12 +70,19 @@ impl CaseResult {
             detail: why.into(),
             cause: None,
             duration_ms: 0,
+            transfer: None,
         }
+    }
+
+    /// The case with what it measured.
+    pub fn with_transfer(mut self, t: Transfer) -> Self {
+        self.transfer = Some(Box::new(t));
+        self
     }
 }
 
 /// Totals of a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub passed: usize,
     pub failed: usize,
@@ -118,20 +145,58 @@ pub fn print_json<T: Serialize>(v: &T) {
     }
 }
 
-/// The whole validation report (JSON form).
-#[derive(Debug, Serialize)]
-pub struct ValidateReport<'a> {
-    pub tool: &'static str,
-    pub version: &'static str,
+/// The whole validation report (JSON form): what `--json` prints, and what `--report` writes
+/// beside its page and reads back (`--report-from`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ValidateReport {
+    pub tool: String,
+    pub version: String,
     pub mem: String,
     pub role: String,
-    pub environment: &'a crate::environment::Environment,
-    pub facts: serde_json::Map<String, serde_json::Value>,
-    pub cases: &'a [CaseResult],
+    pub environment: crate::environment::Environment,
+    /// The backend's and the device's facts (`cap.*`), as `key: value` strings.
+    pub facts: std::collections::BTreeMap<String, String>,
+    pub cases: Vec<CaseResult>,
     /// The failed prerequisite that kept `not_run` from running.
-    pub blocked_by: Option<&'a str>,
-    pub not_run: Vec<&'a str>,
+    pub blocked_by: Option<String>,
+    pub not_run: Vec<String>,
     pub summary: Summary,
+}
+
+impl ValidateReport {
+    /// The exit status the run had: 2 when a prerequisite failed, 1 when a case failed, else 0.
+    pub fn exit_status(&self) -> u8 {
+        run_status(self.blocked_by.is_some(), &self.summary)
+    }
+
+    /// The not-run cases with their reason, as the JUnit file lists them.
+    pub fn not_run_reasons(&self) -> Vec<(String, String)> {
+        let why = match &self.blocked_by {
+            Some(b) => format!("not run: {b}"),
+            None => "not run".to_string(),
+        };
+        self.not_run
+            .iter()
+            .map(|n| (n.clone(), why.clone()))
+            .collect()
+    }
+
+    /// The JUnit `<properties>`: the environment, then the facts.
+    pub fn properties(&self) -> Vec<(String, String)> {
+        let mut props = self.environment.pairs();
+        props.extend(self.facts.iter().map(|(k, v)| (k.clone(), v.clone())));
+        props
+    }
+}
+
+/// A validation run's exit status: 2 when a prerequisite failed (it could not run), 1 when a
+/// case failed, else 0.
+pub fn run_status(blocked: bool, s: &Summary) -> u8 {
+    if blocked {
+        2
+    } else {
+        u8::from(s.failed > 0)
+    }
 }
 
 /// A table of `rows` under `header`, laid out by tabled without borders (perftest's look):

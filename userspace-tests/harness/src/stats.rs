@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Summary of a set of durations, in microseconds (perftest latency columns).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     pub t_min: f64,
     pub t_max: f64,

@@ -14,6 +14,7 @@ mod registration;
 mod reports;
 mod setup_error;
 
+pub(crate) use reports::junit_cases;
 use reports::write_reports;
 pub use setup_error::SetupError;
 

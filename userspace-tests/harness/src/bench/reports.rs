@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 /// The JUnit cases of a bench run: one per test and size measured, named `test[MsgSize]`, its
 /// result row (perftest's keys) as JSON in `system-out`; a test that could not run is one failed
 /// case with its error, a test that measured nothing one skipped case.
-pub(super) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
+pub(crate) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
     let mut cases = Vec::new();
     for t in tests {
         let name = t["test"].as_str().unwrap_or("test");

@@ -24,6 +24,7 @@ use crate::mem::{Backend, Buffer, MemError};
 use crate::peer::{self, Peer, Req, Target};
 use crate::reg::{RegPath, Registrar};
 use crate::report::{self, CaseResult};
+use crate::report_html::{self, ReportError};
 use crate::sysfs::{self, NodeFacts};
 use crate::verbs::Device;
 use nvpeer_uapi::memory_peers::{self, PeerCounters};
@@ -52,6 +53,8 @@ pub struct Suite {
     /// Print nothing and write no file ([`collect`]: a caller that reports the cases itself,
     /// `nvpeer validate --fleet`).
     quiet: bool,
+    /// The JSON document of the run, kept by `finish` for `--json` and `--report`.
+    document: Option<report::ValidateReport>,
 }
 
 /// Whether a case is a prerequisite of the others: its failure means the suite could not run.
@@ -247,10 +250,21 @@ pub fn collect(args: ValidateArgs) -> Outcome {
     }
 }
 
-/// Entry point of `nvpeer validate`.
-pub fn run(args: ValidateArgs) -> u8 {
+/// Entry point of `nvpeer validate`: the exit status of the run, or why its `--report` could not
+/// be written.
+pub fn run(args: ValidateArgs) -> Result<u8, ReportError> {
+    if args.report.is_none() && (args.report_from.is_some() || !args.report_bench.is_empty()) {
+        return Err(ReportError::NoDirectory);
+    }
+    if let (Some(dir), Some(from)) = (&args.report, &args.report_from) {
+        // A saved run's report: nothing runs; the status is the one that run had.
+        let doc = report_html::read_validate(from)?;
+        let written = report_html::write(dir, &doc, &args.report_bench)?;
+        report::say(&written.summary());
+        return Ok(doc.exit_status());
+    }
     if args.common.server {
-        return serve(&args);
+        return Ok(serve(&args));
     }
     let mut s = suite(args, false);
     if !s.args.common.json {
@@ -262,7 +276,17 @@ pub fn run(args: ValidateArgs) -> u8 {
             s.seed
         ));
     }
-    s.run()
+    let status = s.run();
+    if let (Some(dir), Some(doc)) = (&s.args.report, &s.document) {
+        let written = report_html::write(dir, doc, &s.args.report_bench)?;
+        // (on stderr under --json: stdout holds the document alone)
+        if s.args.common.json {
+            eprintln!("{}", written.summary());
+        } else {
+            report::say(&written.summary());
+        }
+    }
+    Ok(status)
 }
 
 /// The suite for `args`, nothing run yet.
@@ -289,6 +313,7 @@ fn suite(args: ValidateArgs, quiet: bool) -> Suite {
         blocker: None,
         not_run: Vec::new(),
         quiet,
+        document: None,
     }
 }
 

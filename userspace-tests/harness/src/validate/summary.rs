@@ -7,17 +7,15 @@ use crate::report;
 use std::path::Path;
 
 impl Suite {
-    /// Prints the report (text or JSON), writes the JUnit file if asked; returns the exit status:
-    /// 0 all ran cases passed, 1 a case failed, 2 a prerequisite failed (the suite could not run).
-    pub(super) fn finish(&self) -> u8 {
+    /// Prints the report (text or JSON), writes the JUnit file if asked and keeps the JSON
+    /// document for `--report` ([`Suite::document`]); returns the exit status: 0 all ran cases
+    /// passed, 1 a case failed, 2 a prerequisite failed (the suite could not run).
+    pub(super) fn finish(&mut self) -> u8 {
         let mut s = report::summarize(&self.results);
         s.not_run = self.not_run.len();
+        let mut code = report::run_status(self.blocker.is_some(), &s);
         if self.quiet {
-            return if self.blocker.is_some() {
-                2
-            } else {
-                u8::from(s.failed > 0)
-            };
+            return code;
         }
         let gpu_bus = self
             .info
@@ -30,29 +28,24 @@ impl Suite {
             gpu_bus,
             environment::ofed_info(),
         );
-        let mut code = if self.blocker.is_some() {
-            2
-        } else {
-            u8::from(s.failed > 0)
-        };
-        if self.args.common.json {
-            let r = report::ValidateReport {
-                tool: "nvpeer validate",
-                version: env!("CARGO_PKG_VERSION"),
+        if self.args.common.json || self.args.report.is_some() {
+            self.document = Some(report::ValidateReport {
+                tool: "nvpeer validate".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
                 mem: self.args.common.mem.to_string(),
                 role: format!("{:?}", self.args.common.role()).to_lowercase(),
-                environment: &env,
-                facts: self
-                    .info
-                    .iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                    .collect(),
-                cases: &self.results,
-                blocked_by: self.blocker.as_deref(),
-                not_run: self.not_run.iter().map(|(n, _)| n.as_str()).collect(),
+                environment: env.clone(),
+                facts: self.info.iter().cloned().collect(),
+                cases: self.results.clone(),
+                blocked_by: self.blocker.clone(),
+                not_run: self.not_run.iter().map(|(n, _)| n.clone()).collect(),
                 summary: s,
-            };
-            report::print_json(&r);
+            });
+        }
+        if self.args.common.json {
+            if let Some(doc) = &self.document {
+                report::print_json(doc);
+            }
         } else {
             if let Some(b) = &self.blocker {
                 report::say(&format!(

@@ -8,7 +8,7 @@ use crate::mem::{host::HostBackend, Backend, Buffer};
 use crate::pattern;
 use crate::peer::{self, Peer, RemoteBuf, Req};
 use crate::reg::{Mr, RegPath};
-use crate::report::CaseResult;
+use crate::report::{CaseResult, Transfer};
 use crate::sysfs::NodeFacts;
 use crate::verbs::{self, Endpoint, Op};
 use std::time::Instant;
@@ -64,7 +64,14 @@ impl Suite {
                         );
                     }
                     match s.xfer(&name, op, lg, rg, path) {
-                        Ok(d) => CaseResult::pass(&name, d),
+                        Ok((d, micros)) => CaseResult::pass(&name, d).with_transfer(Transfer {
+                            op: op.to_string(),
+                            from: s.side(lg, false),
+                            to: s.side(rg, true),
+                            path: path.label().to_string(),
+                            bytes: s.args.xfer_size,
+                            micros,
+                        }),
                         Err(r) => r,
                     }
                 });
@@ -122,7 +129,7 @@ impl Suite {
         lg: bool,
         rg: bool,
         path: RegPath,
-    ) -> Result<String, CaseResult> {
+    ) -> Result<(String, f64), CaseResult> {
         let len = self.args.xfer_size;
         let (mut lbuf, lmr) = self.local_buf(name, lg, path, len)?;
         let peer_err = |e: peer::PeerError| {
@@ -171,7 +178,7 @@ impl Suite {
         }
         let _ = x.peer.unit(Req::Drop { id: rbuf.id });
         drop(lmr);
-        Ok(format!("{detail}, pattern verified at the destination"))
+        Ok((format!("{detail}, pattern verified at the destination"), us))
     }
 }
 
@@ -191,7 +198,8 @@ impl Xfer<'_> {
     }
 
     /// Moves `len` bytes between local offset `lo` and remote offset `ro` with `op`, then checks
-    /// the pattern (keyed by the remote offsets) at the destination. Returns microseconds.
+    /// the pattern (keyed by the remote offsets) at the destination. Returns microseconds (the
+    /// post to the completion, see [`Transfer`]).
     fn once(&mut self, op: &str, lo: u64, ro: u64, len: u64, seed: u64) -> Result<f64, CaseResult> {
         let (rkey, raddr) = (self.rbuf.rkey, self.rbuf.addr + ro);
         let imm = 0x5eed_0000 | (ro as u32 & 0xffff);
