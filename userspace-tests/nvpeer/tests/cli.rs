@@ -92,3 +92,52 @@ fn a_closed_pipe_ends_it_quietly() {
     assert_ne!(o.status.code(), Some(101));
     assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}", o.status);
 }
+
+#[test]
+fn validate_report_renders_a_saved_run() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../harness/tests/fixtures");
+    let dir = std::env::temp_dir().join(format!("nvpeer-cli-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = nvpeer()
+        .args(["validate", "--report"])
+        .arg(&dir)
+        .arg("--report-from")
+        .arg(format!("{fixtures}/validate-emu.json"))
+        .arg("--report-bench")
+        .arg(format!("{fixtures}/bench-host.json"))
+        .output()
+        .unwrap();
+    // The saved run passed: its status, the page and the files beside it.
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    for f in [
+        "index.html",
+        "validate.json",
+        "validate.xml",
+        "bench-1.json",
+    ] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("report: "));
+    // Its options without --report, or a bench document given as the run: exit 2, named.
+    for (args, says) in [
+        (
+            vec!["validate", "--report-from", "x.json"],
+            "need --report DIR",
+        ),
+        (
+            vec![
+                "validate",
+                "--report",
+                dir.to_str().unwrap(),
+                "--report-from",
+                &format!("{fixtures}/bench-host.json"),
+            ],
+            "is not an `nvpeer validate --json` document",
+        ),
+    ] {
+        let o = nvpeer().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{o:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
