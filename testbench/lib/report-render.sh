@@ -10,6 +10,7 @@
 #   - the DOM the browser parsed lacks a section, a case of the fixture, or a plot, or holds an
 #     element that loads or runs something;
 #   - no screenshot comes out.
+# The same checks then run on the report of a real `nvpeer validate --mem host` on this host.
 # Usage: report-render.sh [CLI]  (default $NVPEER_CLI, else userspace-tests/target/release/nvpeer)
 # Writes bench-results/report/: page/ (the report) and report.png (1280x2000 screenshot).
 set -euo pipefail
@@ -67,12 +68,14 @@ msgs=$(console "$work/shot.log"; console "$work/dom.log")
 [ "$(head -c 8 "$out/report.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] \
     || fail "no PNG screenshot at $out/report.png"
 
-# 4. What the browser parsed.
-parsed=$(python3 - "$work/dom.html" "$fixtures/validate-emu.json" <<'PY'
-
+# check_dom DOM JSON PLOTS: the page the browser parsed against the validate document it shows
+# (PLOTS: the number of plots expected, or "any"); prints "N cases, M plots".
+check_dom() {
+    python3 - "$@" <<'PY'
 import html.parser, json, sys
 dom = open(sys.argv[1]).read()
 doc = json.load(open(sys.argv[2]))
+want_plots = sys.argv[3]
 class P(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
@@ -101,16 +104,38 @@ if order != ["verdict", "environment", "cases", "plots", "files"]:
     errors.append(f"sections {order}")
 if p.bad:
     errors.append(f"elements that load or run: {p.bad}")
-missing = [c["name"] for c in doc["cases"] if c["name"] not in p.code]
+names = [c["name"] for c in doc["cases"]] + doc["not_run"]
+missing = [n for n in names if n not in p.code]
 if missing:
     errors.append(f"cases missing: {missing}")
-if p.tags.get("svg", 0) != 3:
-    errors.append(f"{p.tags.get('svg', 0)} plots, expected 3 (bench bandwidth, latency, registration)")
+plots = p.tags.get("svg", 0)
+if want_plots != "any" and plots != int(want_plots):
+    errors.append(f"{plots} plots, expected {want_plots}")
 for e in errors:
     print("report-render:", e)
 if errors:
     sys.exit(1)
-print(f"{len(doc['cases'])} cases, {p.tags['svg']} plots")
+print(f"{len(names)} cases, {plots} plots")
 PY
-) || fail "the page the browser parsed: $(echo "$parsed" | sed 's/^report-render: //' | paste -sd ';' -)"
-echo "report-render: ok: the fixtures' report ($parsed) in headless Chromium $(chromium --version 2>/dev/null | awk '{print $2}'): no console message (the broken page's $n seen), sections in order, bench-results/report/report.png"
+}
+
+# 4. What the browser parsed: three plots of the bench fixtures (bandwidth, latency,
+# registration); validate's fixture timed no transfer (emu).
+parsed=$(check_dom "$work/dom.html" "$fixtures/validate-emu.json" 3) \
+    || fail "the fixtures' page as the browser parsed it: $(echo "$parsed" | sed 's/^report-render: //' | paste -sd ';' -)"
+
+# 5. A real run on this host: `validate --mem host --report` (a host without an RDMA device
+# reports cap.rdma-device failed and exits 2; with one, the cases run and their transfers are
+# plotted), its page through the same checks.
+rc=0
+"$cli" validate --mem host --report "$work/live" >"$work/live.log" 2>&1 || rc=$?
+[ "$rc" -le 2 ] && [ -s "$work/live/index.html" ] \
+    || fail "nvpeer validate --mem host --report exited $rc: $(tail -n 3 "$work/live.log")"
+chrome --dump-dom "file://$work/live/index.html" >"$work/live-dom.html" 2>"$work/live-dom.log" \
+    || fail "chromium --dump-dom failed on the live run's page"
+msgs=$(console "$work/live-dom.log")
+[ -z "$msgs" ] || fail "console messages on the live run's page: $(echo "$msgs" | head -n 3)"
+live=$(check_dom "$work/live-dom.html" "$work/live/validate.json" any) \
+    || fail "the live run's page as the browser parsed it: $(echo "$live" | sed 's/^report-render: //' | paste -sd ';' -)"
+
+echo "report-render: ok: headless Chromium $(chromium --version 2>/dev/null | awk '{print $2}'), no console message (the broken page's $n seen), sections in order: the fixtures' report ($parsed; bench-results/report/report.png), this host's validate --mem host (exit $rc; $live)"
