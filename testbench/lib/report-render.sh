@@ -21,6 +21,7 @@ out=$repo/bench-results/report
 fail() { echo "report-render: FAILED: $*"; exit 1; }
 command -v chromium >/dev/null || fail "no chromium (Debian package chromium; testbench/check installs it)"
 [ -x "$cli" ] || fail "no nvpeer CLI at $cli"
+cli=$(realpath "$cli")
 work=$(mktemp -d /tmp/nvpeer-report.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -38,8 +39,10 @@ console() { grep -E ':CONSOLE[:(]' "$1" || true; }
 # 1. The report, by the CLI.
 rm -rf "$out/page"
 mkdir -p "$out"
-"$cli" validate --report "$out/page" --report-from "$fixtures/validate-emu.json" \
-    --report-bench "$fixtures/bench-host.json,$fixtures/bench-emu-reg.json" >"$work/cli.log" 2>&1 \
+# (from the repository, so that the page names the fixtures by their paths in it)
+fx=userspace-tests/harness/tests/fixtures
+(cd "$repo" && "$cli" validate --report bench-results/report/page --report-from "$fx/validate-emu.json" \
+    --report-bench "$fx/bench-host.json,$fx/bench-emu-reg.json") >"$work/cli.log" 2>&1 \
     || fail "nvpeer validate --report exited $?: $(tail -n 3 "$work/cli.log")"
 page=$out/page/index.html
 [ -s "$page" ] || fail "no $page"

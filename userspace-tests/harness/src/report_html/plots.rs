@@ -1,5 +1,5 @@
 //! A [`Figure`] as inline SVG, drawn by plotters' SVG backend (no fonts, no bitmaps): message
-//! size on a logarithmic x axis, one coloured line with its points per series, a legend.
+//! size on a logarithmic x axis (log2, ticks at powers of two), one coloured line with its points per series, a legend.
 
 use super::series::Figure;
 use super::ReportError;
@@ -62,14 +62,16 @@ pub fn svg(fig: &Figure) -> Result<String, ReportError> {
     if !x0.is_finite() || !y0.is_finite() {
         return Err(err("no positive figure to plot".into()));
     }
-    // A margin around the points, so that a single size (validate) is not a degenerate axis.
-    let xs = (x0 / 2.0)..(x1 * 2.0);
+    // Sizes as powers of two on a linear axis of log2(bytes), so that the ticks fall on 1, 4,
+    // 16, 64 ... 1K ... (a decimal log axis ticks at 10000 bytes); a margin around the points,
+    // so that a single size (validate) is not a degenerate axis.
+    let xs = (x0.log2() - 1.0)..(x1.log2() + 1.0);
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
         if fig.log_y {
-            draw(&root, fig, xs, ((y0 / 2.0)..(y1 * 2.0)).log_scale()).map_err(err)?;
+            draw(&root, fig, xs, ((y0 / 1.5)..(y1 * 1.5)).log_scale()).map_err(err)?;
         } else {
             draw(&root, fig, xs, 0.0..(y1 * 1.15)).map_err(err)?;
         }
@@ -95,13 +97,20 @@ where
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(72)
-        .build_cartesian_2d(xs.log_scale(), ys)
+        .build_cartesian_2d(xs, ys)
         .map_err(e)?;
     chart
         .configure_mesh()
+        .x_labels(12)
         .x_desc("message size [bytes]")
         .y_desc(&fig.y_label)
-        .x_label_formatter(&|v| size_label(*v))
+        .x_label_formatter(&|v| {
+            if (v - v.round()).abs() < 1e-6 {
+                size_label(v.round().exp2())
+            } else {
+                String::new()
+            }
+        })
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(e)?;
@@ -111,7 +120,7 @@ where
             .points
             .iter()
             .filter(|(_, y)| y.is_finite() && *y > 0.0)
-            .map(|&(x, y)| (x.max(1) as f64, y))
+            .map(|&(x, y)| ((x.max(1) as f64).log2(), y))
             .collect();
         chart
             .draw_series(std::iter::once(PathElement::new(
