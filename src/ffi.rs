@@ -171,15 +171,12 @@ extern "C" {
     pub(crate) fn nvidia_p2p_free_dma_mapping(dma_mapping: *mut NvidiaP2pDmaMapping) -> c_int;
 
     // Our C shim (src/nvpeer_shim.c).
-    pub(crate) fn nvpeer_shim_pci_dev(dev: *mut bindings::device) -> *mut bindings::pci_dev;
     pub(crate) fn nvpeer_shim_sg_fill(
         sgt: *mut bindings::sg_table,
         addrs: *const u64,
         n: u32,
         len: u32,
     ) -> c_int;
-    pub(crate) fn nvpeer_shim_module_get() -> bool;
-    pub(crate) fn nvpeer_shim_module_put();
     pub(crate) fn nvpeer_shim_peer_client_visible(name: *const c_char) -> bool;
     pub(crate) fn nvpeer_shim_other_nv_mem_module() -> *const c_char;
     pub(crate) fn nvpeer_shim_module_name() -> *const c_char;

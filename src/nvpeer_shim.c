@@ -7,8 +7,7 @@
  *     nvidia and ib_core already order the load, and a soft dependency would make `modprobe -r`
  *     try to remove both (the NVIDIA driver with it, where nothing else holds it; with kmod 34 an
  *     exit 1 where something does);
- *   - C macros and inline functions (sg_dma_address/sg_dma_len, dev_is_pci, to_pci_dev,
- *     __module_get/module_put on THIS_MODULE, wait_event_killable);
+ *   - C macros and inline functions (sg_dma_address/sg_dma_len, wait_event_killable);
  *   - a statically initialised wait queue (src/overtaken.rs), which needs no
  *     allocation at load nor freeing at unload;
  *   - on kernels whose module! takes no parameters (before 6.19), the two module parameters,
@@ -18,7 +17,6 @@
  */
 #include <linux/module.h>
 #include <linux/namei.h>
-#include <linux/pci.h>
 #include <linux/ratelimit.h>
 #include <linux/scatterlist.h>
 #include <linux/stddef.h>
@@ -102,14 +100,6 @@ int nvpeer_shim_param(u32 which)
 }
 #endif
 
-/* The PCI function behind a DMA device, or NULL when it is not PCI (hazard H6). */
-struct pci_dev *nvpeer_shim_pci_dev(struct device *dev)
-{
-	if (!dev || !dev_is_pci(dev))
-		return NULL;
-	return to_pci_dev(dev);
-}
-
 /*
  * Fill an allocated table with one DMA-only entry per address (no struct page: the memory is a
  * GPU BAR). Returns -EINVAL when the table does not have exactly n entries.
@@ -127,17 +117,6 @@ int nvpeer_shim_sg_fill(struct sg_table *sgt, const u64 *addrs, u32 n, u32 len)
 		sg_dma_len(sg) = len;
 	}
 	return 0;
-}
-
-/* A module reference per live registration (pins may outlive the core's use of them). */
-bool nvpeer_shim_module_get(void)
-{
-	return try_module_get(THIS_MODULE);
-}
-
-void nvpeer_shim_module_put(void)
-{
-	module_put(THIS_MODULE);
 }
 
 /*

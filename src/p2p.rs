@@ -18,9 +18,12 @@ use crate::logic::version::{self, PtAbi};
 use crate::stats::STATS;
 use core::ptr::{null_mut, NonNull};
 use kernel::bindings;
+use kernel::device;
 use kernel::error::to_result;
 use kernel::ffi::c_void;
+use kernel::pci;
 use kernel::prelude::*;
+use kernel::sync::aref::ARef;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::time::{delay::fsleep, Delta};
 
@@ -53,16 +56,10 @@ pub(crate) struct DmaMapping(NonNull<ffi::NvidiaP2pDmaMapping>);
 // SAFETY: as for `PageTable`.
 unsafe impl Send for DmaMapping {}
 
-/// The PCI function an HCA DMAs from, with a device reference of its own.
-///
-/// # Invariants
-///
-/// `0` points to a `struct pci_dev` on which this value holds a reference (`pci_dev_get`), given
-/// back when it is dropped.
-pub(crate) struct PciDev(NonNull<bindings::pci_dev>);
-
-// SAFETY: a referenced device may be used, and its reference given back, from any thread.
-unsafe impl Send for PciDev {}
+/// The PCI function an HCA DMAs from, with a device reference of its own (the kernel crate's
+/// [`ARef`]; dropping it calls `pci_dev_put`, never the last put: the core holds the HCA's device
+/// while it can call `dma_map`, so no release runs there, whatever lock the dropper holds).
+pub(crate) struct PciDev(ARef<pci::Device>);
 
 /// What nvpeer reads from a page table.
 #[derive(Clone, Copy)]
@@ -161,23 +158,21 @@ impl PciDev {
     /// `dev` is null or points to a `struct device` with a reference held for the call (the
     /// core's `dma_device`: its `ib_device` holds it).
     pub(crate) unsafe fn from_dma_device(dev: *mut bindings::device) -> Option<Self> {
-        // SAFETY: `dev` is null or valid (function contract); the shim checks both null and
-        // `dev_is_pci()` before `to_pci_dev()`.
-        let pdev = NonNull::new(unsafe { ffi::nvpeer_shim_pci_dev(dev) })?;
-        // SAFETY: `pdev` embeds `dev`, which is referenced for the call: taking a reference of
-        // our own keeps it for as long as this value lives.
-        unsafe { bindings::pci_dev_get(pdev.as_ptr()) };
-        // INVARIANT: referenced just above.
-        Some(Self(pdev))
+        if dev.is_null() {
+            return None;
+        }
+        // SAFETY: not null, so valid and referenced for the call (function contract).
+        let dev = unsafe { device::Device::from_raw(dev) };
+        // `dev_is_pci()` first; the reference taken here keeps the device for this value's life.
+        let pdev = <&pci::Device>::try_from(dev).ok()?;
+        Some(Self(pdev.into()))
     }
-}
 
-impl Drop for PciDev {
-    fn drop(&mut self) {
-        // SAFETY: the reference this value holds (type invariant), given back once. The core
-        // holds one too while it can call dma_map, so this is never the last (no release runs
-        // here, whatever lock the caller holds).
-        unsafe { bindings::pci_dev_put(self.0.as_ptr()) };
+    /// The C `struct pci_dev`, for NVIDIA's calls (live while `self` is).
+    fn as_raw(&self) -> *mut bindings::pci_dev {
+        let pdev: &pci::Device = &self.0;
+        // `pci::Device` is `#[repr(transparent)]` over the C structure.
+        core::ptr::from_ref(pdev).cast_mut().cast()
     }
 }
 
@@ -285,8 +280,9 @@ pub(crate) unsafe fn dma_map_pages(
 ) -> Result<DmaMapping> {
     STATS.provider_dma_map_pages.inc();
     let mut dm = null_mut();
-    // SAFETY: `pdev` live by its invariant, `pt` by the function contract; valid out-pointer.
-    let rc = unsafe { ffi::nvidia_p2p_dma_map_pages(pdev.0.as_ptr(), pt.as_ptr(), &mut dm) };
+    // SAFETY: `pdev` referenced while it lives, `pt` live by the function contract; valid
+    // out-pointer.
+    let rc = unsafe { ffi::nvidia_p2p_dma_map_pages(pdev.as_raw(), pt.as_ptr(), &mut dm) };
     to_result(rc)?;
     // INVARIANT: NVIDIA returned this mapping.
     NonNull::new(dm).map(DmaMapping).ok_or(EIO)
@@ -302,9 +298,9 @@ pub(crate) unsafe fn dma_map_pages(
 /// `pt` and `dm` (made from `pt`, for `pdev`) are live until this returns.
 pub(crate) unsafe fn dma_unmap_pages(pdev: &PciDev, pt: &PageTable, dm: DmaMapping) -> Result {
     STATS.provider_dma_unmap_pages.inc();
-    // SAFETY: all three live (function contract and `PciDev`'s invariant); `dm` is given up.
+    // SAFETY: all three live (function contract; `pdev` referenced); `dm` is given up.
     to_result(unsafe {
-        ffi::nvidia_p2p_dma_unmap_pages(pdev.0.as_ptr(), pt.0.as_ptr(), dm.0.as_ptr())
+        ffi::nvidia_p2p_dma_unmap_pages(pdev.as_raw(), pt.0.as_ptr(), dm.0.as_ptr())
     })
 }
 
