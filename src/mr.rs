@@ -243,7 +243,9 @@ impl Mr {
         let pinned = if self.persistent {
             p2p::get_pages_persistent(cover.start(), cover.len())
         } else {
-            p2p::get_pages::<Mr>(cover.start(), cover.len(), self.ticket)
+            // No put of ours is in flight while NVIDIA allocates this pin's table (the put
+            // window, src/overtaken.rs).
+            overtaken::gated(|| p2p::get_pages::<Mr>(cover.start(), cover.len(), self.ticket))
         };
         let page_table = pinned.inspect_err(|_| STATS.err_pin.inc())?;
         let mut inner = self.inner.lock();
@@ -339,12 +341,13 @@ impl Mr {
         drop(inner);
         let mut put_failed = false;
         if let Some(page_table) = page_table {
-            // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up
-            // here. A persistent table stays live until this put. A non-persistent one is freed
-            // by NVIDIA if a free callback runs before NVIDIA takes the put: NVIDIA then finds no
-            // pin, or one at a reused table address (the put window, docs/design.md; no pin of
-            // ours starts until this put returned, src/overtaken.rs).
-            let put = unsafe { p2p::put_pages(self.persistent, start, page_table) };
+            let put = if self.persistent {
+                // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up
+                // here; a persistent table stays live until this put.
+                unsafe { p2p::put_pages(true, start, page_table) }
+            } else {
+                overtaken::gated(|| self.put_gated(start, page_table))
+            };
             if let Err(e) = put {
                 put_failed = true;
                 STATS.err_put.inc();
@@ -366,6 +369,21 @@ impl Mr {
         }
         inner.pin_gone();
         inner
+    }
+
+    /// The non-persistent put of `page_table`, taken out of the registration under its lock
+    /// (state `Unpinning`); call under the gate (src/overtaken.rs).
+    fn put_gated(&self, start: u64, page_table: PageTable) -> Result {
+        if self.inner.lock().state == State::Revoked {
+            // A free callback overtook this put before it took the gate: NVIDIA gave the pin
+            // back and frees (or freed) the table. Nothing to put, and nothing to name.
+            return Ok(());
+        }
+        // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up here. If
+        // a free callback runs before NVIDIA takes this put, NVIDIA frees the table and then
+        // finds no pin of this process at this address and table: no pin of ours was made
+        // meanwhile, as this call holds the gate (the put window, src/overtaken.rs).
+        unsafe { p2p::put_pages(false, start, page_table) }
     }
 
     /// `nvidia_p2p_dma_unmap_pages` under the lock (no NVIDIA lock involved).

@@ -80,6 +80,8 @@ impl kernel::Module for NvPeer {
         client_registration::refuse_other_nv_mem_module()?;
         // SAFETY: called once, before any client can call into the registry.
         unsafe { registry::init() };
+        // SAFETY: called once, before any client can pin or put.
+        unsafe { overtaken::init() };
         let kinds = config.clients();
         let debugfs = debugfs::DebugFs::new(debugfs::ConfigInfo {
             persistent_api_support,

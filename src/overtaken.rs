@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Provider calls a free callback overtook, and the pins that wait for them (docs/design.md: the
-//! put window and H4).
+//! Provider calls a free callback overtook, and what keeps them from reaching a pin of ours
+//! (docs/design.md: the put window and H4).
 //!
 //! `nvidia_p2p_put_pages` and `nvidia_p2p_dma_map_pages` run with our lock dropped (H3) and wait
 //! for NVIDIA's lock. If NVIDIA's free callback for the same pin runs first, it finds the call in
@@ -10,10 +10,17 @@
 //! then the put releases that pin (NVIDIA looks it up by process, address and table pointer), or
 //! the map maps it.
 //!
-//! From the moment a callback finds such a call ([`Overtaken::new`]) until the call returned (the
+//! The put: every non-persistent put and every non-persistent pin of this module runs under one
+//! gate ([`gated`], lock `P`). A put that a callback overtook before it took the gate is not made
+//! at all (NVIDIA already gave the pin back); one the callback overtakes while it waits for
+//! NVIDIA's lock holds the gate until it returned, so no pin of ours can be handed the freed
+//! table's memory before the stale put found nothing. What stays open of the put window: pins
+//! that other users of NVIDIA's P2P API make in the same process.
+//!
+//! The map (H4): from the moment a callback finds it ([`Overtaken::new`]) until it returned (the
 //! [`Overtaken`] dropped), no pin of this module starts ([`wait_before_pin`]). What stays open: a
-//! pin that passed the check an instant before the callback counted the call, pins that other
-//! users of NVIDIA's P2P API make, and the map's own read of the freed table (H4).
+//! pin that passed that check an instant before the callback counted the call, and the map's own
+//! read of the freed table.
 //!
 //! The wait is a dependency lockdep does not see: a pin made from inside a free callback (which
 //! holds NVIDIA's lock, which the overtaken call needs) would wait forever. No core pins from its
@@ -23,6 +30,31 @@
 use crate::ffi;
 use crate::stats::STATS;
 use kernel::prelude::*;
+
+kernel::sync::global_lock! {
+    // SAFETY: initialised by `init()` from module init, before any client is registered.
+    unsafe(uninit) static GATE: Mutex<()> = ();
+}
+// Lock `P` of the lock order (docs/design.md, "Locking"): taken under the core's locks (`G`,
+// `M`) and no lock of ours, before NVIDIA's `R` (inside the gated call) and a registration's `L`;
+// held only across one non-persistent `get_pages` or `put_pages`, never by the free callback.
+
+/// Initialises the gate.
+///
+/// # Safety
+///
+/// Called exactly once, from module init, before any client is registered.
+pub(crate) unsafe fn init() {
+    // SAFETY: called once, before first use (function contract).
+    unsafe { GATE.init() };
+}
+
+/// Runs `call` (one non-persistent `get_pages` or `put_pages`, with no lock of ours held) under
+/// the gate: no other such call of this module runs beside it.
+pub(crate) fn gated<T>(call: impl FnOnce() -> T) -> T {
+    let _gate = GATE.lock();
+    call()
+}
 
 /// A provider call of ours that a free callback overtook and that has not returned yet.
 ///

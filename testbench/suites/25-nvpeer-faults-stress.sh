@@ -4,19 +4,12 @@
 # stress per client mode, NP_STRESS_ITER per thread x 4 threads:
 #   persistent (default client): 100k on Debian's production kernel (make check, make check-full),
 #     on the debug kernel 4k in make check (NVPEER_SLICE set), 10k in make check-full and by hand;
-#   invalidating: 100k on Debian's production kernel in make check-full and by hand with
-#     NVPEER_DEPTH=full (not in make check: below); on the debug kernel 4k in make check, 100k in
-#     make check-full and when the suite runs by hand (500-830 s there).
+#   invalidating: 100k on Debian's production kernel (make check, make check-full); on the debug
+#     kernel 4k in make check, 100k in make check-full and when the suite runs by hand (500-830 s
+#     there).
 #   (make check's 4k per mode on the debug kernel, down from 10k on 2026-11-27 for make check's
 #   time: the suite took 300-360 s there, most of it the two stresses under KASAN and TCG.)
 . /src/testbench/suites/nvpeer-lib.sh.inc
-# The put window (docs/design.md) is narrowed, not closed: on 2026-11-27 make check met it on the
-# production kernel (one put-va-mismatch in 77 690 registrations, a new, slower machine), where
-# the run before at the same code passed. While it is open, the production kernel's invalidating
-# stress runs in make check-full only, strict as before; make check keeps it on the debug kernel
-# (4k, under KASAN, whose quarantine hides the window) and the invalidating scenarios of 24.
-STRESS_INVALIDATING=1
-[ -z "${NVPEER_KERNEL_TAG:-}" ] || [ "${NVPEER_DEPTH:-check}" = full ] || STRESS_INVALIDATING=0
 if [ -n "${NVPEER_KERNEL_TAG:-}" ]; then
     NP_ITER_PERSISTENT=25000 NP_ITER_INVALIDATING=25000
 elif [ -z "${NVPEER_SLICE:-}" ]; then
@@ -84,10 +77,8 @@ tb_case race-stress stress persistent "$NP_ITER_PERSISTENT"
 # freed-table violations of the provider.
 # Its window hits are provider dma-map-uaf violations: their kernel log lines are expected here,
 # any other violation still fails the case and the log.
-if [ "$STRESS_INVALIDATING" = 1 ]; then
-    tb_expect_begin 'nvp2p_emu: VIOLATION dma-map-uaf:'
-    tb_case race-stress-invalidating stress invalidating "$NP_ITER_INVALIDATING" persistent_api_support=0
-    tb_expect_end
-fi
+tb_expect_begin 'nvp2p_emu: VIOLATION dma-map-uaf:'
+tb_case race-stress-invalidating stress invalidating "$NP_ITER_INVALIDATING" persistent_api_support=0
+tb_expect_end
 
 np_down
