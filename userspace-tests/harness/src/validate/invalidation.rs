@@ -1,14 +1,23 @@
 //! Invalidation (`inval.*`): freeing memory under a live MR, idle and with transfers in flight.
 
+use super::after_free::{AfterFree, Landed, PostAfterFree};
+use super::peer_path::{self, Snapshot};
 use super::{Suite, POLL};
 
 use crate::peer::Req;
 use crate::reg::RegPath;
 use crate::report::CaseResult;
-use crate::verbs::{self, Op};
+use crate::verbs::Op;
 use std::time::Duration;
 
 impl Suite {
+    /// NVIDIA free callbacks the peer client counted since `before` (`num_free_callbacks` of the
+    /// core's counters, or nvpeer's `callbacks`); `None` when nothing here counts them.
+    fn callbacks_since(&self, before: &Option<Snapshot>) -> Option<u64> {
+        let after = self.counters()?;
+        peer_path::moved(before.as_ref()?, &after).map(|m| m.callbacks)
+    }
+
     pub(super) fn inval_cases(&mut self, path: RegPath) {
         for inflight in [false, true] {
             let name = format!(
@@ -99,12 +108,7 @@ impl Suite {
             ),
         };
         drop(mr);
-        let cb = match (&before, self.counters()) {
-            (Some(b), Some(a)) => a
-                .get("num_free_callbacks")
-                .saturating_sub(b.get("num_free_callbacks")),
-            _ => 0,
-        };
+        let cb = self.callbacks_since(&before).unwrap_or(0);
         if !invalidating {
             // A persistent client: the provider keeps the pages until the pin is put at dereg.
             if q.state != state::MAPPED {
@@ -198,69 +202,109 @@ impl Suite {
         if inflight {
             seen = ep.poll(n_inflight as usize, POLL).unwrap_or_default();
         }
+        // The destination gets a known pattern, so that any byte the NIC still moves from the
+        // freed MR shows up.
+        let seed = self.seed ^ 0xf7ee_af7e;
+        let filled = self.peer.as_mut().map(|p| {
+            p.unit(Req::Fill {
+                id: rbuf.id,
+                off: 0,
+                len,
+                seed,
+            })
+        });
         // The MR must stop working: a new transfer from it must not succeed.
-        let post = ep.post(op, 999, lmr.lkey(), lmr.addr, len);
-        let after_status = match post {
-            Err(_) => None,
+        let post = match ep.post(op, 999, lmr.lkey(), lmr.addr, len) {
+            Err(e) => PostAfterFree::Refused(e.to_string()),
             Ok(()) => match ep.poll(1, Duration::from_secs(20)) {
-                Ok(cs) => cs
-                    .iter()
-                    .find(|c| c.wr_id == 999)
-                    .map(|c| c.status)
-                    .or(Some(5)),
-                Err(_) => None,
+                Ok(cs) => match cs.iter().find(|c| c.wr_id == 999) {
+                    Some(c) => PostAfterFree::Completed {
+                        status: c.status,
+                        vendor_err: c.vendor_err,
+                    },
+                    None => PostAfterFree::NoCompletion(format!(
+                        "{} other completion(s), none for this request",
+                        cs.len()
+                    )),
+                },
+                Err(e) => PostAfterFree::NoCompletion(e.to_string()),
             },
+        };
+        let landed = match (filled, self.peer.as_mut()) {
+            (Some(Ok(())), Some(p)) => match p.verify(rbuf.id, 0, len, seed) {
+                Ok(None) => Landed::Untouched,
+                Ok(Some(at)) => Landed::Changed(at),
+                Err(e) => Landed::Unknown(format!("the peer could not check: {e}")),
+            },
+            (Some(Err(e)), _) => Landed::Unknown(format!("the peer could not fill: {e}")),
+            _ => Landed::Unknown("no peer".into()),
         };
         drop(lmr);
         let _ = self
             .peer
             .as_mut()
             .map(|p| p.unit(Req::Drop { id: rbuf.id }));
-        let cb = match (&before, self.counters()) {
-            (Some(b), Some(a)) => Some(
-                a.get("num_free_callbacks")
-                    .saturating_sub(b.get("num_free_callbacks")),
-            ),
-            _ => None,
+        let cb = self.callbacks_since(&before);
+        let seen = AfterFree {
+            inflight_posted: n_inflight,
+            inflight: seen,
+            post,
+            landed,
         };
-        let ok_before = seen.iter().filter(|c| c.ok()).count();
-        let flight = if inflight {
-            format!(
-                "{ok_before}/{} in-flight writes completed before the revoke, ",
-                seen.len()
-            )
-        } else {
-            String::new()
-        };
-        match after_status {
-            Some(0) if path == RegPath::DmaBuf => Ok(CaseResult::pass(
-                name,
-                format!("{flight}transfer after free still succeeded: the dma-buf importer keeps the pages until dereg (no revoke); process alive"),
-            )),
-            Some(0) if self.facts.persistent == Some(true) => Ok(CaseResult::pass(
-                name,
-                format!("{flight}transfer after free still succeeded: persistent client (persistent_api_support=1) keeps the pages pinned until dereg, by design; process alive"),
-            )),
-            Some(0) if self.facts.persistent.is_none() => Ok(CaseResult::skip(
-                name,
-                format!("{flight}transfer after free still succeeded, and the client mode is unknown: a persistent client \
-                         keeps the pages by design, an invalidating one must revoke; nothing published it (nvpeer's \
-                         debugfs config needs debugfs mounted and root, NVIDIA's module its persistent_api_support \
-                         parameter), so this case cannot judge"),
-            )),
-            Some(0) => Ok(fail(
-                format!("{flight}RDMA WRITE from the freed MR completed successfully"),
-                "the MR kept working on freed GPU memory: the peer client did not invalidate (the NIC may DMA into reused memory); \
-                 expected only for a persistent client (persistent_api_support=1)",
-            )),
-            st => {
-                let how = st.map(|s| format!("completion '{}'", verbs::wc_status_name(s))).unwrap_or_else(|| "post refused".into());
-                if self.counted(path) && cb == Some(0) {
-                    return Ok(fail(format!("{flight}MR stopped ({how}) but num_free_callbacks did not move"), "revocation happened outside the peer client's free callback"));
-                }
-                let cbs = cb.map(|c| format!(", num_free_callbacks +{c}")).unwrap_or_default();
-                Ok(CaseResult::pass(name, format!("{flight}MR stopped working after free ({how}){cbs}; process alive, dereg ok")))
-            }
+        let what = seen.text();
+        let cbs = cb
+            .map(|c| format!("; free callbacks counted by the peer client +{c}"))
+            .unwrap_or_default();
+        if let PostAfterFree::NoCompletion(_) = seen.post {
+            return Ok(fail(
+                format!("{what}{cbs}"),
+                "the NIC neither completed nor failed a request on a revoked or freed MR: the QP \
+                 is stuck (expected: the post refused, or a completion with an error such as \
+                 'local protection error'); look at the driver's handling of invalidated MRs",
+            ));
         }
+        if seen.kept_working() {
+            return Ok(match path {
+                RegPath::DmaBuf => CaseResult::pass(
+                    name,
+                    format!("{what}: the dma-buf importer keeps the pages until dereg (no revoke, by design){cbs}; process alive"),
+                ),
+                _ if self.facts.persistent == Some(true) => CaseResult::pass(
+                    name,
+                    format!("{what}: persistent client (persistent_api_support=1) keeps the pages pinned until dereg, by design{cbs}; process alive"),
+                ),
+                _ if self.facts.persistent.is_none() => CaseResult::skip(
+                    name,
+                    format!("{what}, and the client mode is unknown: a persistent client \
+                             keeps the pages by design, an invalidating one must revoke; nothing published it (nvpeer's \
+                             debugfs config needs debugfs mounted and root, NVIDIA's module its persistent_api_support \
+                             parameter), so this case cannot judge"),
+                ),
+                _ => fail(
+                    format!("{what}{cbs}"),
+                    "the MR kept working on freed GPU memory: the peer client did not invalidate, or the NIC \
+                     did not honour the invalidation (the NIC may DMA into reused memory); expected only for \
+                     a persistent client (persistent_api_support=1)",
+                ),
+            });
+        }
+        if let Landed::Changed(_) = seen.landed {
+            return Ok(fail(
+                format!("{what}{cbs}"),
+                "the request failed, but the NIC had already fetched from the freed pages and sent \
+                 them: the MR's translation must be gone before the free callback returns (the \
+                 driver's invalidate must fence in-flight DMA)",
+            ));
+        }
+        if self.counted(path) && cb == Some(0) {
+            return Ok(fail(
+                format!("{what}, but no free callback was counted"),
+                "revocation happened outside the peer client's free callback",
+            ));
+        }
+        Ok(CaseResult::pass(
+            name,
+            format!("{what}: the MR stopped working after the free{cbs}; process alive, dereg ok"),
+        ))
     }
 }

@@ -8,10 +8,12 @@
 //! report and exit status). This file holds the suite's shared state, the case runner and the
 //! order the cases run in.
 
+mod after_free;
 mod alloc_kinds;
 mod capability;
 mod invalidation;
 mod memory;
+pub mod peer_path;
 mod registration;
 mod summary;
 mod transfer;
@@ -27,7 +29,6 @@ use crate::report::{self, CaseResult};
 use crate::report_html::{self, ReportError};
 use crate::sysfs::{self, NodeFacts};
 use crate::verbs::Device;
-use nvpeer_uapi::memory_peers::{self, PeerCounters};
 use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -38,6 +39,8 @@ const POLL: Duration = Duration::from_secs(60);
 pub struct Suite {
     args: ValidateArgs,
     facts: NodeFacts,
+    /// How GPU registrations are proven to go through the peer client ([`peer_path`]).
+    proof: peer_path::Proof,
     backend: Option<Rc<dyn Backend>>,
     dev: Option<Rc<Device>>,
     emu_core: Option<crate::reg::EmuCoreHandle>,
@@ -120,16 +123,23 @@ impl Suite {
         }
     }
 
-    fn counters(&self) -> Option<PeerCounters> {
-        memory_peers::main_client(Path::new("/"))
+    /// The counters that prove GPU registrations went through the peer client, read now.
+    fn counters(&self) -> Option<peer_path::Snapshot> {
+        self.proof.snapshot(Path::new("/"))
     }
 
-    /// Whether registrations on `path` must show up in the peer client's counters.
-    /// Whether a registration on `path` moves the core's client counters that can be read here: not
-    /// on a core that keeps no `/sys/kernel/mm/memory_peers` (DOCA-OFED on a kernel without the
-    /// `mm_kobj` export, i.e. every Rust-capable kernel), where the counter checks are skipped.
+    /// Whether registrations on `path` go through a peer-memory client (GPU memory registered by
+    /// VA: `ibv_reg_mr`, or the emulated core), so that `reg.*` must prove it: through the core's
+    /// `memory_peers` counters, else nvpeer's debugfs stats, else named as unprovable
+    /// ([`peer_path::Proof`]).
+    fn peer_registered(&self, path: RegPath) -> bool {
+        self.gpu() && path != RegPath::DmaBuf
+    }
+
+    /// Whether registrations on `path` move counters that can be read here ([`Self::peer_registered`]
+    /// and a source that counts).
     fn counted(&self, path: RegPath) -> bool {
-        self.gpu() && path != RegPath::DmaBuf && self.facts.peer_sysfs
+        self.peer_registered(path) && self.proof.counts()
     }
 
     /// The reason verbs cases cannot run, if any.
@@ -298,11 +308,18 @@ fn suite(args: ValidateArgs, quiet: bool) -> Suite {
             .unwrap_or(1)
     });
     let facts = sysfs::node_facts(Path::new("/"));
+    // Only GPU memory registered by VA needs the proof (reading who serves nv_mem scans the node).
+    let proof = if args.common.mem == MemKind::Host {
+        peer_path::Proof::Unprovable("host memory: no peer client involved".into())
+    } else {
+        peer_path::decide(Path::new("/"))
+    };
     let remote_mem = args.common.mem.to_string();
     Suite {
         info: vec![("seed".into(), seed.to_string())],
         args,
         facts,
+        proof,
         backend: None,
         dev: None,
         emu_core: None,

@@ -1,12 +1,12 @@
 //! The registration matrix per path (`reg.*`): sizes around host and GPU page edges, unaligned
 //! offsets, and what the registrations move in the peer client's counters.
 
+use super::peer_path::{Judgement, Snapshot};
 use super::Suite;
 use crate::causes;
 use crate::mem::Buffer;
 use crate::reg::{Mr, RegPath, Registrar};
 use crate::report::CaseResult;
-use nvpeer_uapi::memory_peers::PeerCounters;
 use std::time::Instant;
 
 /// Registration sizes of the matrix: edges around host and GPU pages, powers of two, the max.
@@ -53,35 +53,35 @@ impl Suite {
         })
     }
 
-    /// Checks that `n` registrations moved the client's counters (GPU VA paths only).
-    fn counters_moved(
+    /// The verdict on `n` registrations made (and ended) since `before`: proven through the peer
+    /// client's counters (or nothing to prove: host memory, dma-buf), failed, or named as
+    /// unprovable on this node ([`peer_path::Proof`]). `balanced`: every pin made must be ended.
+    fn reg_verdict(
         &self,
+        name: &str,
         path: RegPath,
-        before: &Option<PeerCounters>,
+        before: &Option<Snapshot>,
         n: u64,
-    ) -> Result<String, (String, String)> {
-        if !self.counted(path) {
-            return Ok(String::new());
+        balanced: bool,
+        done: String,
+    ) -> CaseResult {
+        if !self.peer_registered(path) {
+            return CaseResult::pass(name, done);
         }
-        let (Some(b), Some(a)) = (before.as_ref(), self.counters()) else {
-            return Err((
-                "no peer client counters".into(),
-                "no client under /sys/kernel/mm/memory_peers (module not loaded?)".into(),
-            ));
-        };
-        let d = a.delta(b);
-        let alloc = d.get("num_alloc_mrs").copied().unwrap_or(0);
-        let dealloc = d.get("num_dealloc_mrs").copied().unwrap_or(0);
-        if alloc < n || dealloc < n {
-            return Err((
-                format!("{}: num_alloc_mrs +{alloc}, num_dealloc_mrs +{dealloc}, expected +{n} each", a.client),
-                format!("registrations did not go through the peer client '{}' (another client claimed them, or host pages were pinned)", a.client),
-            ));
+        let after = self.counters();
+        match self
+            .proof
+            .judge(before.as_ref(), after.as_ref(), n, balanced)
+        {
+            Judgement::Proven(c) => CaseResult::pass(name, format!("{done}; {c}")),
+            Judgement::Failed(d, cause) => {
+                CaseResult::fail(name, format!("{done}, but {d}"), cause)
+            }
+            Judgement::Unprovable(why) => CaseResult::skip(
+                name,
+                format!("{done}; NOT PROVEN through the peer client: {why}"),
+            ),
         }
-        Ok(format!(
-            "; {}: num_alloc_mrs +{alloc}, num_dealloc_mrs +{dealloc}",
-            a.client
-        ))
     }
 
     pub(super) fn reg_cases(&mut self, path: RegPath) {
@@ -105,16 +105,11 @@ impl Suite {
                     Err(r) => return r,
                 }
             }
-            match s.counters_moved(path, &before, sizes.len() as u64) {
-                Ok(c) => CaseResult::pass(
-                    &name,
-                    format!(
-                        "{} sizes 1 B .. {max} B registered and deregistered{c}",
-                        sizes.len()
-                    ),
-                ),
-                Err((d, cause)) => CaseResult::fail(&name, d, cause),
-            }
+            let done = format!(
+                "{} sizes 1 B .. {max} B registered and deregistered",
+                sizes.len()
+            );
+            s.reg_verdict(&name, path, &before, sizes.len() as u64, false, done)
         });
         let name = format!("reg.offsets{tag}");
         self.case(&name.clone(), |s| {
@@ -139,12 +134,8 @@ impl Suite {
                     n += 1;
                 }
             }
-            match s.counters_moved(path, &before, n) {
-                Ok(c) => {
-                    CaseResult::pass(&name, format!("{n} unaligned (offset, length) pairs{c}"))
-                }
-                Err((d, cause)) => CaseResult::fail(&name, d, cause),
-            }
+            let done = format!("{n} unaligned (offset, length) pairs registered and deregistered");
+            s.reg_verdict(&name, path, &before, n, false, done)
         });
         let name = format!("reg.many-small{tag}");
         let count = self.args.small_mrs.max(1) as u64;
@@ -178,13 +169,8 @@ impl Suite {
                 );
             }
             drop(mrs);
-            match s.counters_moved(path, &before, count) {
-                Ok(c) => CaseResult::pass(
-                    &name,
-                    format!("{count} MRs of 4 KiB held at once, then deregistered{c}"),
-                ),
-                Err((d, cause)) => CaseResult::fail(&name, d, cause),
-            }
+            let done = format!("{count} MRs of 4 KiB held at once, then deregistered");
+            s.reg_verdict(&name, path, &before, count, false, done)
         });
         let name = format!("reg.churn{tag}");
         let churn = self.args.churn.max(1) as u64;
@@ -209,26 +195,8 @@ impl Suite {
                 }
             }
             let per = t.elapsed().as_secs_f64() * 1e6 / churn as f64;
-            let balanced = match (&before, s.counters()) {
-                (Some(b), Some(a)) if s.counted(path) => {
-                    let d = a.delta(b);
-                    let al = d.get("num_alloc_mrs").copied().unwrap_or(0);
-                    let de = d.get("num_dealloc_mrs").copied().unwrap_or(0);
-                    if al != de || al < churn {
-                        return CaseResult::fail(
-                            &name,
-                            format!("num_alloc_mrs +{al} vs num_dealloc_mrs +{de}"),
-                            "registrations leaked in the peer client (dereg did not unpin)",
-                        );
-                    }
-                    format!("; counters balanced (+{al}/+{de})")
-                }
-                _ => String::new(),
-            };
-            CaseResult::pass(
-                &name,
-                format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each{balanced}"),
-            )
+            let done = format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each");
+            s.reg_verdict(&name, path, &before, churn, true, done)
         });
     }
 }
