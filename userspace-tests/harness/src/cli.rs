@@ -370,6 +370,21 @@ pub struct BenchArgs {
     /// nvpeer times with the monotonic clock, not CPU cycles, and never warns about the governor.
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
+    /// The port's line rate in Gb/s, one direction (default: the device's,
+    /// `/sys/class/infiniband/<dev>/ports/<port>/rate`, speed × width). Giving it makes a
+    /// bandwidth test below the threshold fail the run (exit 1).
+    #[arg(long = "line-rate", value_name = "GBPS", value_parser = crate::line_rate::parse_gbps)]
+    pub line_rate: Option<f64>,
+    /// The fraction of the line rate each bandwidth test's BW_average must reach at its largest
+    /// size (default 0.9, NVIDIA's ngc_multinode_perf; with `-b` against twice the line rate).
+    /// Giving it makes a test below it fail the run (exit 1); without it or `--line-rate` the
+    /// verdict is printed as advisory.
+    #[arg(long = "bw-threshold", value_name = "FRACTION", value_parser = crate::line_rate::parse_fraction)]
+    pub bw_threshold: Option<f64>,
+    /// Check the data of the bandwidth tests: the source buffer holds a pattern, and after each
+    /// size the destination must hold it (perftest `--data_validation`); a mismatch fails the test.
+    #[arg(long = "data-validation", alias = "data_validation")]
+    pub data_validation: bool,
     /// Never draw progress bars.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
@@ -415,6 +430,16 @@ impl BenchArgs {
         } else {
             1000
         })
+    }
+
+    /// The fraction of the line rate the bandwidth tests are judged at, and whether a failure
+    /// fails the run (the user asked for the verdict: `--bw-threshold` or `--line-rate`).
+    pub fn threshold(&self) -> (f64, bool) {
+        (
+            self.bw_threshold
+                .unwrap_or(crate::line_rate::DEFAULT_FRACTION),
+            self.bw_threshold.is_some() || self.line_rate.is_some(),
+        )
     }
 
     /// `--mem` and `--gpu` with perftest's `--use_cuda*` options applied.
@@ -509,6 +534,13 @@ impl BenchArgs {
             )
         {
             return Err("--perftest pairs with ib_write_bw or ib_read_bw: give --test write_bw or --test read_bw".into());
+        }
+        if self.data_validation && self.perftest {
+            return Err(
+                "--data-validation checks buffers through nvpeer's far side; perftest's \
+                        server does not show its buffer: run it against nvpeer"
+                    .into(),
+            );
         }
         if self.use_cuda_dmabuf && self.use_cuda.is_none() && self.use_cuda_bus_id.is_none() {
             return Err("--use_cuda_dmabuf needs --use_cuda or --use_cuda_bus_id".into());
@@ -752,6 +784,58 @@ mod tests {
             e.contains("--perftest") && e.contains("not implemented"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn line_rate_threshold_and_data_validation() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            b: BenchArgs,
+        }
+        let p = |argv: &[&str]| {
+            T::try_parse_from(std::iter::once("x").chain(argv.iter().copied())).map(|t| t.b)
+        };
+        // Default: 0.9 of the device's rate, advisory.
+        let b = p(&[]).unwrap();
+        assert_eq!(
+            (b.line_rate, b.bw_threshold, b.data_validation),
+            (None, None, false)
+        );
+        assert_eq!(b.threshold(), (0.9, false));
+        // Either option asks for the verdict: a failure fails the run.
+        assert_eq!(
+            p(&["--bw-threshold", "0.8"]).unwrap().threshold(),
+            (0.8, true)
+        );
+        let b = p(&["--line-rate", "400"]).unwrap();
+        assert_eq!((b.line_rate, b.threshold()), (Some(400.0), (0.9, true)));
+        for bad in [
+            &["--bw-threshold", "0"][..],
+            &["--bw-threshold", "1.5"],
+            &["--bw-threshold", "90%"],
+            &["--line-rate", "0"],
+            &["--line-rate", "fast"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+        // perftest's spelling too; not against perftest's server.
+        assert!(p(&["--data_validation"]).unwrap().data_validation);
+        let b = p(&["--data-validation", "--test", "read_bw", "-b"]).unwrap();
+        assert_eq!(b.check(), Ok(()));
+        let e = p(&[
+            "--data-validation",
+            "--perftest",
+            "--client",
+            "h",
+            "--test",
+            "write_bw",
+        ])
+        .unwrap()
+        .check()
+        .unwrap_err();
+        assert!(e.contains("--data-validation"), "{e}");
     }
 
     #[test]

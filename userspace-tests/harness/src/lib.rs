@@ -14,6 +14,7 @@ pub mod cli;
 pub mod environment;
 pub mod junit;
 pub mod limits;
+pub mod line_rate;
 pub mod mem;
 pub mod oob;
 pub mod pattern;

@@ -7,12 +7,15 @@ use super::bwloop::{
 };
 use super::{be, perftest_name, perftest_title, sizes, Bench, BenchError, POLL};
 use crate::cli::BenchTest;
+use crate::line_rate::{self, Threshold};
+use crate::pattern;
 use crate::peer::{BwOp, Peer, Req, Resp};
 use crate::perftest_peer::{self, PerftestServer};
 use crate::perftest_wire::Report;
 use crate::report;
 use crate::stats;
 use crate::verbs::{self, Endpoint, Op};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -43,7 +46,7 @@ impl Bench {
         } else {
             self.args.tx_depth
         };
-        let lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
+        let mut lbuf = self.backend.alloc(max as usize).map_err(be("allocation"))?;
         let lmr = self
             .reg
             .register(lbuf.as_ref(), 0, max as usize)
@@ -77,7 +80,13 @@ impl Bench {
             self.args.no_progress || self.args.common.json,
         );
         let mut rows = Vec::new();
+        let mut last = None;
+        let mut checked = 0u64;
         for &s in &sz {
+            let seed = DV_SEED ^ s;
+            if self.args.data_validation {
+                self.dv_prepare(test, lbuf.as_mut(), rb.id, s, seed)?;
+            }
             // This side posts into the far buffer; with -b the far side posts into this one.
             let op = bw_op(test, rb.rkey, rb.addr);
             let back = bw_op(test, lmr.rkey(), lbuf.addr());
@@ -126,12 +135,17 @@ impl Bench {
                     wait_own_recvs(&eps[0], u64::from(iters).saturating_sub(mine.recvs))?;
                 }
             }
+            if self.args.data_validation {
+                self.dv_check(test, lbuf.as_ref(), rb.id, s, seed)?;
+                checked += 1;
+            }
             let r = match theirs {
                 Some(t) => sum_bidirectional(&mine.bw, &t.bw),
                 None => mine.bw,
             };
             cells.push(report::bw_row(&r, self.args.report_gbits));
             rows.push(report::bw_json(&r, self.args.report_gbits));
+            last = Some(r);
             pb.inc(1);
         }
         pb.finish_and_clear();
@@ -139,6 +153,11 @@ impl Bench {
             &report::bw_header(self.args.report_gbits),
             &cells,
         ));
+        let threshold = last.map(|r| self.judge_rate(&r));
+        let dv = self
+            .args
+            .data_validation
+            .then(|| self.dv_summary(test, checked));
         let last = *sz.last().unwrap_or(&max);
         let info = self.info(
             &perftest_name(test, bidi),
@@ -150,7 +169,116 @@ impl Bench {
         );
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
-        Ok(json!({"test": test.name(), "test_info": info, "results": rows}))
+        Ok(test_doc(test, info, rows, threshold, dv))
+    }
+
+    /// The verdict of a bandwidth test's figure at its largest size against the line rate;
+    /// printed, and remembered when it fails the run.
+    fn judge_rate(&mut self, r: &stats::BwResult) -> Threshold {
+        let (fraction, enforced) = self.args.threshold();
+        let mut t = line_rate::judge(
+            &self.line_rate,
+            fraction,
+            self.args.bidirectional,
+            stats::mib_to_gbits(r.bw_avg_mib),
+            r.msg_size,
+            enforced,
+        );
+        if self.software_device && t.note.is_none() {
+            t.note = Some(
+                "a software RDMA device (rxe, siw): its rate is the netdev's, and its figures \
+                 say nothing about a NIC's line rate"
+                    .into(),
+            );
+        }
+        self.say(&t.line());
+        self.rate_failed |= t.fails_run();
+        t
+    }
+
+    /// `--data-validation`, before a size: the source holds the pattern of `seed`, the
+    /// destination another one (so that a transfer that never landed shows). With `-b` each
+    /// buffer is both a source and a destination: both hold the pattern, and must still hold it.
+    fn dv_prepare(
+        &mut self,
+        test: BenchTest,
+        lbuf: &mut dyn crate::mem::Buffer,
+        far: u32,
+        size: u64,
+        seed: u64,
+    ) -> Result<(), BenchError> {
+        let (local, remote) = dv_seeds(test, self.args.bidirectional, seed);
+        lbuf.write(0, &pattern::generate(local, 0, size as usize))
+            .map_err(be("data validation: filling this side's buffer"))?;
+        self.peer
+            .as_mut()
+            .ok_or_else(|| BenchError("no peer".into()))?
+            .unit(Req::Fill {
+                id: far,
+                off: 0,
+                len: size,
+                seed: remote,
+            })
+            .map_err(be("data validation: filling the far side's buffer"))
+    }
+
+    /// `--data-validation`, after a size: the destination (both buffers with `-b`) holds the
+    /// source's pattern.
+    fn dv_check(
+        &mut self,
+        test: BenchTest,
+        lbuf: &dyn crate::mem::Buffer,
+        far: u32,
+        size: u64,
+        seed: u64,
+    ) -> Result<(), BenchError> {
+        let (check_local, check_far) = dv_destinations(test, self.args.bidirectional);
+        let bad = |side: &str, at: u64| {
+            BenchError(format!(
+                "data validation: {size}-byte messages: {side} buffer differs from the source's \
+                 pattern at offset {at} (the NIC delivered wrong, stale or misplaced data)"
+            ))
+        };
+        if check_local {
+            let mut got = vec![0u8; size as usize];
+            lbuf.read(0, &mut got)
+                .map_err(be("data validation: reading this side's buffer"))?;
+            if let Some(at) = pattern::first_mismatch(seed, 0, &got) {
+                return Err(bad("this side's", at as u64));
+            }
+        }
+        if check_far {
+            let mismatch = self
+                .peer
+                .as_mut()
+                .ok_or_else(|| BenchError("no peer".into()))?
+                .verify(far, 0, size, seed)
+                .map_err(be("data validation: checking the far side's buffer"))?;
+            if let Some(at) = mismatch {
+                return Err(bad("the far side's", at));
+            }
+        }
+        Ok(())
+    }
+
+    /// What `--data-validation` checked, for the `--json` document and the text.
+    fn dv_summary(&self, test: BenchTest, sizes: u64) -> DataValidation {
+        let checked = if self.args.bidirectional {
+            "both buffers (each is a source and a destination with -b: a transfer that did not \
+             land is not seen, corrupted or misplaced data is)"
+        } else if test == BenchTest::ReadBw {
+            "this side's buffer (the READs' destination)"
+        } else {
+            "the far side's buffer (the destination)"
+        };
+        let d = DataValidation {
+            sizes,
+            checked: checked.into(),
+        };
+        self.say(&format!(
+            " data validation: {sizes} size(s) checked, {checked}"
+        ));
+        d
     }
 
     /// Both halves of a bidirectional (`-b`) size at once: this side posts `op` on `eps` from
@@ -297,6 +425,7 @@ impl Bench {
             &report::bw_header(self.args.report_gbits),
             &cells,
         ));
+        let threshold = last.map(|r| self.judge_rate(&r));
         // perftest's client hands its server the report of its last size, in its own unit.
         let conv = |v: f64| {
             if self.args.report_gbits {
@@ -322,8 +451,60 @@ impl Bench {
             None,
         );
         drop(lmr);
-        Ok(json!({"test": test.name(), "test_info": info, "results": rows}))
+        Ok(test_doc(test, info, rows, threshold, None))
     }
+}
+
+/// `--data-validation`'s pattern seed (each size's is this xor the size).
+const DV_SEED: u64 = 0x6e76_7065_6572_6476;
+/// What the destination holds before a size, so that a transfer that never landed shows.
+const DV_OTHER: u64 = 0x5a5a_5a5a_5a5a_5a5a;
+
+/// The patterns (this side's buffer, the far side's) before a size of `test`: the source gets
+/// `seed`, the destination another one; with `-b` both are sources and get `seed`.
+fn dv_seeds(test: BenchTest, bidirectional: bool, seed: u64) -> (u64, u64) {
+    match test {
+        _ if bidirectional => (seed, seed),
+        BenchTest::ReadBw => (seed ^ DV_OTHER, seed),
+        _ => (seed, seed ^ DV_OTHER),
+    }
+}
+
+/// Which buffers (this side's, the far side's) must hold `seed`'s pattern after a size: the
+/// destination (READ: this side's; WRITE and SEND: the far side's); both with `-b`.
+fn dv_destinations(test: BenchTest, bidirectional: bool) -> (bool, bool) {
+    (
+        bidirectional || test == BenchTest::ReadBw,
+        bidirectional || test != BenchTest::ReadBw,
+    )
+}
+
+/// What `--data-validation` checked in one test (`data_validation` in the `--json` document).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataValidation {
+    /// Sizes whose destination held the source's pattern after the run.
+    pub sizes: u64,
+    /// Which buffer was checked, in words.
+    pub checked: String,
+}
+
+/// The `--json` document of a bandwidth test: perftest's `test_info` and `results`, and
+/// nvpeer's `threshold` (the line-rate verdict) and `data_validation`.
+fn test_doc(
+    test: BenchTest,
+    info: Value,
+    rows: Vec<Value>,
+    threshold: Option<Threshold>,
+    dv: Option<DataValidation>,
+) -> Value {
+    let mut doc = json!({"test": test.name(), "test_info": info, "results": rows});
+    if let Some(t) = threshold.and_then(|t| serde_json::to_value(t).ok()) {
+        doc["threshold"] = t;
+    }
+    if let Some(d) = dv.and_then(|d| serde_json::to_value(d).ok()) {
+        doc["data_validation"] = d;
+    }
+    doc
 }
 
 /// [`run_lanes`] on this side's QPs alone, all posting `op` from one buffer.
@@ -441,6 +622,29 @@ mod tests {
             perftest_name(BenchTest::WriteLat, true),
             "RDMA_Write_imm_Latency_Test"
         );
+    }
+
+    /// The destination starts with another pattern than the source's (a transfer that never
+    /// landed fails the check), and the check reads the destination.
+    #[test]
+    fn data_validation_checks_the_destination() {
+        let seed = 7;
+        for test in [BenchTest::WriteBw, BenchTest::SendBw] {
+            let (local, far) = dv_seeds(test, false, seed);
+            assert_eq!(local, seed);
+            assert_ne!(far, seed);
+            assert_eq!(dv_destinations(test, false), (false, true));
+        }
+        let (local, far) = dv_seeds(BenchTest::ReadBw, false, seed);
+        assert_eq!((far, local != seed), (seed, true));
+        assert_eq!(dv_destinations(BenchTest::ReadBw, false), (true, false));
+        for test in [BenchTest::WriteBw, BenchTest::ReadBw, BenchTest::SendBw] {
+            assert_eq!(dv_seeds(test, true, seed), (seed, seed));
+            assert_eq!(dv_destinations(test, true), (true, true));
+        }
+        // The two patterns really differ at the start of the buffer.
+        let a = pattern::generate(seed, 0, 64);
+        assert!(pattern::first_mismatch(seed ^ DV_OTHER, 0, &a).is_some());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub(crate) use reports::junit_cases;
 use reports::write_reports;
 pub use setup_error::SetupError;
 
+pub use bandwidth::DataValidation;
 pub use bwloop::{
     cq_mod, run_lanes, sum_bidirectional, BwPlan, Lane, Poster, SideResult, PEAK_MAX_ITERS,
 };
@@ -52,6 +53,12 @@ struct Bench {
     dev: Option<Rc<Device>>,
     reg: Registrar,
     peer: Option<Peer>,
+    /// The port's line rate (`--line-rate`, else sysfs), or why there is none.
+    line_rate: Result<crate::line_rate::LineRate, String>,
+    /// The device is rxe or siw (its rate is the netdev's).
+    software_device: bool,
+    /// A bandwidth test fell below an enforced threshold (`--bw-threshold` / `--line-rate`).
+    rate_failed: bool,
 }
 
 /// The message sizes a transfer test measures: the `-a` sweep, else the one size of `test`
@@ -275,6 +282,19 @@ fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
         ))),
         (None, _) => None,
     };
+    let root = std::path::Path::new("/");
+    let line_rate = match (args.line_rate, &dev) {
+        (Some(gbps), _) => Ok(crate::line_rate::LineRate {
+            gbps,
+            source: "--line-rate".into(),
+            text: format!("{gbps} Gb/s"),
+        }),
+        (None, Some(d)) => crate::line_rate::read(root, &d.name, d.port),
+        (None, None) => Err("no RDMA device".into()),
+    };
+    let software_device = dev
+        .as_ref()
+        .is_some_and(|d| crate::line_rate::software_device(root, &d.name));
     let mut b = Bench {
         args,
         mem: mem_kind,
@@ -282,6 +302,9 @@ fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
         dev,
         reg,
         peer,
+        line_rate,
+        software_device,
+        rate_failed: false,
     };
     let mut out = Vec::new();
     let mut failed = false;
@@ -315,6 +338,8 @@ fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
     if let Some(Peer::Remote(_)) = b.peer.as_ref() {
         let _ = b.peer.as_mut().map(|p| p.unit(Req::Bye));
     }
+    // A bandwidth test below an enforced line-rate threshold is a failed test (exit 1).
+    failed |= b.rate_failed;
     if !print {
         return Ok(Measured {
             verdict: verdict_of(could_not_run, failed),

@@ -3,6 +3,7 @@
 
 use crate::cli::{BenchArgs, MemKind};
 use crate::junit;
+use crate::line_rate::{RateVerdict, Threshold};
 use crate::report::{self, CaseResult};
 use crate::verbs::Device;
 use serde_json::{json, Value};
@@ -29,8 +30,31 @@ pub(crate) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
                 .map_or_else(|| format!("#{i}"), |s| s.to_string());
             cases.push(CaseResult::pass(&format!("{name}[{size}]"), r.to_string()));
         }
+        if let Some(c) = line_rate_case(name, t) {
+            cases.push(c);
+        }
     }
     cases
+}
+
+/// The JUnit case of a bandwidth test's line-rate verdict (`write_bw.line-rate`): passed, failed
+/// when the verdict was enforced, skipped when it was advisory; none without a line rate.
+fn line_rate_case(name: &str, test: &Value) -> Option<CaseResult> {
+    let t: Threshold = serde_json::from_value(test.get("threshold")?.clone()).ok()?;
+    let case = format!("{name}.line-rate");
+    let line = t.line().trim().to_string();
+    Some(match t.verdict {
+        RateVerdict::Pass => CaseResult::pass(&case, line),
+        RateVerdict::Fail if t.enforced => CaseResult::fail(
+            &case,
+            line,
+            "the bandwidth is below the threshold: check the PCIe link of the NIC and the GPU \
+             (width, speed, relaxed ordering, ACS), their NUMA and PCIe distance (nvpeer doctor), \
+             the MTU, and -q/-s",
+        ),
+        RateVerdict::Fail => CaseResult::skip(&case, line),
+        RateVerdict::NoThreshold => return None,
+    })
 }
 
 /// Prints the `--json` document (nvpeer's: every test, the environment) and writes the
@@ -155,6 +179,38 @@ mod tests {
                 "{k}: {x}"
             );
         }
+    }
+
+    #[test]
+    fn line_rate_verdicts_are_junit_cases() {
+        let rate = Ok(crate::line_rate::LineRate {
+            gbps: 100.0,
+            source: "sysfs".into(),
+            text: "100 Gb/sec (4X EDR)".into(),
+        });
+        let doc = |gbps: f64, enforced: bool| {
+            let t = crate::line_rate::judge(&rate, 0.9, false, gbps, 65536, enforced);
+            json!({"test": "write_bw", "test_info": {}, "results": [{"MsgSize": 65536}],
+                   "threshold": serde_json::to_value(t).unwrap()})
+        };
+        let cases = junit_cases(&[doc(95.0, true), doc(50.0, true), doc(50.0, false)]);
+        let verdicts: Vec<(&str, report::Status)> = cases
+            .iter()
+            .filter(|c| c.name.ends_with(".line-rate"))
+            .map(|c| (c.name.as_str(), c.status))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("write_bw.line-rate", report::Status::Pass),
+                ("write_bw.line-rate", report::Status::Fail),
+                ("write_bw.line-rate", report::Status::Skip),
+            ]
+        );
+        // No line rate: no case.
+        let t = crate::line_rate::judge(&Err("none".into()), 0.9, false, 1.0, 2, true);
+        let d = json!({"test": "read_bw", "results": [], "threshold": serde_json::to_value(t).unwrap()});
+        assert!(line_rate_case("read_bw", &d).is_none());
     }
 
     #[test]
