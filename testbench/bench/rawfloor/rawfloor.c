@@ -84,7 +84,7 @@ static long rf_reg(struct rf_file *f, struct rf_reg __user *uarg)
 	if (!rf_peer)
 		return -ENODEV;
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	mr = kzalloc_obj(*mr);
 	if (!mr)
 		return -ENOMEM;
 	mutex_init(&mr->lock);
@@ -191,7 +191,7 @@ static long rf_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static int rf_open(struct inode *inode, struct file *file)
 {
-	struct rf_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+	struct rf_file *f = kzalloc_obj(*f);
 
 	if (!f)
 		return -ENOMEM;

@@ -41,7 +41,8 @@
 
 #define CP_BUG_ENUM(n) CP_BUG_ID_##n,
 enum { CP_BUG_ID_none, CP_BUG_LIST(CP_BUG_ENUM) };
-#define CP_BUG_NAME(n) [CP_BUG_ID_##n] = #n,
+#define CP_BUG_NAME(n) \
+	[CP_BUG_ID_##n] = #n,
 static const char *const cp_bug_names[] = {
 	[CP_BUG_ID_none] = "none", CP_BUG_LIST(CP_BUG_NAME)
 };

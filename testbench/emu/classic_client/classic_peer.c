@@ -178,7 +178,7 @@ static int cp_acquire(struct cp_client *client, unsigned long addr, size_t size,
 
 	if (!cp_range(addr, size, &start, &len))
 		return 0;
-	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	ctx = kzalloc_obj(*ctx);
 	if (!ctx)
 		return 0;
 

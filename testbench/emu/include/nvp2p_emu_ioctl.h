@@ -162,8 +162,10 @@ struct nvp2p_emu_config {
 	__u64 cb_delay_ns;          /* sleep after taking the RM lock, before calling a free callback */
 	__u64 cb_after_delay_ns;    /* sleep after the callback returned, before teardown */
 	__u64 reg_window_delay_ns;  /* get_pages: sleep between pinning and callback registration (RM lock dropped) */
-	/* The RM cost model: time spent with the RM lock held, per call and per
-	 * 64 KiB page of the call (dma_unmap_pages takes no RM lock: no cost). */
+	/*
+	 * The RM cost model: time spent with the RM lock held, per call and per
+	 * 64 KiB page of the call (dma_unmap_pages takes no RM lock: no cost).
+	 */
 	__u64 get_cost_ns;          /* get_pages, get_pages_persistent: per call */
 	__u64 get_page_cost_ns;     /*   plus per page pinned */
 	__u64 unmap_delay_ns;       /* dma_unmap_pages: sleep after reading the table (widens H2) */
@@ -190,15 +192,19 @@ struct nvp2p_emu_config {
 #define NVP2P_EMU_V_DMA_NOT_STOPPED      11 /* callback returned, the core says DMA still live */
 #define NVP2P_EMU_V_TABLE_MODIFIED       12 /* client changed a field of a live table */
 #define NVP2P_EMU_V_PUT_VA_MISMATCH      13 /* put with a va different from the pinned one */
-#define NVP2P_EMU_V_DMA_MAP_UAF          14 /* dma_map_pages on a table a free callback on another
-					       thread freed before or while it ran (real driver:
-					       use-after-free read of the table, then a write into
-					       its freed container in nv_p2p_insert_dma_mapping) */
-#define NVP2P_EMU_V_PUT_PERSISTENT_ON_NONPERSISTENT 15 /* put_pages_persistent on a table of
-					       get_pages (real driver: NULL dereference) */
-#define NVP2P_EMU_V_DANGLING_OUT_PARAM   16 /* the *page_table a failed get_pages(_persistent)
-					       left behind passed back to the API (real driver:
-					       a pointer to the freed table) */
+/*
+ * dma_map_pages on a table a free callback on another thread freed before or while it ran (real
+ * driver: use-after-free read of the table, then a write into its freed container in
+ * nv_p2p_insert_dma_mapping)
+ */
+#define NVP2P_EMU_V_DMA_MAP_UAF          14
+/* put_pages_persistent on a table of get_pages (real driver: NULL dereference) */
+#define NVP2P_EMU_V_PUT_PERSISTENT_ON_NONPERSISTENT 15
+/*
+ * the *page_table a failed get_pages(_persistent) left behind passed back to the API (real
+ * driver: a pointer to the freed table)
+ */
+#define NVP2P_EMU_V_DANGLING_OUT_PARAM   16
 #define NVP2P_EMU_V_COUNT                17
 #define NVP2P_EMU_V_SLOTS                32 /* array size in the ABI */
 
@@ -218,19 +224,22 @@ struct nvp2p_emu_stats {
 	__u64 quarantined;                        /* torn-down tables+mappings kept poisoned */
 	__u64 free_calls_in_callback;             /* free_page_table/free_dma_mapping inside a callback */
 	__u64 api_window_hits;                    /* dma_map_pages whose table a free callback run by
-						     another task tore down (before the call or while it
-						     waited for the RM lock): the window of the NVIDIA
-						     API that no client of the non-persistent API can
-						     close. Always equal to
-						     violations[NVP2P_EMU_V_DMA_MAP_UAF] (each hit is
-						     recorded as that violation); the call fails with
-						     -EINVAL */
+						   * another task tore down (before the call or while it
+						   * waited for the RM lock): the window of the NVIDIA
+						   * API that no client of the non-persistent API can
+						   * close. Always equal to
+						   * violations[NVP2P_EMU_V_DMA_MAP_UAF] (each hit is
+						   * recorded as that violation); the call fails with
+						   * -EINVAL
+						   */
 	__u64 api_ns;                             /* wall time inside get/put/map/unmap entry
-						     points, all tasks summed (modelled RM
-						     cost and waits for the RM lock included) */
+						   * points, all tasks summed (modelled RM
+						   * cost and waits for the RM lock included)
+						   */
 	__u64 model_ns;                           /* modelled RM time asked for (cost model) */
 	__u64 delay_ns;                           /* time the model's waits took: model_ns
-						     plus their overshoot */
+						   * plus their overshoot
+						   */
 	__u64 reserved[1];
 };
 
@@ -244,7 +253,8 @@ struct nvp2p_emu_stats {
 #define NVP2P_EMU_CLIENT_UNMAP  2 /* dma_unmap_pages */
 #define NVP2P_EMU_CLIENT_UNPIN  3 /* put_pages(_persistent) */
 #define NVP2P_EMU_CLIENT_STATUS 4 /* refresh the out fields; ret: what the last NVIDIA call made
-				   * by the record's free callback returned (0 if none) */
+				   * by the record's free callback returned (0 if none)
+				   */
 #define NVP2P_EMU_CLIENT_CLOSE  5 /* drop the record (unmaps/puts what is still held) */
 
 #define NVP2P_EMU_CLIENT_F_PERSISTENT     (1u << 0) /* PIN: use the persistent API */
@@ -257,9 +267,11 @@ struct nvp2p_emu_stats {
 #define NVP2P_EMU_CLIENT_F_WRONG_PEER     (1u << 7) /* UNMAP: pass a different pci_dev than mapped */
 #define NVP2P_EMU_CLIENT_F_FREE_IN_CB     (1u << 8) /* PIN: callback calls free_dma_mapping/free_page_table */
 #define NVP2P_EMU_CLIENT_F_KEEP_FAILED_PT (1u << 9) /* PIN: keep what a failed get_pages left in
-						       *page_table; MAP/UNPIN pass it back (bad client) */
+						     * *page_table; MAP/UNPIN pass it back (bad client)
+						     */
 #define NVP2P_EMU_CLIENT_F_PUT_PERSISTENT (1u << 10) /* UNPIN: put_pages_persistent whatever
-							the pin's kind (bad client) */
+						      * the pin's kind (bad client)
+						      */
 #define NVP2P_EMU_CLIENT_F_ALL            0x7ffu
 
 struct nvp2p_emu_client {
@@ -283,7 +295,8 @@ struct nvp2p_emu_client {
 	__u64 dma0;         /* out: dma_addresses[0] */
 	__u64 dma1;         /* out: dma_addresses[1] */
 	__u32 state;        /* out: bit0 pinned, bit1 mapped, bit2 revoked by callback,
-			     * bit3 the failed PIN left *page_table non-NULL (dangling) */
+			     * bit3 the failed PIN left *page_table non-NULL (dangling)
+			     */
 	__u32 pad;          /* in: 0 */
 };
 
@@ -304,13 +317,17 @@ struct nvp2p_emu_client {
 #define NVP2P_EMU_IOC_GET_CONFIG      _IOWR(NVP2P_EMU_IOC_MAGIC, 0x07, struct nvp2p_emu_config)
 #define NVP2P_EMU_IOC_SET_CONFIG      _IOWR(NVP2P_EMU_IOC_MAGIC, 0x08, struct nvp2p_emu_config)
 #define NVP2P_EMU_IOC_STATS           _IOWR(NVP2P_EMU_IOC_MAGIC, 0x09, struct nvp2p_emu_stats)
-/* RESET: clears faults, counters, violations and the quarantine (checking the
+/*
+ * RESET: clears faults, counters, violations and the quarantine (checking the
  * poison first); restores the default config. Live allocations and pins are
- * kept. */
+ * kept.
+ */
 #define NVP2P_EMU_IOC_RESET           _IO(NVP2P_EMU_IOC_MAGIC, 0x0a)
 #define NVP2P_EMU_IOC_CLIENT          _IOWR(NVP2P_EMU_IOC_MAGIC, 0x0b, struct nvp2p_emu_client)
-/* CHECK_LEAKS: records a LEAKED_PIN violation for every live pin; returns
- * the number of live pins (>= 0). */
+/*
+ * CHECK_LEAKS: records a LEAKED_PIN violation for every live pin; returns
+ * the number of live pins (>= 0).
+ */
 #define NVP2P_EMU_IOC_CHECK_LEAKS     _IO(NVP2P_EMU_IOC_MAGIC, 0x0c)
 
 #endif /* _UAPI_NVP2P_EMU_IOCTL_H */

@@ -29,32 +29,42 @@
 
 /* ---- OFED core models (pme_config.model) ---- */
 enum pme_model {
-	/* MLNX_OFED 4.0-4.9 LTS: u64 tickets, get_pages gets a non-NULL sg_head,
+	/*
+	 * MLNX_OFED 4.0-4.9 LTS: u64 tickets, get_pages gets a non-NULL sg_head,
 	 * page_shift before dma_map, the HCA's invalidation deregisters the
 	 * whole MR inside invalidate (dma_unmap + put_pages + release), an
 	 * invalidation before activation fails the activation, 6 mandatory ops,
-	 * clients with get_context_private_data set are skipped. */
+	 * clients with get_context_private_data set are skipped.
+	 */
 	PME_MODEL_4_9 = 1,
-	/* OFED 5.1-5.4: xarray ids, mapping_lock, "mapped" bool, no
+	/*
+	 * OFED 5.1-5.4: xarray ids, mapping_lock, "mapped" bool, no
 	 * INVALIDATE_UNMAPS: invalidate and dereg call dma_unmap/put_pages
 	 * under mapping_lock (lock inversion #2696789 with NVIDIA). page_shift
-	 * before dma_map. */
+	 * before dma_map.
+	 */
 	PME_MODEL_5_1 = 2,
-	/* OFED 5.1-2.5.8 hotfix / 5.4-3: 3-state machine + INVALIDATE_UNMAPS,
-	 * still page_shift before dma_map (no SGL trimming). */
+	/*
+	 * OFED 5.1-2.5.8 hotfix / 5.4-3: 3-state machine + INVALIDATE_UNMAPS,
+	 * still page_shift before dma_map (no SGL trimming).
+	 */
 	PME_MODEL_5_4HF = 3,
-	/* OFED 5.5 to 23.10: INVALIDATE_UNMAPS, get_page_size after dma_map
+	/*
+	 * OFED 5.5 to 23.10: INVALIDATE_UNMAPS, get_page_size after dma_map
 	 * with SGL trimming/restoration, on a kernel that still exports mm_kobj
 	 * (the memory_peers directory exists).  The pre-25.04 stop-notifier
-	 * lock bug is PME_CFG_STOP_NOTIFIER_BUG. */
+	 * lock bug is PME_CFG_STOP_NOTIFIER_BUG.
+	 */
 	PME_MODEL_5_5 = 4,
-	/* DOCA-OFED 3.x (OFED 24.04 and later) on a kernel that does not export
+	/*
+	 * DOCA-OFED 3.x (OFED 24.04 and later) on a kernel that does not export
 	 * mm_kobj (every kernel that runs Rust modules; default): the 5.5
 	 * callbacks, but peer_mem.c compiles its sysfs code only under
 	 * HAVE_MM_KOBJ_EXPORTED, so there is no memory_peers directory and
 	 * ib_register_peer_memory_client compares no names: a second client of
 	 * an existing name is accepted, and registrations go to the client
-	 * registered first (the core asks the clients in list order). */
+	 * registered first (the core asks the clients in list order).
+	 */
 	PME_MODEL_DOCA3 = 5,
 };
 /* Models at or after 5.5 share its registration path. */
@@ -67,16 +77,19 @@ enum pme_model {
 #define PME_CFG_STRICT_SG	  (1u << 3) /* header rule: put_pages frees the sg_table (H9 flagged) */
 #define PME_CFG_LOCKDEP_INVAL	  (1u << 4) /* tell lockdep that invalidate takes mapping_lock
 					     * (reports the inherent H4 / #2696789 cycle with
-					     * the provider's lock; default off) */
+					     * the provider's lock; default off)
+					     */
 #define PME_CFG_ALL_FLAGS	  0x1fu
 
 struct pme_config {
 	__u32 model;		/* enum pme_model */
 	__u32 flags;		/* PME_CFG_* */
 	__u32 hang_timeout_ms;	/* lock waits longer than this are recorded as a
-				 * deadlock and abandoned; 0 = wait forever */
+				 * deadlock and abandoned; 0 = wait forever
+				 */
 	__u32 hold_timeout_ms;	/* PME_REG_HOLD: give up waiting for ACTIVATE
-				 * after this long (then activates); 0 = 30000 */
+				 * after this long (then activates); 0 = 30000
+				 */
 };
 
 /* ---- registration (emulated ibv_reg_mr / ib_umem_get_peer) ---- */
@@ -97,9 +110,11 @@ enum pme_dev {
 
 /* pme_reg.flags */
 #define PME_REG_HOLD		(1u << 0) /* block after dma_map, holding mapping_lock,
-					   * until ACTIVATE(handle or 0) from another thread */
+					   * until ACTIVATE(handle or 0) from another thread
+					   */
 #define PME_REG_FAIL_HW		(1u << 1) /* emulate mkey creation failure after dma_map:
-					   * stop_invalidation_notifier + release, -EIO */
+					   * stop_invalidation_notifier + release, -EIO
+					   */
 #define PME_REG_NO_GUP		(1u << 2) /* skip pin_user_pages_fast (go straight to peers) */
 
 /* pme_query.state / pme_reg.state */
@@ -175,7 +190,8 @@ enum pme_fault_point {
 struct pme_fault {
 	__u32 point;		/* in: enum pme_fault_point */
 	__u32 error;		/* in: positive errno to inject (0 = ENOMEM); 0 with
-				 * times == 0 and nth == 0 disarms */
+				 * times == 0 and nth == 0 disarms
+				 */
 	__u32 nth;		/* in: fire on the nth hit from now (1 = next hit) */
 	__u32 times;		/* in: fire this many consecutive hits (0 = forever) */
 };
@@ -219,7 +235,8 @@ struct pme_stats {
 	__u64 fault_fired[PME_MAX_POINTS]; /* times each fault fired */
 	__u64 client_calls;	/* calls into client callbacks (acquire ... release) */
 	__u64 client_ns;	/* wall time spent inside them, all tasks summed (provider
-				   calls the client makes included) */
+				 * calls the client makes included)
+				 */
 };
 
 /* Violation rules (pme_violation.rule); the log line names them as text. */

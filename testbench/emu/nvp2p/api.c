@@ -114,8 +114,10 @@ static u64 rm_cost_ns(enum rm_call kind, bool call, u64 pages)
 		per_page = cfg.put_page_cost_ns;
 		break;
 	}
-	/* Each knob is at most 60 s (emu_set_config), so none of this overflows; a call's
-	 * modelled time is capped at 60 s all the same. */
+	/*
+	 * Each knob is at most 60 s (emu_set_config), so none of this overflows; a call's
+	 * modelled time is capped at 60 s all the same.
+	 */
 	return min_t(u64, (call ? per_call : 0) + per_page * pages, EMU_MAX_DELAY_NS);
 }
 
@@ -250,9 +252,9 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	 * rm_p2p_get_pages takes the lock: a call that waits for the lock
 	 * already owns its table's address.
 	 */
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	p = kzalloc_obj(*p);
 	if (p)
-		p->pt = kzalloc(sizeof(*p->pt), GFP_KERNEL);
+		p->pt = kzalloc_obj(*p->pt);
 	if (!p || !p->pt) {
 		/* The container's own allocation: *page_table stays NULL. */
 		kfree(p);
@@ -669,10 +671,10 @@ static int api_dma_map_pages(struct pci_dev *peer,
 
 	/* The pin cannot be torn down while we hold the RM lock. */
 	ret = -ENOMEM;
-	mp = kzalloc(sizeof(*mp), GFP_KERNEL);
+	mp = kzalloc_obj(*mp);
 	if (!mp)
 		goto out_unlock;
-	mp->m = kzalloc(sizeof(*mp->m), GFP_KERNEL);
+	mp->m = kzalloc_obj(*mp->m);
 	if (!mp->m)
 		goto out_free;
 	mp->m->dma_addresses = kcalloc(p->nr, sizeof(u64), GFP_KERNEL);

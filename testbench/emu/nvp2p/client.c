@@ -89,7 +89,7 @@ static void crec_free_callback(void *data)
 
 struct emu_client *emu_client_create(void)
 {
-	struct emu_client *c = kzalloc(sizeof(*c), GFP_KERNEL);
+	struct emu_client *c = kzalloc_obj(*c);
 
 	if (!c)
 		return NULL;
@@ -176,7 +176,7 @@ static int op_pin(struct emu_client *c, struct nvp2p_emu_client *req)
 	if ((req->flags & NVP2P_EMU_CLIENT_F_TOKEN) &&
 	    emu_alloc_token(current->tgid, req->va, &token, &va_space))
 		return -EINVAL;
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc_obj(*r);
 	if (!r)
 		return -ENOMEM;
 	kref_init(&r->ref);
@@ -285,8 +285,10 @@ static void crec_close(struct emu_client *c, struct emu_crec *r)
 	if (test_bit(CREC_PINNED, &r->state))
 		op_unpin(r, &scratch);
 	xa_erase(&c->recs, r->id);
-	/* If a wrong-process put left the pin live, the pin reference keeps
-	 * r alive for its callback. */
+	/*
+	 * If a wrong-process put left the pin live, the pin reference keeps
+	 * r alive for its callback.
+	 */
 	kref_put(&r->ref, crec_release);
 }
 

@@ -34,7 +34,7 @@ struct emu_file {
 
 static int emu_open(struct inode *inode, struct file *file)
 {
-	struct emu_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+	struct emu_file *f = kzalloc_obj(*f);
 
 	if (!f)
 		return -ENOMEM;
@@ -236,7 +236,7 @@ static long ioc_stats(void __user *uarg)
 	struct nvp2p_emu_stats *st;
 	long ret;
 
-	st = kmalloc(sizeof(*st), GFP_KERNEL);
+	st = kmalloc_obj(*st);
 	if (!st)
 		return -ENOMEM;
 	emu_fill_stats(st);

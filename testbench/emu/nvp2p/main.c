@@ -404,7 +404,7 @@ static int stats_show(struct seq_file *s, void *unused)
 	u64 op_ns[NVP2P_EMU_OP_SLOTS];
 	unsigned int i;
 
-	st = kmalloc(sizeof(*st), GFP_KERNEL);
+	st = kmalloc_obj(*st);
 	if (!st)
 		return -ENOMEM;
 	emu_fill_stats(st);
@@ -508,8 +508,10 @@ static int __init nvp2p_emu_init(void)
 static void __exit nvp2p_emu_exit(void)
 {
 	emu_dev_exit();
-	/* Client modules that linked against us are gone; open fds hold a
-	 * module reference, so nothing can call in any more. */
+	/*
+	 * Client modules that linked against us are gone; open fds hold a
+	 * module reference, so nothing can call in any more.
+	 */
 	emu_teardown_all();
 	emu_tombs_clear();
 	debugfs_remove_recursive(emu_debugfs);

@@ -103,7 +103,7 @@ struct emu_alloc *emu_alloc_create(u64 size, u32 flags)
 	emu.mem_used += size;
 	mutex_unlock(&emu.tbl_lock);
 
-	a = kzalloc(sizeof(*a), GFP_KERNEL);
+	a = kzalloc_obj(*a);
 	if (!a)
 		goto undo_acct;
 	kref_init(&a->ref);
@@ -293,7 +293,7 @@ void emu_tomb_add(unsigned long key, enum emu_tomb_kind kind, enum emu_end how,
 		emu_tomb_free(list_first_entry(&emu.tombs, struct emu_tomb, node));
 	if (!READ_ONCE(emu_quarantine_max))
 		return;
-	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	t = kzalloc_obj(*t);
 	if (!t)
 		return;     /* only lessens later diagnostics */
 	t->key = key;

@@ -313,8 +313,10 @@ void pme_get_stats(struct pme_stats *s)
 		s->fault_fired[i] = atomic64_read(&pme_fault_fired[i]);
 }
 
-/* Clears counters of events, violation records, faults and delays. Live
- * object counts (clients, MRs) are state, not events, and are kept. */
+/*
+ * Clears counters of events, violation records, faults and delays. Live
+ * object counts (clients, MRs) are state, not events, and are kept.
+ */
 void pme_reset(void)
 {
 	unsigned long flags;

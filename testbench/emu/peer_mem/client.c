@@ -96,7 +96,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 
 	if (pme_current_call())
 		pme_violation(PME_R_REGISTER_IN_CALLBACK,
-			      "ib_register_peer_memory_client called from inside client callback %s",
+			      "%s called from inside client callback %s", __func__,
 			      pme_current_call()->op);
 	if (!peer_client) {
 		pr_err("peer_mem_emu: NULL peer_memory_client\n");
@@ -115,7 +115,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	}
 	if (pme_fault(PME_FP_CLIENT_ALLOC))
 		goto rejected;
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	c = kzalloc_obj(*c);
 	if (!c)
 		goto rejected;
 
@@ -197,7 +197,7 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 	c = pme_client_get_checked(reg_handle, &dead);
 	if (!c || dead || c->unregistering) {
 		pme_violation(PME_R_UNREGISTER_BAD_HANDLE,
-			      "ib_unregister_peer_memory_client(%p): %s", reg_handle,
+			      "%s(%p): %s", __func__, reg_handle,
 			      !c ? "not a handle of this core" :
 			      "client already unregistered");
 		return;
@@ -219,8 +219,8 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 		 * callback.  Record it and wait at most the hang timeout.
 		 */
 		pme_violation(PME_R_UNREGISTER_IN_CALLBACK,
-			      "client %s calls ib_unregister_peer_memory_client from inside %s (deadlock on a real core)",
-			      c->name, call->op);
+			      "client %s calls %s from inside %s (deadlock on a real core)",
+			      c->name, __func__, call->op);
 		timeout = msecs_to_jiffies(READ_ONCE(pme_cfg.hang_timeout_ms) ?: 1);
 		if (!wait_for_completion_timeout(&c->unreg_done, timeout)) {
 			pme_violation(PME_R_DEADLOCK,

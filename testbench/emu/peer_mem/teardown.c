@@ -253,9 +253,8 @@ void pme_peer_release(struct pme_mr *mr)
 		pme_unmap_peer(mr, PME_ST_UNMAPPED);
 		pme_unlock_mapping(mr);
 	}
-	if (mr->xa_id != PME_NO_INVALIDATION_ID) {
+	if (mr->xa_id != PME_NO_INVALIDATION_ID)
 		xa_erase(&c->umem_xa, mr->xa_id);
-	}
 	pme_release_ctx(mr);
 	pme_check_mr_invariants(mr);
 }

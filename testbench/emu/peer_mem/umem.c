@@ -550,7 +550,7 @@ static struct pme_mr *pme_mr_alloc(struct pme_reg *r)
 
 	if (pme_fault(PME_FP_UMEM_ALLOC))
 		return NULL;
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	mr = kzalloc_obj(*mr);
 	if (!mr)
 		return NULL;
 	kref_init(&mr->ref);
@@ -665,9 +665,11 @@ done:
 	r->handle = mr->handle;
 	r->state = mr->state;
 	r->core_context = mr->model == PME_MODEL_4_9 ? mr->ticket49 : mr->xa_id;
-	/* Set by the client walk (0 for a host MR, which never walks): taking the global mutex
+	/*
+	 * Set by the client walk (0 for a host MR, which never walks): taking the global mutex
 	 * again here would make every registration wait for the next one's acquire (a cost no real
-	 * core has). */
+	 * core has).
+	 */
 	r->client_index = mr->client_index;
 	return 0;
 fail:

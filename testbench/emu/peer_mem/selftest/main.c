@@ -185,7 +185,7 @@ static int __init st_init(void)
 		const char *inv_state;
 		struct st_client *c;
 
-		c = kzalloc(sizeof(*c), GFP_KERNEL);
+		c = kzalloc_obj(*c);
 		if (!c || !spec) {
 			kfree(c);
 			kfree(spec);

@@ -110,7 +110,7 @@ static int st_mmap(struct file *filp, struct vm_area_struct *vma)
 
 	if (!len || len > ST_MAX_MAP || len % ST_GRAN || vma->vm_pgoff)
 		return -EINVAL;
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc_obj(*r);
 	if (!r)
 		return -ENOMEM;
 	kref_init(&r->ref);
@@ -195,7 +195,7 @@ static int st_m_acquire(unsigned long addr, size_t size, void *priv, char *name,
 	mutex_unlock(&st_lock);
 	if (!found)
 		return 0;
-	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	ctx = kzalloc_obj(*ctx);
 	if (!ctx) {
 		kref_put(&found->ref, st_region_free);
 		return 0;
@@ -370,9 +370,11 @@ static int st_invalidate_all(const char *val, const struct kernel_param *kp)
 	mutex_unlock(&st_lock);
 	for (i = 0; i < n; i++) {
 		c->inv(c->handle, list[i]->core_context);
-		/* INVALIDATE_UNMAPS: the core will not unmap; do it now.  (A
+		/*
+		 * INVALIDATE_UNMAPS: the core will not unmap; do it now.  (A
 		 * legacy core already called dma_unmap; a 4.9 core even
-		 * released the context, which our reference keeps alive.) */
+		 * released the context, which our reference keeps alive.)
+		 */
 		st_unmap_pages(list[i]);
 		kref_put(&list[i]->ref, st_ctx_free);
 	}
