@@ -7,6 +7,7 @@
 //! three dlopened. All file reads go through [`root::SysRoot`], so `--root DIR` points the whole
 //! doctor at a fixture tree. docs/doctor.md lists every check, its source and its fix.
 
+pub mod c2c;
 pub mod checks;
 pub mod distro;
 pub mod kernel;

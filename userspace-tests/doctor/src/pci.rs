@@ -19,6 +19,8 @@ pub struct PciDev {
     pub path: String,
     /// Vendor id.
     pub vendor: u32,
+    /// Device id (0 when sysfs has no `device` file).
+    pub device: u32,
     /// 24-bit class code.
     pub class: u32,
     /// NUMA node, `None` when the platform reports -1.
@@ -41,6 +43,7 @@ impl PciDev {
         let link = format!("/sys/bus/pci/devices/{bdf}");
         let path = root.resolve(&link)?;
         let vendor = root.read_num(&format!("{link}/vendor")).unwrap_or(0) as u32;
+        let device = root.read_num(&format!("{link}/device")).unwrap_or(0) as u32;
         let class = root.read_num(&format!("{link}/class")).unwrap_or(0) as u32;
         let numa = root
             .read_trim(&format!("{link}/numa_node"))
@@ -50,6 +53,7 @@ impl PciDev {
             bdf: bdf.to_string(),
             path,
             vendor,
+            device,
             class,
             numa,
         })
@@ -260,6 +264,11 @@ pub enum PathClass {
     PIX,
     /// Through several PCIe switches, not through the host bridge.
     PXB,
+    /// From a GPU coherently attached to its CPU (NVLink-C2C: Grace Hopper, Grace Blackwell) over
+    /// C2C to that CPU, then PCIe to a NIC on the same NUMA node. NCCL calls this path `P2C`
+    /// (src/graph/topo.h) and ranks it between PXB and PHB; [`classify`] never returns it, the
+    /// topology check does when the GPU is coherent (crate::c2c).
+    C2C,
     /// Through the PCIe host bridge (same root complex).
     PHB,
     /// Between host bridges inside one NUMA node.

@@ -93,6 +93,8 @@ pub struct Probes {
     pub nvidia_license: Option<String>,
     /// NVML side (BAR1 used/free, MIG).
     pub nvml: crate::nvml::NvmlProbe,
+    /// NVML's C2C link fields per GPU (empty without NVML): what makes a GPU coherent (crate::c2c).
+    pub c2c: Vec<crate::nvml::NvmlC2c>,
     /// The doctor's own environment (`NCCL_*`, `UCX_*` and `HOME` matter), as the libraries would
     /// see it when started from the same shell.
     pub env: Vec<(String, String)>,
@@ -107,18 +109,21 @@ impl Probes {
             rustc: None,
             nvidia_license: None,
             nvml: crate::nvml::NvmlProbe::NotRun,
+            c2c: Vec::new(),
             env: Vec::new(),
         }
     }
 
     /// Runs every live probe.
     pub fn run() -> Self {
+        let (nvml, c2c) = crate::nvml::probe_with_c2c();
         Self {
             cuda: probe_cuda(),
             verbs: probe_verbs(),
             rustc: command_line("rustc", &["--version"]),
             nvidia_license: command_line("modinfo", &["-F", "license", "nvidia"]),
-            nvml: crate::nvml::probe(),
+            nvml,
+            c2c,
             env: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("UCX_") || k == "HOME")

@@ -1,9 +1,13 @@
-//! PCIe platform: GPU↔NIC path class, ACS on the bridges between them, IOMMU mode, link
-//! training, relaxed ordering, virtualisation.
+//! PCIe platform: GPU↔NIC path class (C2C included) and the dma-buf mapping it needs, ACS on the
+//! bridges between them, IOMMU mode, link training, relaxed ordering, virtualisation.
 
 use super::{Ctx, Nic};
+use crate::c2c::{
+    attachment, mapping, pair_class, Attachment, Decider, DmabufMapping, Evidence, NodeMapping,
+};
 use crate::pci::{acs_flags, acs_redirects, bridges_between, classify, Link, PathClass, PciDev};
 use crate::report::{Check, Status};
+use serde::Serialize;
 use serde_json::json;
 
 fn pairs<'c>(ctx: &'c Ctx) -> Vec<(&'c PciDev, &'c Nic)> {
@@ -29,52 +33,279 @@ fn no_pairs(ctx: &Ctx, id: &'static str, title: &'static str) -> Option<Check> {
     ))
 }
 
-/// `pci.topology`: PIX/PXB/PHB/NODE/SYS for every GPU↔NIC pair.
+/// One GPU↔NIC pair in `pci.topology`'s data.
+#[derive(Serialize)]
+struct PairRow<'a> {
+    gpu: &'a str,
+    nic: &'a str,
+    nic_bdf: &'a str,
+    /// The path class, C2C included.
+    class: PathClass,
+    /// The class of the PCIe tree alone (what `nvidia-smi topo -m` derives from it).
+    pcie_class: PathClass,
+    /// The dma-buf mapping this NIC needs for this GPU's memory.
+    dmabuf_mapping: DmabufMapping,
+}
+
+/// The closest NICs of one GPU.
+#[derive(Serialize)]
+struct BestRow<'a> {
+    gpu: &'a str,
+    nics: Vec<&'a str>,
+    class: PathClass,
+    dmabuf_mapping: DmabufMapping,
+}
+
+/// `pci.topology`'s data.
+#[derive(Serialize)]
+struct TopologyData<'a> {
+    pairs: Vec<PairRow<'a>>,
+    best: Vec<BestRow<'a>>,
+    /// How each GPU is attached to its CPU.
+    gpus: &'a [Attachment],
+    /// Some GPU is coherently attached (C2C).
+    c2c: bool,
+    /// The mapping the node's closest pairs need.
+    dmabuf_mapping: NodeMapping,
+}
+
+fn attachment_line(a: &Attachment) -> String {
+    let how = if a.coherent {
+        "coherently attached over C2C"
+    } else {
+        "PCIe only"
+    };
+    let facts: Vec<String> = a
+        .evidence
+        .iter()
+        .map(|e| match e {
+            Evidence::Nvml { links, active } => format!(
+                "NVML: {links} C2C link(s), link 0 {}",
+                if *active { "active" } else { "inactive" }
+            ),
+            Evidence::NumaStatus { node, status } => format!(
+                "driver NUMA memory node {} ({})",
+                node.map_or("?".to_string(), |n| n.to_string()),
+                status.as_deref().unwrap_or("?")
+            ),
+            Evidence::DeviceId { device, model } => format!("device {device} ({model})"),
+        })
+        .chain(a.nvml.iter().map(|w| format!("NVML: {w}")))
+        .collect();
+    let decided = match a.decided_by {
+        Decider::Nvml => "NVML",
+        Decider::Sysfs => "sysfs",
+    };
+    if facts.is_empty() {
+        format!("GPU {}: {how} (by {decided})", a.gpu)
+    } else {
+        format!("GPU {}: {how} (by {decided}; {})", a.gpu, facts.join("; "))
+    }
+}
+
+/// `pci.topology`: PIX/PXB/C2C/PHB/NODE/SYS for every GPU↔NIC pair, and the dma-buf mapping each
+/// pair needs (crate::c2c).
 pub fn topology(ctx: &Ctx) -> Check {
     const ID: &str = "pci.topology";
     const T: &str = "GPU↔NIC PCIe path";
-    if let Some(c) = no_pairs(ctx, ID, T) {
-        return c;
-    }
-    let mut rows = Vec::new();
-    let mut details = Vec::new();
-    let mut far = Vec::new();
-    for (g, n) in pairs(ctx) {
-        let class = classify(g, &n.pci);
-        details.push(format!(
-            "GPU {} ↔ {} ({}): {:?}",
-            g.bdf, n.name, n.pci.bdf, class
-        ));
-        if class > PathClass::PXB {
-            far.push(format!("{}↔{}", g.bdf, n.name));
+    let gpus: Vec<Attachment> = ctx
+        .gpus
+        .iter()
+        .map(|g| attachment(ctx.root, g, &ctx.probes.c2c))
+        .collect();
+    let coherent: Vec<&str> = gpus
+        .iter()
+        .filter(|a| a.coherent)
+        .map(|a| a.gpu.as_str())
+        .collect();
+    if let Some(mut c) = no_pairs(ctx, ID, T) {
+        if !coherent.is_empty() {
+            c.summary = format!(
+                "{}; coherently attached (C2C): {}",
+                c.summary,
+                coherent.join(", ")
+            );
         }
-        rows.push(json!({"gpu": g.bdf, "nic": n.name, "nic_bdf": n.pci.bdf, "class": class}));
+        c.details = gpus.iter().map(attachment_line).collect();
+        let data = TopologyData {
+            pairs: Vec::new(),
+            best: Vec::new(),
+            gpus: &gpus,
+            c2c: !coherent.is_empty(),
+            dmabuf_mapping: NodeMapping::Default,
+        };
+        return c.data(serde_json::to_value(&data).unwrap_or_default());
+    }
+    let is_coherent = |g: &PciDev| gpus.iter().any(|a| a.gpu == g.bdf && a.coherent);
+    let mut rows = Vec::new();
+    let mut details: Vec<String> = gpus.iter().map(attachment_line).collect();
+    for (g, n) in pairs(ctx) {
+        let coh = is_coherent(g);
+        let class = pair_class(g, coh, &n.pci);
+        let m = mapping(coh, class);
+        details.push(format!(
+            "GPU {} ↔ {} ({}): {:?}{}",
+            g.bdf,
+            n.name,
+            n.pci.bdf,
+            class,
+            if coh {
+                format!(", dma-buf {}", m.flag())
+            } else {
+                String::new()
+            }
+        ));
+        rows.push(PairRow {
+            gpu: &g.bdf,
+            nic: &n.name,
+            nic_bdf: &n.pci.bdf,
+            class,
+            pcie_class: classify(g, &n.pci),
+            dmabuf_mapping: m,
+        });
     }
     // The best NIC per GPU: the closest path class (NCCL pairs each GPU with its closest NIC);
-    // several at the same distance are all named. A node is fine when every GPU's best is within PXB.
+    // several at the same distance are all named. A GPU is fine when its best is within NCCL's
+    // default GDR level: PXB, or P2C (our C2C) on C2C platforms (NCCL_NET_GDR_C2C=1, paths.cc).
     let mut best = Vec::new();
+    let mut far = Vec::new();
+    let mut need_pcie: Vec<String> = Vec::new();
     for g in &ctx.gpus {
-        let Some(min) = ctx.nics.iter().map(|n| classify(g, &n.pci)).min() else {
+        let coh = is_coherent(g);
+        let Some(min) = rows
+            .iter()
+            .filter(|r| r.gpu == g.bdf)
+            .map(|r| r.class)
+            .min()
+        else {
             continue;
         };
-        let names: Vec<&str> = ctx
-            .nics
+        let names: Vec<&str> = rows
             .iter()
-            .filter(|n| classify(g, &n.pci) == min)
-            .map(|n| n.name.as_str())
+            .filter(|r| r.gpu == g.bdf && r.class == min)
+            .map(|r| r.nic)
             .collect();
+        let m = mapping(coh, min);
         details.push(format!(
-            "best NIC for GPU {}: {} ({min:?})",
+            "best NIC for GPU {}: {} ({min:?}), dma-buf {}",
             g.bdf,
-            names.join(", ")
+            names.join(", "),
+            m.flag()
         ));
-        best.push(json!({"gpu": g.bdf, "nics": names, "class": min}));
+        let cutoff = if coh { PathClass::C2C } else { PathClass::PXB };
+        if min > cutoff {
+            far.push(format!("{}↔{}", g.bdf, names.join("/")));
+        }
+        if m == DmabufMapping::Pcie {
+            need_pcie.push(format!("GPU {} on {}", g.bdf, names.join("/")));
+        }
+        best.push(BestRow {
+            gpu: &g.bdf,
+            nics: names,
+            class: min,
+            dmabuf_mapping: m,
+        });
     }
-    let best_per_gpu_ok = best
+    // A coherent GPU's NICs reached through the CPU take the default mapping.
+    let via_cpu: Vec<String> = rows
         .iter()
-        .all(|b| b["class"] == "PIX" || b["class"] == "PXB");
-    let data = json!({"pairs": rows, "best": best});
-    if best_per_gpu_ok {
+        .filter(|r| r.dmabuf_mapping == DmabufMapping::Default && coherent.contains(&r.gpu))
+        .map(|r| format!("GPU {} on {}", r.gpu, r.nic))
+        .collect();
+    let node = NodeMapping::of(best.iter().map(|b| b.dmabuf_mapping));
+    if coherent.is_empty() {
+        details.push(
+            "dma-buf mapping: the default for every pair (no GPU is coherently attached)".into(),
+        );
+    } else {
+        details.push(format!(
+            "dma-buf mapping the node needs: {}",
+            match node {
+                NodeMapping::Default => "the default (flags 0)",
+                NodeMapping::Pcie => "CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE",
+                NodeMapping::PerNic =>
+                    "per NIC (PCIe under the GPU's switch, the default through the CPU)",
+            }
+        ));
+    }
+    if rows
+        .iter()
+        .any(|r| r.class == PathClass::SYS && coherent.contains(&r.gpu))
+    {
+        details.push("across sockets from a C2C GPU: NCCL uses no GDR there by default; libfabric#12864 calls such a NIC CPU-mediated (default mapping), NCCL with NCCL_NET_GDR_LEVEL=SYS asks for the PCIe one".into());
+    }
+    let data = TopologyData {
+        pairs: rows,
+        best,
+        gpus: &gpus,
+        c2c: !coherent.is_empty(),
+        dmabuf_mapping: node,
+    };
+    let data = serde_json::to_value(&data).unwrap_or_default();
+    let c2c_note = if coherent.is_empty() {
+        String::new()
+    } else {
+        format!("C2C node ({} coherently attached); ", coherent.join(", "))
+    };
+    let mapping_fix = (!need_pcie.is_empty()).then(|| {
+        format!(
+            "Export dma-buf with CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE (CUDA 12.8, driver 570) for {}{}: the wrong mapping fails registration (ibv_reg_dmabuf_mr errno 524, openucx/ucx#11571) or registers and fails once data moves (ofiwg/libfabric#12864); NCCL picks the mapping itself (ncclTopoCheckGdr), perftest needs --use_cuda_pcie_mapping.",
+            need_pcie.join(", "),
+            if via_cpu.is_empty() {
+                String::new()
+            } else {
+                format!(", and keep the default (flags 0) for {}", via_cpu.join(", "))
+            }
+        )
+    });
+    if !far.is_empty() {
+        let mut fix = "Put GPU and NIC under the same PCIe switch/socket; beyond PXB (P2C on C2C nodes) NCCL disables GDR by default (NCCL_NET_GDR_LEVEL) and bandwidth drops.".to_string();
+        if let Some(m) = mapping_fix {
+            fix = format!("{fix} {m}");
+        }
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            format!(
+                "{c2c_note}paths beyond {}: {}",
+                if coherent.is_empty() {
+                    "PXB"
+                } else {
+                    "PXB/C2C"
+                },
+                far.join(", ")
+            ),
+        )
+        .details(details)
+        .fix(fix)
+        .data(data)
+    } else if let Some(fix) = mapping_fix {
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Warn,
+            format!(
+                "{c2c_note}dma-buf needs the PCIe mapping for {}",
+                need_pcie.join(", ")
+            ),
+        )
+        .details(details)
+        .fix(fix)
+        .data(data)
+    } else if !coherent.is_empty() {
+        Check::new(
+            ID,
+            T,
+            false,
+            Status::Pass,
+            format!("{c2c_note}every GPU reaches a NIC through its CPU (NCCL's P2C); dma-buf takes the default mapping"),
+        )
+        .details(details)
+        .data(data)
+    } else {
         Check::new(
             ID,
             T,
@@ -84,11 +315,6 @@ pub fn topology(ctx: &Ctx) -> Check {
         )
         .details(details)
         .data(data)
-    } else {
-        Check::new(ID, T, false, Status::Warn, format!("paths beyond PXB: {}", far.join(", ")))
-            .details(details)
-            .fix("Put GPU and NIC under the same PCIe switch/socket; beyond PXB NCCL disables GDR by default (NCCL_NET_GDR_LEVEL) and bandwidth drops.")
-            .data(data)
     }
 }
 

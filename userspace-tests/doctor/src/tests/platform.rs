@@ -1,4 +1,4 @@
-//! The PCIe platform: GPU-NIC topology (PXB, PHB, SYS), ACS, the config-space walk, IOMMU modes, link
+//! The PCIe platform: GPU-NIC topology (PXB, PHB, SYS, C2C and the dma-buf mapping), ACS, the config-space walk, IOMMU modes, link
 //! degradation, relaxed ordering, BDF shapes.
 
 use super::*;
@@ -233,4 +233,220 @@ fn bdf_shapes() {
         crate::pci::acs_flags(0x000d),
         vec!["SrcValid", "ReqRedir", "CmpltRedir"]
     );
+}
+
+/// A Grace superchip's GPU alone below its own root port on host bridge `host` (how a GH200/GB200
+/// GPU shows on PCIe), with `device` as its PCI device id when given.
+fn grace_gpu(f: &Fx, host: &str, rp: &str, bdf: &str, numa: i32, device: Option<u32>) -> String {
+    f.bridge(host, &[rp], None);
+    let dir = f.gpu(host, &[rp, bdf], numa, 256 << 30);
+    if let Some(d) = device {
+        f.file(&format!("{dir}/device"), format!("{d:#06x}\n"));
+    }
+    dir
+}
+
+/// Healthy's GPU and NIC gone: a GH200-like GPU on host bridge 0009 (NUMA 0), the NIC `mlx5_2` on
+/// its own root port of host bridge 0000 (NUMA `nic_numa`).
+fn gh200(device: Option<u32>, nic_numa: i32) -> Fx {
+    let f = Fx::healthy();
+    f.rm("/sys/class/infiniband/mlx5_0")
+        .rm("/sys/bus/pci/devices/0000:04:00.0")
+        .rm("/sys/bus/pci/devices/0000:03:00.0");
+    grace_gpu(&f, "pci0009:00", "0009:00:00.0", "0009:01:00.0", 0, device);
+    f.bridge("pci0000:00", &["0000:00:02.0"], None);
+    f.nic(
+        "pci0000:00",
+        &["0000:00:02.0", "0000:08:00.0"],
+        nic_numa,
+        "mlx5_2",
+    );
+    f
+}
+
+#[test]
+fn pcie_only_node_takes_the_default_mapping() {
+    let r = Fx::healthy().report();
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["c2c"], false);
+    assert_eq!(c.data["dmabuf_mapping"], "default");
+    assert_eq!(c.data["pairs"][0]["dmabuf_mapping"], "default");
+    assert_eq!(c.data["gpus"][0]["coherent"], false);
+    assert_eq!(c.data["gpus"][0]["decided_by"], "sysfs");
+    assert!(c
+        .details
+        .iter()
+        .any(|d| d.contains("no GPU is coherently attached")));
+    // An H200 (0x2335) is not a superchip: its id alone makes nothing coherent.
+    let f = Fx::healthy();
+    f.file(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/device",
+        "0x2335\n",
+    );
+    assert_eq!(check(&f.report(), "pci.topology").data["c2c"], false);
+}
+
+#[test]
+fn grace_hopper_nic_through_the_cpu_is_c2c() {
+    // Known by its device id (GH200 120GB) alone.
+    let r = gh200(Some(0x2342), 0).report();
+    let c = check(&r, "pci.topology");
+    let p = &c.data["pairs"][0];
+    assert_eq!(p["class"], "C2C");
+    assert_eq!(p["pcie_class"], "NODE");
+    assert_eq!(p["dmabuf_mapping"], "default");
+    assert_eq!(c.data["best"][0]["class"], "C2C");
+    assert_eq!(c.data["c2c"], true);
+    assert_eq!(c.data["dmabuf_mapping"], "default");
+    assert_eq!(c.data["gpus"][0]["evidence"][0]["source"], "device_id");
+    assert_eq!(c.data["gpus"][0]["evidence"][0]["model"], "GH200 120GB");
+    // Information, not a fault: NCCL's default GDR level on C2C nodes is P2C.
+    assert_eq!(c.status, Status::Pass, "{}", c.summary);
+    assert!(c.summary.contains("C2C node (0009:01:00.0"));
+    assert!(c.summary.contains("default mapping"));
+    assert!(c.fix.is_none());
+    assert_eq!(r.verdict, Verdict::Ready);
+}
+
+#[test]
+fn driver_numa_status_marks_a_coherent_gpu() {
+    // No superchip id (a later SKU), but the driver runs its memory as NUMA node 4.
+    let f = gh200(None, 0);
+    f.file(
+        "/proc/driver/nvidia/gpus/0009:01:00.0/numa_status",
+        "Node:      4\nStatus:    online\nAddress:   400000000000\nSize:      1780000000\n",
+    );
+    let r = f.report();
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["pairs"][0]["class"], "C2C");
+    let e = &c.data["gpus"][0]["evidence"][0];
+    assert_eq!(e["source"], "numa_status");
+    assert_eq!(e["node"], 4);
+    assert_eq!(e["status"], "online");
+    assert!(c
+        .details
+        .iter()
+        .any(|d| d.contains("driver NUMA memory node 4 (online)")));
+    // Without it the same tree is an ordinary PCIe GPU on another host bridge: NODE, a warning.
+    let r = gh200(None, 0).report();
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["pairs"][0]["class"], "NODE");
+    assert_eq!(c.status, Status::Warn);
+}
+
+#[test]
+fn grace_blackwell_nic_under_the_gpu_switch_needs_the_pcie_mapping() {
+    // Healthy's GPU and NIC share a switch; a GB200 id makes the GPU coherent. A second NIC hangs
+    // off the CPU (another host bridge, same NUMA node): reached over C2C.
+    let f = Fx::healthy();
+    f.file(
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/device",
+        "0x2941\n",
+    );
+    f.bridge("pci0008:00", &["0008:00:00.0"], None);
+    f.nic("pci0008:00", &["0008:00:00.0", "0008:01:00.0"], 0, "mlx5_9");
+    let r = f.report();
+    let c = check(&r, "pci.topology");
+    let pair = |nic: &str| {
+        c.data["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["nic"] == nic)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(pair("mlx5_0")["class"], "PIX");
+    assert_eq!(pair("mlx5_0")["dmabuf_mapping"], "pcie");
+    assert_eq!(pair("mlx5_9")["class"], "C2C");
+    assert_eq!(pair("mlx5_9")["dmabuf_mapping"], "default");
+    assert_eq!(c.data["best"][0]["nics"][0], "mlx5_0");
+    assert_eq!(c.data["best"][0]["dmabuf_mapping"], "pcie");
+    assert_eq!(c.data["dmabuf_mapping"], "pcie");
+    // The user must act: a warning that names the flag, for whom, and what stays default.
+    assert_eq!(c.status, Status::Warn);
+    assert!(c
+        .summary
+        .contains("PCIe mapping for GPU 0000:03:00.0 on mlx5_0"));
+    let fix = c.fix.as_ref().unwrap();
+    assert!(fix.contains("CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE"));
+    assert!(fix.contains("keep the default (flags 0) for GPU 0000:03:00.0 on mlx5_9"));
+    assert_eq!(
+        r.verdict,
+        Verdict::Ready,
+        "a mapping to choose is not a failure"
+    );
+}
+
+#[test]
+fn c2c_gpu_and_nic_on_another_socket_is_sys() {
+    let r = gh200(Some(0x2348), 1).report();
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["pairs"][0]["class"], "SYS");
+    assert_eq!(c.data["pairs"][0]["dmabuf_mapping"], "default");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.summary.contains("beyond PXB/C2C"));
+    assert!(c.details.iter().any(|d| d.contains("libfabric#12864")));
+}
+
+#[test]
+fn nvml_decides_over_sysfs() {
+    use crate::nvml::NvmlC2c;
+    let c2c = |links: Result<u32, String>, active: Option<bool>| {
+        let mut p = Probes::none();
+        p.c2c = vec![NvmlC2c {
+            bdf: "0009:01:00.0".into(),
+            links,
+            link0_active: active,
+        }];
+        p
+    };
+    // A superchip id, but NVML reports no C2C link: NCCL would not see C2C, nor does the doctor.
+    let f = gh200(Some(0x2342), 0);
+    let r = f.report_with(c2c(Ok(0), None));
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["gpus"][0]["coherent"], false);
+    assert_eq!(c.data["gpus"][0]["decided_by"], "nvml");
+    assert_eq!(c.data["gpus"][0]["nvml"], "no C2C links");
+    assert_eq!(c.data["pairs"][0]["class"], "NODE");
+    let r = f.report_with(c2c(Ok(2), Some(false)));
+    assert_eq!(check(&r, "pci.topology").data["gpus"][0]["coherent"], false);
+    // NVML without the fields (older driver): sysfs decides.
+    let r = f.report_with(c2c(Err("not supported".into()), None));
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["gpus"][0]["coherent"], true);
+    assert_eq!(c.data["gpus"][0]["decided_by"], "sysfs");
+    // NVML's active link is enough without any sysfs fact.
+    let r = gh200(None, 0).report_with(c2c(Ok(2), Some(true)));
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["gpus"][0]["decided_by"], "nvml");
+    assert_eq!(c.data["gpus"][0]["evidence"][0]["source"], "nvml");
+    assert_eq!(c.data["gpus"][0]["evidence"][0]["links"], 2);
+    assert_eq!(c.data["pairs"][0]["class"], "C2C");
+}
+
+#[test]
+fn no_nic_still_says_how_the_gpu_is_attached() {
+    let f = gh200(Some(0x2941), 0);
+    f.rm("/sys/class/infiniband/mlx5_2")
+        .rm("/sys/bus/pci/devices/0000:08:00.0");
+    let r = f.report();
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.status, Status::Skip);
+    assert!(c.summary.starts_with("no PCI RDMA NIC"));
+    assert!(c
+        .summary
+        .contains("coherently attached (C2C): 0009:01:00.0"));
+    assert_eq!(c.data["c2c"], true);
+    assert_eq!(c.data["pairs"].as_array().unwrap().len(), 0);
+    assert_eq!(c.data["gpus"][0]["evidence"][0]["model"], "GB200");
+    // A PCIe GPU without a NIC: skipped, nothing coherent.
+    let f = Fx::healthy();
+    f.rm("/sys/class/infiniband/mlx5_0")
+        .rm("/sys/bus/pci/devices/0000:04:00.0");
+    let c = f.report();
+    let c = check(&c, "pci.topology");
+    assert_eq!(c.status, Status::Skip);
+    assert_eq!(c.data["c2c"], false);
+    assert!(!c.summary.contains("C2C"));
 }
