@@ -75,6 +75,14 @@ impl Suite {
                         d.mtu,
                         d.max_mr_size
                     );
+                    // The port's line rate (speed × width), as `bench` judges bandwidth against
+                    // it; validate's transfers are single messages, not a bandwidth figure.
+                    let rate = match crate::line_rate::read(Path::new("/"), &d.name, d.port) {
+                        Ok(r) => r.text,
+                        Err(e) => format!("unknown ({e})"),
+                    };
+                    let detail = format!("{detail} line rate {rate}");
+                    s.info.push(("line rate".into(), rate));
                     s.info.push(("rdma device".into(), d.name.clone()));
                     s.dev = Some(Rc::new(d));
                     CaseResult::pass("cap.rdma-device", detail)
