@@ -4,23 +4,24 @@
 # ready (node3: its doctor reads an empty root, as on a node without the NVIDIA driver and peer
 # client); the report must name exactly those two.
 #
-# The launcher: the guest root has neither Slurm nor Open MPI nor MPICH (testbench/packages.txt),
-# so the four ranks start as a Kubernetes indexed Job starts its pods: four background processes,
-# each with its JOB_COMPLETION_INDEX, NVPEER_FLEET_WORLD_SIZE and NVPEER_FLEET_RENDEZVOUS, each
-# under `ip netns exec` of its node. With `mpich` or `openmpi-bin` in the root, the same run is
-# `mpirun -np 4 fleet-rank.sh` with the wrapper below picking its namespace from PMI_RANK or
-# OMPI_COMM_WORLD_RANK (written, not wired: the root would change).
+# The launcher: MPICH's Hydra (`mpiexec.hydra -launcher fork -n 4`, Debian trixie's mpich,
+# fetched by testbench/lib/deb-fetch.sh and bound at /mpich: NVPEER_MPICH), whose ranks see
+# PMI_RANK and PMI_SIZE as on a cluster; each rank's wrapper enters its node's namespace. In make
+# check-full the same fleet also starts as a Kubernetes indexed Job starts its pods (four
+# background processes, each with its JOB_COMPLETION_INDEX, NVPEER_FLEET_WORLD_SIZE and
+# NVPEER_FLEET_RENDEZVOUS). Slurm and Open MPI are not in the bench (their environment variables
+# are unit-tested in userspace-tests/fleet/src/launcher.rs).
 #
 # The bad link may show up as slow (an outlier under 0.8 x the fleet median) or, if rxe's
 # retransmissions through the rate limit run out, as a failed link; both name the link, and the
 # assertion accepts either, and nothing else named.
 #
-# make check-full runs it on the stock kernel (testbench/check lists it there); make check does not
-# yet: issue 36 asks for a real launcher first. Run by hand: NVPEER_VM_KERNEL=stock testbench/vm run
-# --suite 59-fleet. By hand on 2026-11-27 (stock kernel, beside another guest): 131 s, passed:
-# 3 rounds in 77 s, node3 named not ready (nvidia.driver), the node1-node2 link named (failed
-# under the rate limit: 'work request flushed'), nothing else named. (Its first run found the
-# fleet runner's link phase waiting out the pair timeout in every round: fixed in the runner.)
+# make check-full runs it on the stock kernel's shared boot (make check does not yet: its Hydra
+# launch has not run in a make check; written 2026-11-27, not yet run in a guest); run by hand: NVPEER_MPICH=$(testbench/lib/
+# deb-fetch.sh mpich-hydra trixie mpich libhwloc15 libslurm42t64) NVPEER_VM_KERNEL=stock testbench/vm run
+# --suite 59-fleet. By hand on 2026-11-27 (stock kernel, indexed-Job launch, beside another
+# guest): 131 s, passed: 3 rounds in 77 s, node3 named not ready (nvidia.driver), the node1-node2
+# link named (failed under the rate limit: 'work request flushed'), nothing else named.
 # bench: kernel stock
 
 FL_OUT=/bench/fleet
@@ -93,33 +94,66 @@ fl_bad_link() {
     ip netns exec "flns$a" tc -s qdisc show dev "fl-n$a"
 }
 
-# fl_rank RANK [ENV=VALUE...]: one rank as an indexed Job's pod would run it, in its namespace.
-fl_rank() {
-    local rank=$1; shift
-    env JOB_COMPLETION_INDEX="$rank" NVPEER_FLEET_WORLD_SIZE=$FL_N \
-        NVPEER_FLEET_RENDEZVOUS="$(fl_ip 0)" NVPEER_FLEET_NODE_NAME="node$rank" \
-        NVPEER_TOKEN=$FL_TOKEN "$@" \
+# fl_validate RANK: one rank's `nvpeer validate --fleet` in its namespace, with what a node of its
+# kind has (node3: a doctor root without the NVIDIA driver or a peer client); the launcher's
+# variables come from the caller.
+fl_validate() {
+    local rank=$1 extra=()
+    [ "$rank" = 3 ] && extra=(NVPEER_FLEET_DOCTOR_ROOT="$FL_OUT/not-ready-root")
+    env NVPEER_FLEET_RENDEZVOUS="$(fl_ip 0)" NVPEER_FLEET_NODE_NAME="node$rank" \
+        NVPEER_TOKEN=$FL_TOKEN "${extra[@]}" \
         ip netns exec "flns$rank" "$NVPEER" validate --fleet --mem host -d "flrxe$rank" \
         --require nvpeer --max-size 256K --xfer-size 16K --link-iters 50 \
-        --join-timeout 120 --pair-timeout 300 --report "$FL_OUT/report"
+        --join-timeout 120 --pair-timeout 300 --report "$FL_OUT/report" \
+        >"$FL_OUT/rank$rank.out" 2>"$FL_OUT/rank$rank.err"
 }
 
-fleet_named() {
+# The rank Hydra starts: its rank from PMI_RANK. Its exit status goes to a file and it exits 0:
+# Hydra ends the whole job when one process exits non-zero, and a rank that names a problem exits 1.
+fl_hydra_rank() {
+    fl_validate "$PMI_RANK"
+    echo $? >"$FL_OUT/rank$PMI_RANK.rc"
+}
+
+# fl_launch_hydra: the four ranks under MPICH's Hydra; rank 0's exit status.
+fl_launch_hydra() {
+    [ -x /mpich/usr/bin/mpiexec.hydra ] || {
+        echo "no MPICH at /mpich: run with NVPEER_MPICH=\$(testbench/lib/deb-fetch.sh mpich-hydra trixie mpich libhwloc15 libslurm42t64)"
+        return 2
+    }
+    rm -f "$FL_OUT"/rank*.rc "$FL_OUT"/rank*.out "$FL_OUT"/rank*.err
+    PATH=/mpich/usr/bin:$PATH LD_LIBRARY_PATH=/mpich/usr/lib/x86_64-linux-gnu \
+        FL_OUT=$FL_OUT FL_NET=$FL_NET FL_TOKEN=$FL_TOKEN NVPEER=$NVPEER \
+        mpiexec.hydra -launcher fork -n "$FL_N" bash -c \
+        "$(declare -f fl_ip fl_validate fl_hydra_rank); fl_hydra_rank" >"$FL_OUT/hydra.out" 2>&1 \
+        || { echo "mpiexec.hydra failed:"; tail -n 20 "$FL_OUT/hydra.out"; return 2; }
+    local i
+    for i in $(seq 0 $((FL_N - 1))); do
+        [ -s "$FL_OUT/rank$i.rc" ] || { echo "rank $i did not run under Hydra"; cat "$FL_OUT/hydra.out"; return 2; }
+    done
+    echo "Hydra ($(LD_LIBRARY_PATH=/mpich/usr/lib/x86_64-linux-gnu /mpich/usr/bin/mpiexec.hydra --version 2>&1 | grep -m1 -i version)): ranks' exit statuses $(cat "$FL_OUT"/rank*.rc | tr '\n' ' ')"
+    return "$(cat "$FL_OUT/rank0.rc")"
+}
+
+# fl_launch_indexed_job: the four ranks as a Kubernetes indexed Job's pods; rank 0's exit status.
+fl_launch_indexed_job() {
+    local pids=() i rc0=0
+    for i in 1 2 3; do
+        JOB_COMPLETION_INDEX=$i NVPEER_FLEET_WORLD_SIZE=$FL_N fl_validate "$i" &
+        pids+=($!)
+    done
+    JOB_COMPLETION_INDEX=0 NVPEER_FLEET_WORLD_SIZE=$FL_N fl_validate 0 || rc0=$?
+    for i in "${pids[@]}"; do wait "$i"; done
+    return "$rc0"
+}
+
+fleet_named() { # LAUNCH
     fl_up || return 1
     fl_bad_link 1 2 || return 1
     rm -rf "$FL_OUT/report" "$FL_OUT/not-ready-root"
     mkdir -p "$FL_OUT/not-ready-root"
-    local pids=() i rc0=0
-    for i in 1 2 3; do
-        if [ "$i" = 3 ]; then
-            fl_rank "$i" NVPEER_FLEET_DOCTOR_ROOT="$FL_OUT/not-ready-root" >"$FL_OUT/rank$i.out" 2>"$FL_OUT/rank$i.err" &
-        else
-            fl_rank "$i" >"$FL_OUT/rank$i.out" 2>"$FL_OUT/rank$i.err" &
-        fi
-        pids+=($!)
-    done
-    fl_rank 0 >"$FL_OUT/rank0.out" 2>"$FL_OUT/rank0.err" || rc0=$?
-    for i in "${pids[@]}"; do wait "$i"; done
+    local rc0=0
+    "$1" || rc0=$?
     cat "$FL_OUT/rank0.out"; tail -n 30 "$FL_OUT/rank0.err"
     # Something is named, so rank 0 exits 1 (2 would be: could not run).
     [ "$rc0" = 1 ] || { echo "rank 0 exit $rc0, want 1"; return 1; }
@@ -147,6 +181,9 @@ print("write_bw matrix:", json.dumps(next(m for m in r["matrices"] if m["test"] 
 sys.exit(bad)
 PY
 }
-tb_case fleet-named fleet_named
-
+tb_case fleet-named-hydra fleet_named fl_launch_hydra
 fl_down
+if [ "${NVPEER_DEPTH:-check}" = full ]; then
+    tb_case fleet-named-indexed-job fleet_named fl_launch_indexed_job
+    fl_down
+fi
