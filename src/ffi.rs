@@ -177,6 +177,8 @@ extern "C" {
         n: u32,
         len: u32,
     ) -> c_int;
+    pub(crate) fn nvpeer_shim_module_get() -> bool;
+    pub(crate) fn nvpeer_shim_module_put();
     pub(crate) fn nvpeer_shim_peer_client_visible(name: *const c_char) -> bool;
     pub(crate) fn nvpeer_shim_other_nv_mem_module() -> *const c_char;
     pub(crate) fn nvpeer_shim_module_name() -> *const c_char;

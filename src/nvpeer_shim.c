@@ -7,7 +7,8 @@
  *     nvidia and ib_core already order the load, and a soft dependency would make `modprobe -r`
  *     try to remove both (the NVIDIA driver with it, where nothing else holds it; with kmod 34 an
  *     exit 1 where something does);
- *   - C macros and inline functions (sg_dma_address/sg_dma_len, wait_event_killable);
+ *   - C macros and inline functions (sg_dma_address/sg_dma_len, module_put on THIS_MODULE,
+ *     wait_event_killable);
  *   - a statically initialised wait queue (src/overtaken.rs), which needs no
  *     allocation at load nor freeing at unload;
  *   - on kernels whose module! takes no parameters (before 6.19), the two module parameters,
@@ -117,6 +118,17 @@ int nvpeer_shim_sg_fill(struct sg_table *sgt, const u64 *addrs, u32 n, u32 len)
 		sg_dma_len(sg) = len;
 	}
 	return 0;
+}
+
+/* A module reference per live registration (pins may outlive the core's use of them). */
+bool nvpeer_shim_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void nvpeer_shim_module_put(void)
+{
+	module_put(THIS_MODULE);
 }
 
 /*

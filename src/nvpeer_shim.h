@@ -23,6 +23,8 @@ struct pci_dev;
 struct sg_table;
 
 int nvpeer_shim_sg_fill(struct sg_table *sgt, const u64 *addrs, u32 n, u32 len);
+bool nvpeer_shim_module_get(void);
+void nvpeer_shim_module_put(void);
 bool nvpeer_shim_peer_client_visible(const char *name);
 const char *nvpeer_shim_other_nv_mem_module(void);
 const char *nvpeer_shim_module_name(void);
