@@ -9,6 +9,8 @@
 #     there).
 #   (make check's 4k per mode on the debug kernel, down from 10k on 2026-11-27 for make check's
 #   time: the suite took 300-360 s there, most of it the two stresses under KASAN and TCG.)
+# Two CPUs online while it runs (the race stresses: four threads on two CPUs):
+# bench: cpus 2
 . /src/testbench/suites/nvpeer-lib.sh.inc
 if [ -n "${NVPEER_KERNEL_TAG:-}" ]; then
     NP_ITER_PERSISTENT=25000 NP_ITER_INVALIDATING=25000

@@ -13,6 +13,8 @@
 # A failure found here becomes a fixed scenario (userspace-tests/emu-ctl/src/scenario/) once it is
 # understood.
 # bench: kernel bench
+# Two CPUs online while it runs (its thread bursts race a free on two CPUs):
+# bench: cpus 2
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 seed=${NP_FUZZ_SEED:-$(od -An -N6 -tu8 /dev/urandom | tr -d ' ')}

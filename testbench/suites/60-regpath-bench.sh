@@ -4,6 +4,8 @@
 # C client and NVIDIA's own nvidia-peermem (built from Debian's source) pin twice; the figures
 # themselves are printed, never compared with targets.
 # bench: check-kernel stock
+# Two CPUs online while it runs (its 2-thread cells):
+# bench: cpus 2
 # shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 

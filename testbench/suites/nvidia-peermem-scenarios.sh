@@ -17,6 +17,8 @@
 # lockdep for the rest of a shared boot), in a boot of its own: the 4.9 model's H1 writes freed
 # memory, unseen here, and that boot stays away from the other suites.
 # bench: own-boot
+# Two CPUs online while it runs (its race-stress cells):
+# bench: cpus 2
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 NVR=nvidia_peermem_real

@@ -1,6 +1,8 @@
 # Registration-path benchmark, full run (`make bench` -> testbench/bench/run). Not part of
 # `make check` (no NN- prefix). Writes /bench/bench-results/regpath.json and prints the tables.
 # bench: own-boot
+# Two CPUs online while it runs (its thread-count columns):
+# bench: cpus 2
 # shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 

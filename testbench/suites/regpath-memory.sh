@@ -4,6 +4,8 @@
 # /bench/bench-results/regpath-memory.json and prints the tables. `make bench` measures the same
 # figures first too; this is the short way to get them alone (a few minutes).
 # bench: own-boot
+# Two CPUs online while it runs (as regpath-full):
+# bench: cpus 2
 # shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 
