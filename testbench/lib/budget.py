@@ -52,7 +52,7 @@ CALIBRATIONS = ("calibration", "tcg-calibration")
 # it was booted again (testbench/vm). Every other row needs a budget: one without fails the run.
 INFORMATIONAL = ("cpu-seconds[", "boot-stall[")
 # Stages that are VM boots (their time is TCG's), besides boot[...] and suite[...] rows.
-VM_STAGES = ("stock-suites", "stock-oldest-suites", "stock-7.3-suites", "bench-suites", "rehearsal-ubuntu", "stock-system", "stock-load", "lane-2-wait")
+VM_STAGES = ("stock-suites", "stock-oldest-suites", "stock-7.3-suites", "bench-suites", "rehearsal-ubuntu", "stock-system", "stock-load")
 
 
 def is_vm(name):

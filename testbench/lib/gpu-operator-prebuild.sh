@@ -14,7 +14,11 @@
 #      staged as 57-rehearsal-ubuntu stages it: the build is found stale and rebuilt against the
 #      new CRC; run again, nothing is rebuilt. (Loading needs a kernel: the loader's refusal of the
 #      stale build is 57's case.)
+# Usage: gpu-operator-prebuild.sh stock|bench (one half: make check runs the stock half before the
+# bench kernel is ready, the bench half after it).
 set -euo pipefail
+part=${1:-}
+[ "$part" = stock ] || [ "$part" = bench ] || { echo "usage: gpu-operator-prebuild.sh stock|bench" >&2; exit 2; }
 . /src/testbench/lib/native-node.sh.inc
 . /src/testbench/lib/gpu-operator-root.sh.inc
 tool=/usr/local/bin/nvpeer-driver-container
@@ -23,6 +27,7 @@ tool=/usr/local/bin/nvpeer-driver-container
 in_ctr() { local k=$1; shift; in_node /usr/bin/env KERNEL_VERSION="$k" NVPEER_APT=0 "$tool" "$@"; }
 
 # ---- 1. the stock kernel --------------------------------------------------------------------
+if [ "$part" = stock ]; then
 krel=$(cat /stock/release)
 native_node_up /tmp/gpuop-stock /stock /kernel
 mkdir -p "$R/run/mellanox/drivers" "$R/run/nvidia"
@@ -39,6 +44,8 @@ grep -q "^nvpeer-driver-container: installed /lib/modules/$krel/updates/nvpeer/n
     { echo "gpu-operator-prebuild: prepare did not install nvpeer for $krel" >&2; exit 1; }
 tar -C "$R/run/nvidia" -cf /out/gpu-operator-prebuilt.tar --exclude=lock "nvpeer/$krel"
 echo "gpu-operator-prebuild: packed the driver container's build of nvpeer for $krel"
+exit 0
+fi
 
 # ---- 2. the bench kernel (MODVERSIONS): an OFED upgrade that changed a CRC -------------------
 kb=$(cat /kernel/release)

@@ -2,8 +2,10 @@
 # which keeps /sys/kernel/mm/memory_peers) with two registrations held in flight by
 # `nvpeer emu core register --hold`; every nvpeer_* series equals debugfs stats (read before and
 # after, unchanged), the core's counters equal memory_peers, `promtool check metrics` accepts the
-# exposition (where promtool is in the guest: /bench/bin/promtool, $PROMTOOL or on PATH; the case
-# is skipped otherwise), --textfile and --nfd write their files and leave no temporary behind, the
+# exposition (where the run has promtool: testbench/vm runs it on the host, on the files this suite
+# writes to the run share, /bench/metrics, since an 86 MB Go binary took 35-45 s to start under
+# TCG; else in the guest, /bench/bin/promtool, $PROMTOOL or on PATH; the case is skipped
+# otherwise), --textfile and --nfd write their files and leave no temporary behind, the
 # labels say what `nvpeer doctor --json` says, and a node without nvpeer still gets valid output
 # (nvpeer_up 0, one gauge per doctor check).
 # bench: check-kernel stock
@@ -104,6 +106,15 @@ metrics_live() {
 }
 tb_case metrics-equal-debugfs metrics_live
 
+# promtool_case CASE FILE: the case, here or (/bench/promtool-on-host) by testbench/vm on the host
+# after the boot, which records it under this suite: the guest only names the case and its file.
+promtool_case() {
+    if [ -e /bench/promtool-on-host ]; then
+        echo "$1 ${2#/bench/}" >>"$MX/promtool-cases"
+    else
+        tb_case "$1" promtool_check "$2"
+    fi
+}
 promtool_check() { # FILE
     local pt out
     pt=$(mx_promtool) || { echo "no promtool in the guest (/bench/bin/promtool, \$PROMTOOL or PATH): not checked"; return 77; }
@@ -112,7 +123,7 @@ promtool_check() { # FILE
     [ -z "$out" ] || { echo "promtool: $out"; return 1; }
     echo "promtool check metrics: $1 clean ($("$pt" --version 2>&1 | head -n1))"
 }
-tb_case promtool-check-metrics-live promtool_check "$MX/live.prom"
+promtool_case promtool-check-metrics-live "$MX/live.prom"
 
 # --textfile and --nfd from one run; the labels say what the doctor says.
 files_and_labels() {
@@ -168,4 +179,4 @@ without_nvpeer() {
     echo "no nvpeer: nvpeer_up 0, $n doctor checks"
 }
 tb_case metrics-without-nvpeer without_nvpeer
-tb_case promtool-check-metrics-without-nvpeer promtool_check "$MX/none.prom"
+promtool_case promtool-check-metrics-without-nvpeer "$MX/none.prom"

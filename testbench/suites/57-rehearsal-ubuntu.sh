@@ -29,7 +29,6 @@
 # (635 s under the debug kernel on 2026-11-27).
 # Run by hand: testbench/vm run --suite 57-rehearsal-ubuntu
 # bench: kernel bench
-# bench: own-boot
 
 O=/tmp/ubuntu-node
 NODE_KBUILD=/kernel/obj
