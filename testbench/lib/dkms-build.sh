@@ -4,7 +4,8 @@
 # VM kernel, natively, exactly as 50-dkms runs it in the guest (same root, same kernel build tree,
 # same make arguments and paths), into tmpfs copies of the directories it writes. The kernel: the
 # bench kernel, or (DKMS_KREL, DKMS_KBUILD, DKMS_KMODULES: its release, build tree and module tree
-# as this root sees them) Debian's stock kernel, where make check runs 50-dkms. Packs the result as
+# as this root sees them; DKMS_TOP: the checkout, default /src, whose emulators' Module.symvers
+# stand in for OFED's) Debian's stock kernel, where make check runs 50-dkms. Packs the result as
 # /out/dkms-prebuilt.tar for 50-dkms, which unpacks it in the booted guest and goes on from there
 # (dkms status, modprobe, reinstall, removal). Under TCG the compile took 300-700 s of make check;
 # here it takes seconds. Prints the lines 50-dkms would have asserted on; fails like the guest would.
@@ -21,7 +22,7 @@ depmod -a "$krel"
 srctree=/tmp/nvpeer-dkms-src
 log=/tmp/dkms-install.log
 rc=0
-make -C /src DKMS_SOURCE_TREE=$srctree NVPEER_MAKE_ARGS=BENCH=1 KDIR="/lib/modules/$krel/build" \
+make -C "${DKMS_TOP:-/src}" DKMS_SOURCE_TREE=$srctree NVPEER_MAKE_ARGS=BENCH=1 KDIR="/lib/modules/$krel/build" \
     MODPROBE_DIR=/run/modprobe.d SYSTEMD_DIR=/run/systemd/system DKMS_FORCE_DIR=/run/dkms-force \
     dkms-install >"$log" 2>&1 || rc=$?
 cat "$log"
