@@ -46,7 +46,7 @@ echo clear > /sys/kernel/debug/kmemleak 2>/dev/null
 
 # A guest of Debian's kernels boots with one vCPU online (testbench/vm: maxcpus=1); a suite that
 # races threads on two CPUs says "# bench: cpus 2" and gets the others online while it runs. Two
-# guests with two vCPUs each on the 2-core machine ran about 2.4x slower each than alone (a vCPU
+# guests with two vCPUs each on the 2-core machine ran about 2.4x slower each than alone (likely a vCPU
 # waiting on the other's IPI while the host runs the other guest): one vCPU each, they run as fast
 # as alone. (A guest booted with every vCPU online, the debug kernel's, keeps them.)
 # guest_cpus SUITE ("all": every CPU, for the shell).
