@@ -237,13 +237,31 @@ hv_bad_input() {
 }
 
 # ---- emulated GPU memory: registration through peer_mem_emu and the loaded peer client
-HV_CLIENT=
+# The client is nvpeer; NVPEER_HARNESS_CLIENT=classic_peer runs the same cases on the bench's C
+# baseline by hand (never a fallback: an nvpeer that does not load fails emu-setup).
+HV_CLIENT=${NVPEER_HARNESS_CLIENT:-nvpeer}
 hv_emu_up() {
+    case "$HV_CLIENT" in nvpeer | classic_peer) ;; *) echo "NVPEER_HARNESS_CLIENT=$HV_CLIENT: nvpeer or classic_peer"; return 1 ;; esac
     modprobe nvp2p_emu && modprobe peer_mem_emu || return 1
-    if modprobe nvpeer 2>/dev/null; then HV_CLIENT=nvpeer
-    elif modprobe classic_peer 2>/dev/null; then HV_CLIENT=classic_peer
-    else echo "no peer client module (nvpeer or classic_peer) could be loaded"; return 1; fi
+    modprobe "$HV_CLIENT" || { echo "the peer client $HV_CLIENT could not be loaded"; return 1; }
     echo "peer client: $HV_CLIENT"; "$NVPEER" emu core clients
+}
+
+# hv_mode_source FILE MODE: the PASS line of inval.free-idle says where the harness took the client
+# mode from: nvpeer's debugfs config (persistent_api_support=MODE); classic_peer's parameter is
+# not one the harness reads (it reads nvpeer's and NVIDIA's), so from the emulated core.
+hv_mode_source() {
+    local line
+    line=$(grep '^PASS inval.free-idle\[peer_mem_emu\]' "$1")
+    if [ "$HV_CLIENT" = nvpeer ]; then
+        echo "$line" | grep -q "client mode from the loaded module: persistent_api_support=$2" ||
+            { echo "the client mode ($2) was not read from nvpeer's config: $line"; return 1; }
+        grep -qE "^  client mode +$([ "$2" = 1 ] && echo persistent || echo invalidating)\$" "$1" ||
+            { echo "no client mode in the environment block"; return 1; }
+    else
+        echo "$line" | grep -q 'client mode not published .*: taken from the emulated core' ||
+            { echo "classic_peer: the client mode should come from the emulated core: $line"; return 1; }
+    fi
 }
 
 hv_emu_no_client() {
@@ -264,12 +282,7 @@ hv_validate_emu() {
     grep -q '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu.txt" || { echo "invalidation case did not pass"; return 1; }
     # The real detection path: the case's expectation came from what nvpeer publishes (its debugfs
     # config), as on a node, and the environment block names the mode.
-    if [ "$HV_CLIENT" = nvpeer ]; then
-        grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu.txt" |
-            grep -q 'client mode from the loaded module: persistent_api_support=1' ||
-            { echo "the persistent mode was not read from nvpeer's config"; return 1; }
-        grep -qE '^  client mode +persistent$' "$OUT/validate-emu.txt" || { echo "no client mode in the environment block"; return 1; }
-    fi
+    hv_mode_source "$OUT/validate-emu.txt" 1 || return 1
     grep -q '^PASS reg.offsets\[peer_mem_emu\]' "$OUT/validate-emu.txt" || return 1
     return "$rc"
 }
@@ -283,12 +296,7 @@ hv_validate_emu_invalidating() {
     local rc=${PIPESTATUS[0]}
     grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu-inval.txt" | grep -v 'persistent client' |
         grep -qE 'state (invalidated|unmapped|torn-down), [1-9][0-9]* invalidation' || { echo "no revoke seen"; return 1; }
-    if [ "$HV_CLIENT" = nvpeer ]; then
-        grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu-inval.txt" |
-            grep -q 'client mode from the loaded module: persistent_api_support=0' ||
-            { echo "the invalidating mode was not read from nvpeer's config"; return 1; }
-        grep -qE '^  client mode +invalidating$' "$OUT/validate-emu-inval.txt" || { echo "no client mode in the environment block"; return 1; }
-    fi
+    hv_mode_source "$OUT/validate-emu-inval.txt" 0 || return 1
     return "$rc"
 }
 

@@ -180,9 +180,11 @@ pub fn judge(
 }
 
 impl Threshold {
-    /// Whether this verdict fails the run.
+    /// Whether this verdict fails the run: a figure below an enforced threshold, or an enforced
+    /// threshold with no line rate to judge against (`--bw-threshold` asked for a verdict that
+    /// cannot be given; `--line-rate` always supplies one).
     pub fn fails_run(&self) -> bool {
-        self.enforced && self.verdict == RateVerdict::Fail
+        self.enforced && self.verdict != RateVerdict::Pass
     }
 
     /// One line for the text report.
@@ -194,8 +196,13 @@ impl Threshold {
             .unwrap_or_default();
         let (Some(r), Some(req), Some(share)) = (&self.line_rate, self.required_gbps, self.share)
         else {
+            let verdict = if self.enforced {
+                "FAIL: --bw-threshold given but NO LINE RATE to judge against"
+            } else {
+                "NO THRESHOLD"
+            };
             return format!(
-                " line rate: NO THRESHOLD: BW_average {:.2} Gb/s at {} B{note}",
+                " line rate: {verdict}: BW_average {:.2} Gb/s at {} B{note}",
                 self.measured_gbps, self.msg_size
             );
         };
@@ -342,11 +349,23 @@ mod tests {
         );
         let t = judge(&rate(100.0), 0.9, true, 181.0, 65536, true);
         assert_eq!(t.verdict, RateVerdict::Pass);
-        // No line rate: no verdict, never a failure.
-        let t = judge(&Err("no such file".into()), 0.9, false, 1.0, 2, true);
+        // No line rate: no verdict; advisory, it fails nothing.
+        let t = judge(&Err("no such file".into()), 0.9, false, 1.0, 2, false);
         assert_eq!(t.verdict, RateVerdict::NoThreshold);
         assert!(!t.fails_run());
         assert!(t.line().contains("NO THRESHOLD") && t.line().contains("--line-rate"));
+        // ... but --bw-threshold asked for a verdict: the run fails, saying why and what to give.
+        let t = judge(&Err("no such file".into()), 0.9, false, 1.0, 2, true);
+        assert_eq!(t.verdict, RateVerdict::NoThreshold);
+        assert!(t.fails_run());
+        assert!(
+            t.line()
+                .contains("FAIL: --bw-threshold given but NO LINE RATE")
+                && t.line()
+                    .contains("no line rate: no such file; give --line-rate GBPS"),
+            "{}",
+            t.line()
+        );
         // The JSON is typed and round-trips.
         let t = judge(&rate(400.0), 0.9, true, 730.0, 1 << 20, true);
         let j = serde_json::to_value(&t).unwrap();

@@ -213,6 +213,8 @@ pub fn topology(ctx: &Ctx) -> Check {
         .map(|r| format!("GPU {} on {}", r.gpu, r.nic))
         .collect();
     let node = NodeMapping::of(best.iter().map(|b| b.dmabuf_mapping));
+    // GPUs with a NIC that are not coherently attached (a mixed node has both kinds).
+    let others = best.iter().filter(|b| !coherent.contains(&b.gpu)).count();
     if coherent.is_empty() {
         details.push(
             "dma-buf mapping: the default for every pair (no GPU is coherently attached)".into(),
@@ -296,15 +298,17 @@ pub fn topology(ctx: &Ctx) -> Check {
         .fix(fix)
         .data(data)
     } else if !coherent.is_empty() {
-        Check::new(
-            ID,
-            T,
-            false,
-            Status::Pass,
-            format!("{c2c_note}every GPU reaches a NIC through its CPU (NCCL's P2C); dma-buf takes the default mapping"),
-        )
-        .details(details)
-        .data(data)
+        // (here every coherent GPU's best NIC is through its CPU, every other GPU's within PXB)
+        let summary = if others == 0 {
+            format!("{c2c_note}every GPU reaches a NIC through its CPU (NCCL's P2C); dma-buf takes the default mapping")
+        } else {
+            format!(
+                "{c2c_note}the coherent GPUs reach a NIC through their CPU (NCCL's P2C; dma-buf takes the default mapping), the {others} other GPU(s) within PXB (NCCL's default GDR cutoff)"
+            )
+        };
+        Check::new(ID, T, false, Status::Pass, summary)
+            .details(details)
+            .data(data)
     } else {
         Check::new(
             ID,

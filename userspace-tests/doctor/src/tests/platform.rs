@@ -379,6 +379,35 @@ fn grace_blackwell_nic_under_the_gpu_switch_needs_the_pcie_mapping() {
 }
 
 #[test]
+fn a_mixed_node_says_which_gpus_go_through_the_cpu() {
+    // Healthy's PCIe GPU and NIC under one switch, beside a GH200 (known by its id) whose closest
+    // NIC hangs off the CPU: the summary must not say that every GPU goes through its CPU.
+    let f = Fx::healthy();
+    grace_gpu(
+        &f,
+        "pci0009:00",
+        "0009:00:00.0",
+        "0009:01:00.0",
+        0,
+        Some(0x2342),
+    );
+    f.bridge("pci0008:00", &["0008:00:00.0"], None);
+    f.nic("pci0008:00", &["0008:00:00.0", "0008:01:00.0"], 0, "mlx5_9");
+    let r = f.report();
+    let c = check(&r, "pci.topology");
+    assert_eq!(c.data["c2c"], true);
+    assert_eq!(c.status, Status::Pass, "{}", c.summary);
+    assert!(
+        c.summary
+            .contains("C2C node (0009:01:00.0 coherently attached)")
+            && c.summary.contains("the 1 other GPU(s) within PXB")
+            && !c.summary.contains("every GPU"),
+        "{}",
+        c.summary
+    );
+}
+
+#[test]
 fn c2c_gpu_and_nic_on_another_socket_is_sys() {
     let r = gh200(Some(0x2348), 1).report();
     let c = check(&r, "pci.topology");

@@ -38,7 +38,8 @@ pub(crate) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
 }
 
 /// The JUnit case of a bandwidth test's line-rate verdict (`write_bw.line-rate`): passed, failed
-/// when the verdict was enforced, skipped when it was advisory; none without a line rate.
+/// when the verdict was enforced, skipped when it was advisory; without a line rate, failed when
+/// `--bw-threshold` asked for a verdict, else none.
 fn line_rate_case(name: &str, test: &Value) -> Option<CaseResult> {
     let t: Threshold = serde_json::from_value(test.get("threshold")?.clone()).ok()?;
     let case = format!("{name}.line-rate");
@@ -53,6 +54,12 @@ fn line_rate_case(name: &str, test: &Value) -> Option<CaseResult> {
              the MTU, and -q/-s",
         ),
         RateVerdict::Fail => CaseResult::skip(&case, line),
+        RateVerdict::NoThreshold if t.enforced => CaseResult::fail(
+            &case,
+            line,
+            "--bw-threshold needs the port's line rate: the device's sysfs rate was not readable; \
+             give --line-rate GBPS",
+        ),
         RateVerdict::NoThreshold => return None,
     })
 }
@@ -207,10 +214,14 @@ mod tests {
                 ("write_bw.line-rate", report::Status::Skip),
             ]
         );
-        // No line rate: no case.
-        let t = crate::line_rate::judge(&Err("none".into()), 0.9, false, 1.0, 2, true);
-        let d = json!({"test": "read_bw", "results": [], "threshold": serde_json::to_value(t).unwrap()});
-        assert!(line_rate_case("read_bw", &d).is_none());
+        // No line rate: no case, unless --bw-threshold asked for a verdict.
+        let no_rate = |enforced: bool| {
+            let t = crate::line_rate::judge(&Err("none".into()), 0.9, false, 1.0, 2, enforced);
+            json!({"test": "read_bw", "results": [], "threshold": serde_json::to_value(t).unwrap()})
+        };
+        assert!(line_rate_case("read_bw", &no_rate(false)).is_none());
+        let case = line_rate_case("read_bw", &no_rate(true)).expect("a failed case");
+        assert_eq!(case.status, report::Status::Fail);
     }
 
     #[test]

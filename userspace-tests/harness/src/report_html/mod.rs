@@ -78,6 +78,32 @@ fn pretty<T: serde::Serialize>(v: &T) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// `test` (a bench document's own string) as part of a file name in the report's directory:
+/// letters, digits, `-`, `_` and `.` kept, anything else (`/` among them) as `_`, no leading `.`
+/// (so neither `..` nor a hidden file), never empty; `taken` keeps two tests from one file.
+fn file_part(test: &str, taken: &mut std::collections::HashSet<String>) -> String {
+    let mut base: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if base.is_empty() || base.starts_with('.') {
+        base.insert(0, '_');
+    }
+    let mut name = base.clone();
+    let mut n = 1;
+    while !taken.insert(name.clone()) {
+        n += 1;
+        name = format!("{base}-{n}");
+    }
+    name
+}
+
 fn junit_error(dir: &Path, name: &str, source: std::io::Error) -> ReportError {
     ReportError::Write {
         path: dir.join(name),
@@ -145,6 +171,7 @@ pub fn write(
         put(dir, &format!("{name}.xml"), &xml)?;
         files.push((format!("{name}.xml"), "its JUnit XML".into()));
         let mut errors = Vec::new();
+        let mut taken = std::collections::HashSet::new();
         for t in &b.tests {
             match (&t.error, &t.test_info) {
                 (Some(e), _) => errors.push((t.test.clone(), e.clone())),
@@ -154,7 +181,7 @@ pub fn write(
                         .iter()
                         .filter_map(|r| serde_json::to_value(r).ok())
                         .collect();
-                    let f = format!("{name}-{}.perftest.json", t.test);
+                    let f = format!("{name}-{}.perftest.json", file_part(&t.test, &mut taken));
                     put(dir, &f, &pretty(&report::perftest_doc(info, &rows)))?;
                     files.push((f, format!("{}: perftest's --out_json document", t.test)));
                 }
@@ -171,17 +198,30 @@ pub fn write(
     }
 
     let mut figures = series::from_validate(doc);
-    let validate_plot_note = figures.is_empty().then(|| {
-        "This run timed no transfer (no xfer.* case passed: with --mem emu they are skipped, rxe \
-         cannot move data into emulated GPU pages), so validate has nothing to plot."
-            .to_string()
-    });
+    let mut plot_notes: Vec<String> = figures
+        .is_empty()
+        .then(|| {
+            "This run timed no transfer (no xfer.* case passed: with --mem emu they are skipped, \
+             rxe cannot move data into emulated GPU pages), so validate has nothing to plot."
+                .to_string()
+        })
+        .into_iter()
+        .collect();
     let bench_named: Vec<series::NamedBench> = benches
         .iter()
         .zip(&named)
         .map(|((_, d), n)| series::NamedBench { name: n, doc: d })
         .collect();
     figures.extend(series::from_bench(&bench_named));
+    // A figure whose every value is zero (or missing) is said, not drawn: its axes would be
+    // empty, and the rest of the report is still worth writing.
+    let (figures, empty): (Vec<_>, Vec<_>) = figures.into_iter().partition(Figure::has_positive);
+    plot_notes.extend(empty.into_iter().map(|f| {
+        format!(
+            "{}: nothing to plot (no figure above zero in the documents)",
+            f.title
+        )
+    }));
     let plots = figures
         .iter()
         .map(|f| {
@@ -196,7 +236,7 @@ pub fn write(
         doc,
         benches: lines,
         plots,
-        validate_plot_note,
+        plot_notes,
         files: files.clone(),
     });
     put(dir, PAGE, html.as_bytes())?;

@@ -13,8 +13,8 @@ pub struct PageInput<'a> {
     pub benches: Vec<BenchLine>,
     /// Each plot's SVG with its figure's title, validate's first.
     pub plots: Vec<Plot>,
-    /// Why validate's own plots are missing, when they are.
-    pub validate_plot_note: Option<String>,
+    /// Why plots are missing: validate's own, and any figure with nothing to draw.
+    pub plot_notes: Vec<String>,
     /// The files beside the page: (file name, what it is).
     pub files: Vec<(String, String)>,
 }
@@ -228,7 +228,7 @@ pub fn render(p: &PageInput) -> String {
          per operation, direction and path, at one size. Sweeps come from <code>nvpeer bench \
          --json</code> documents given with <code>--report-bench</code>.</p>\n",
     );
-    if let Some(n) = &p.validate_plot_note {
+    for n in &p.plot_notes {
         h.push_str(&format!("<p class=\"note\">{}</p>\n", escape(n)));
     }
     for b in &p.benches {

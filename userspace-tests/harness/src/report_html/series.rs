@@ -23,6 +23,17 @@ pub struct Figure {
     pub series: Vec<Series>,
 }
 
+impl Figure {
+    /// Whether any point can be drawn: a finite figure above zero (the plots' axes are of
+    /// positive values; a run whose every figure is zero has a note instead of a plot).
+    pub fn has_positive(&self) -> bool {
+        self.series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .any(|&(_, y)| y.is_finite() && y > 0.0)
+    }
+}
+
 const MIB: f64 = 1_048_576.0;
 
 /// Validate's figures: bandwidth and time of the one timed message of every `xfer.*` case that

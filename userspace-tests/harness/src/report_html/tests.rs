@@ -14,10 +14,12 @@ fn fixture_path(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nvpeer-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A directory of the test's own, removed when the test ends (pass or fail).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("nvpeer-report-{name}-"))
+        .tempdir()
+        .expect("a scratch directory")
 }
 
 const FIXTURE_NOTE: &str =
@@ -306,10 +308,14 @@ fn hostile_host_doc() -> ValidateReport {
     d
 }
 
-fn written_page(name: &str, d: &ValidateReport, benches: &[PathBuf]) -> (PathBuf, String) {
+fn written_page(
+    name: &str,
+    d: &ValidateReport,
+    benches: &[PathBuf],
+) -> (tempfile::TempDir, String) {
     let dir = scratch(name);
-    write(&dir, d, benches).expect("the report is written");
-    let html = std::fs::read_to_string(dir.join(PAGE)).expect("index.html");
+    write(dir.path(), d, benches).expect("the report is written");
+    let html = std::fs::read_to_string(dir.path().join(PAGE)).expect("index.html");
     (dir, html)
 }
 
@@ -440,11 +446,11 @@ fn node_strings_are_escaped_and_nothing_is_fetched() {
 fn transfers_and_bench_sweeps_are_plotted_inline() {
     let d = hostile_host_doc();
     let dir = scratch("benches-in");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (a, b) = (dir.join("host.json"), dir.join("reg.json"));
+    let (a, b) = (dir.path().join("host.json"), dir.path().join("reg.json"));
     std::fs::write(&a, pretty(&fixture_bench_host())).unwrap();
     std::fs::write(&b, pretty(&fixture_bench_emu_reg())).unwrap();
     let (out, html) = written_page("benches", &d, &[a, b]);
+    let out = out.path();
     // validate: bandwidth and time of its two timed messages; bench: bandwidth, latency, reg.
     assert_eq!(html.matches("<svg").count(), 5, "{html}");
     assert_eq!(html.matches("</svg>").count(), 5);
@@ -514,7 +520,7 @@ fn a_single_size_still_makes_an_axis() {
 #[test]
 fn wrong_documents_are_named_errors() {
     let dir = scratch("wrong");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.path();
     let f = dir.join("bench.json");
     std::fs::write(&f, pretty(&fixture_bench_host())).unwrap();
     assert!(matches!(
@@ -537,4 +543,71 @@ fn wrong_documents_are_named_errors() {
     // A case without a transfer keeps the JSON it always had.
     let j = serde_json::to_value(CaseResult::pass("cap.memory", "x")).unwrap();
     assert!(j.get("transfer").is_none());
+}
+
+/// A bench document is the user's file: its test names never leave the report's directory or
+/// overwrite one another, and a test whose every figure is zero is a note, not a lost report.
+#[test]
+fn hostile_bench_documents_still_make_a_report_inside_its_directory() {
+    let mut b = fixture_bench_host();
+    let bw = b.tests[0].clone();
+    b.tests = [
+        "../../escaped",
+        "a/b",
+        "",
+        ".hidden",
+        "write_bw",
+        "write_bw",
+    ]
+    .iter()
+    .map(|name| BenchTestDoc {
+        test: (*name).into(),
+        ..bw.clone()
+    })
+    .collect();
+    for row in &mut b.tests[5].results {
+        if let Row::Bandwidth(r) = row {
+            r.bw_average = 0.0;
+            r.bw_peak = 0.0;
+        }
+    }
+    // Only the zeroed test: its plot has nothing to draw.
+    let mut zero = b.clone();
+    zero.tests.drain(..5);
+    let dir = scratch("hostile");
+    let (a, z) = (dir.path().join("a.json"), dir.path().join("z.json"));
+    std::fs::write(&a, pretty(&b)).unwrap();
+    std::fs::write(&z, pretty(&zero)).unwrap();
+    let out = dir.path().join("out");
+    let w = write(&out, &fixture_validate_emu(), &[a]).expect("the report is written");
+    for f in &w.files {
+        assert!(
+            !f.contains('/') && !f.starts_with('.') && out.join(f).is_file(),
+            "{f}"
+        );
+    }
+    let perftest: Vec<&String> = w
+        .files
+        .iter()
+        .filter(|f| f.starts_with("bench-1-"))
+        .collect();
+    assert_eq!(
+        perftest,
+        [
+            "bench-1-_.._.._escaped.perftest.json",
+            "bench-1-a_b.perftest.json",
+            "bench-1-_.perftest.json",
+            "bench-1-_.hidden.perftest.json",
+            "bench-1-write_bw.perftest.json",
+            "bench-1-write_bw-2.perftest.json",
+        ]
+    );
+    assert!(!dir.path().join("escaped.perftest.json").exists());
+    let out = dir.path().join("zero");
+    write(&out, &fixture_validate_emu(), &[z]).expect("the report is written");
+    let html = std::fs::read_to_string(out.join(PAGE)).unwrap();
+    assert!(
+        html.contains("nothing to plot (no figure above zero in the documents)"),
+        "{html}"
+    );
 }

@@ -8,7 +8,10 @@ use crate::peer::Req;
 use crate::reg::RegPath;
 use crate::report::CaseResult;
 use crate::verbs::Op;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The work request posted on the MR after the free (the in-flight batch's are 0..32).
+const AFTER_FREE_WR: u64 = 999;
 
 impl Suite {
     /// NVIDIA free callbacks the peer client counted since `before` (`num_free_callbacks` of the
@@ -198,6 +201,8 @@ impl Suite {
         // Free the GPU memory under the live MR (and, in-flight, under queued DMA).
         lbuf.release()
             .map_err(|e| fail(e.to_string(), "cuMemFree failed"))?;
+        // (a poll that saw none of them in POLL leaves the batch short: AfterFree says how many
+        // of those posted completed)
         let mut seen = Vec::new();
         if inflight {
             seen = ep.poll(n_inflight as usize, POLL).unwrap_or_default();
@@ -213,22 +218,38 @@ impl Suite {
                 seed,
             })
         });
-        // The MR must stop working: a new transfer from it must not succeed.
-        let post = match ep.post(op, 999, lmr.lkey(), lmr.addr, len) {
+        // The MR must stop working: a new transfer from it must not succeed. Completions of the
+        // in-flight batch that arrive meanwhile (a NIC may flush them late) are theirs, not this
+        // request's: the poll goes on until this request's completion or the deadline.
+        let post = match ep.post(op, AFTER_FREE_WR, lmr.lkey(), lmr.addr, len) {
             Err(e) => PostAfterFree::Refused(e.to_string()),
-            Ok(()) => match ep.poll(1, Duration::from_secs(20)) {
-                Ok(cs) => match cs.iter().find(|c| c.wr_id == 999) {
-                    Some(c) => PostAfterFree::Completed {
-                        status: c.status,
-                        vendor_err: c.vendor_err,
-                    },
-                    None => PostAfterFree::NoCompletion(format!(
-                        "{} other completion(s), none for this request",
-                        cs.len()
-                    )),
-                },
-                Err(e) => PostAfterFree::NoCompletion(e.to_string()),
-            },
+            Ok(()) => {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                loop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match ep.poll(1, left) {
+                        Ok(cs) => {
+                            let (mine, late): (Vec<_>, Vec<_>) =
+                                cs.into_iter().partition(|c| c.wr_id == AFTER_FREE_WR);
+                            seen.extend(late);
+                            if let Some(c) = mine.first() {
+                                break PostAfterFree::Completed {
+                                    status: c.status,
+                                    vendor_err: c.vendor_err,
+                                };
+                            }
+                            if left.is_zero() {
+                                break PostAfterFree::NoCompletion(
+                                    "only the in-flight batch's completions arrived, none for \
+                                     this request"
+                                        .into(),
+                                );
+                            }
+                        }
+                        Err(e) => break PostAfterFree::NoCompletion(e.to_string()),
+                    }
+                }
+            }
         };
         let landed = match (filled, self.peer.as_mut()) {
             (Some(Ok(())), Some(p)) => match p.verify(rbuf.id, 0, len, seed) {
