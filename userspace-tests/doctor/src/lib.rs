@@ -54,6 +54,14 @@ pub fn diagnose(args: &Args, probes: probes::Probes) -> report::Report {
     report_of(&ctx, args.require)
 }
 
+/// The report of the checks that read files under `root` only (no live CUDA, NVML or verbs
+/// probe), its verdict about `require`: what `nvpeer doctor --root DIR --no-probes` prints, for
+/// callers that embed the doctor's view of a node (validate's environment block).
+pub fn diagnose_files(root: &std::path::Path, require: report::Require) -> report::Report {
+    let root = root::SysRoot::new(root);
+    report_of(&checks::Ctx::load(&root, probes::Probes::none()), require)
+}
+
 /// The report on what `ctx` read, its verdict about `require`: for callers that ask the context
 /// more afterwards (`nvpeer metrics`: the NVML figures, who serves `nv_mem`).
 pub fn report_of(ctx: &checks::Ctx, require: report::Require) -> report::Report {

@@ -50,21 +50,10 @@ pub struct Environment {
 }
 
 /// `nvpeer doctor --no-probes` under `root` as JSON: every check it reads from files (the live
-/// CUDA and verbs probes are what the run itself exercises). `None` when it cannot run.
+/// CUDA and verbs probes are what the run itself exercises), by the doctor's library call.
 pub fn doctor_snapshot(root: &Path) -> Option<serde_json::Value> {
-    #[derive(clap::Parser)]
-    struct Doctor {
-        #[command(flatten)]
-        args: nvpeer_doctor::Args,
-    }
-    let root = root.to_str()?;
-    let d =
-        <Doctor as clap::Parser>::try_parse_from(["doctor", "--root", root, "--no-probes"]).ok()?;
-    // The snapshot is an extra of the report: a doctor bug must not cost the run its results.
-    let report = std::panic::catch_unwind(|| {
-        nvpeer_doctor::diagnose(&d.args, nvpeer_doctor::probes::Probes::none())
-    });
-    serde_json::to_value(report.ok()?).ok()
+    let report = nvpeer_doctor::diagnose_files(root, nvpeer_doctor::report::Require::Any);
+    serde_json::to_value(report).ok()
 }
 
 fn read(root: &Path, rel: &str) -> Option<String> {
