@@ -261,7 +261,8 @@ impl Coordinator<'_> {
         else {
             return Err("the first message was not a join".into());
         };
-        nvpeer_harness::server::admit(&self.cfg.serve, peer, token.as_deref())?;
+        nvpeer_harness::server::admit(&self.cfg.serve, peer, token.as_deref())
+            .map_err(|e| e.to_string())?;
         if proto != FLEET_PROTO {
             return Err(format!(
                 "fleet protocol {proto}, this rank 0 speaks {FLEET_PROTO}: run the same nvpeer \

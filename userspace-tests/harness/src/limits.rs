@@ -25,40 +25,99 @@ pub trait View {
     fn depth(&self) -> Option<u32>;
 }
 
+/// Why a request was refused (sent back to the client as the request's error).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refused {
+    #[error("no buffer {0}")]
+    NoBuffer(u32),
+    #[error("range {off}+{len} lies outside buffer {id} ({size} bytes)")]
+    OutsideBuffer {
+        id: u32,
+        off: u64,
+        len: u64,
+        size: u64,
+    },
+    #[error("not connected")]
+    NotConnected,
+    #[error("refused: a buffer of 0 bytes")]
+    EmptyBuffer,
+    #[error(
+        "refused: {size} more bytes would exceed this server's limit of {limit} bytes per client \
+         (--server-mem-limit), {held} held"
+    )]
+    MemLimit { size: u64, limit: u64, held: u64 },
+    #[error("refused: QP depth {0} (1 to {MAX_DEPTH})")]
+    Depth(u32),
+    /// A message that does not fit one work request ([`nvpeer_figures::size::check_message`]).
+    #[error("refused: {0}")]
+    Message(String),
+    #[error("refused: {count} receives on a QP of depth {depth}")]
+    Receives { count: u32, depth: u32 },
+    #[error(
+        "refused: wait for {count} completions for {timeout_ms} ms (at most twice the QP depth \
+         {depth}, {MAX_WAIT_MS} ms)"
+    )]
+    Wait {
+        count: u32,
+        timeout_ms: u64,
+        depth: u32,
+    },
+    #[error("refused: {0} ping-pong rounds (at most {MAX_PONG_ITERS})")]
+    PongRounds(u32),
+    #[error("refused: messages of 0 bytes")]
+    EmptyMessages,
+    #[error("refused: {outstanding} outstanding requests on a QP of depth {depth}")]
+    Outstanding { outstanding: u64, depth: u32 },
+    #[error("refused: {0} requests per QP (1 to {MAX_BW_ITERS})")]
+    BwIterations(u64),
+    #[error("refused: {0} outstanding requests (1 to {MAX_DEPTH})")]
+    BwDepth(u64),
+    #[error("refused: a signalled request every {cq_mod} (1 to the depth {depth})")]
+    CqModeration { cq_mod: u64, depth: u64 },
+    #[error("refused: a peak over {0} requests (at most {max})", max = crate::bench::PEAK_MAX_ITERS)]
+    PeakIterations(u64),
+    #[error(
+        "refused: a -D run of {secs} s with a margin of {margin} s{} (0 < -D <= {MAX_BW_SECS}, \
+         twice the margin below it, no peak)",
+        if *peak { " and a peak" } else { "" }
+    )]
+    Duration { secs: f64, margin: f64, peak: bool },
+}
+
+fn message(len: u64) -> Result<(), Refused> {
+    nvpeer_figures::size::check_message(len).map_err(Refused::Message)
+}
+
 /// Checks `q` against `view` and a memory limit of `mem_limit` bytes per client.
-pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
-    let buf = |id: u32| view.buf_len(id).ok_or_else(|| format!("no buffer {id}"));
-    let inside = |id: u32, off: u64, len: u64| -> Result<(), String> {
+pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), Refused> {
+    let buf = |id: u32| view.buf_len(id).ok_or(Refused::NoBuffer(id));
+    let inside = |id: u32, off: u64, len: u64| -> Result<(), Refused> {
         let size = buf(id)?;
         match off.checked_add(len) {
             Some(end) if end <= size => Ok(()),
-            _ => Err(format!(
-                "range {off}+{len} lies outside buffer {id} ({size} bytes)"
-            )),
+            _ => Err(Refused::OutsideBuffer { id, off, len, size }),
         }
     };
-    let connected = || view.depth().ok_or_else(|| "not connected".to_string());
+    let connected = || view.depth().ok_or(Refused::NotConnected);
     match *q {
         Req::Hello { .. } | Req::Counters | Req::Bye | Req::Free { .. } | Req::Drop { .. } => {
             Ok(())
         }
         Req::Alloc { size, .. } => {
             if size == 0 {
-                return Err("refused: a buffer of 0 bytes".into());
+                return Err(Refused::EmptyBuffer);
             }
             let total = view.held().checked_add(size);
             if total.is_none_or(|t| t > mem_limit) {
-                return Err(format!(
-                    "refused: {size} more bytes would exceed this server's limit of {mem_limit} \
-                     bytes per client (--server-mem-limit), {} held",
-                    view.held()
-                ));
+                return Err(Refused::MemLimit {
+                    size,
+                    limit: mem_limit,
+                    held: view.held(),
+                });
             }
             Ok(())
         }
-        Req::Connect { depth, .. } if depth == 0 || depth > MAX_DEPTH => {
-            Err(format!("refused: QP depth {depth} (1 to {MAX_DEPTH})"))
-        }
+        Req::Connect { depth, .. } if depth == 0 || depth > MAX_DEPTH => Err(Refused::Depth(depth)),
         Req::Connect { .. } => Ok(()),
         Req::Fill { id, off, len, .. } | Req::Verify { id, off, len, .. } => inside(id, off, len),
         Req::PostRecv {
@@ -68,22 +127,21 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
             count,
         } => {
             inside(id, off, len)?;
-            nvpeer_figures::size::check_message(len)?;
+            message(len)?;
             let depth = connected()?;
             if count > depth {
-                return Err(format!(
-                    "refused: {count} receives on a QP of depth {depth}"
-                ));
+                return Err(Refused::Receives { count, depth });
             }
             Ok(())
         }
         Req::WaitRecv { count, timeout_ms } => {
             let depth = connected()?;
             if count > depth.saturating_mul(2) || timeout_ms > MAX_WAIT_MS {
-                return Err(format!(
-                    "refused: wait for {count} completions for {timeout_ms} ms (at most twice the \
-                     QP depth {depth}, {MAX_WAIT_MS} ms)"
-                ));
+                return Err(Refused::Wait {
+                    count,
+                    timeout_ms,
+                    depth,
+                });
             }
             Ok(())
         }
@@ -91,27 +149,25 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
             id, size, iters, ..
         } => {
             inside(id, 0, size)?;
-            nvpeer_figures::size::check_message(size)?;
+            message(size)?;
             connected()?;
             if iters > MAX_PONG_ITERS {
-                return Err(format!(
-                    "refused: {iters} ping-pong rounds (at most {MAX_PONG_ITERS})"
-                ));
+                return Err(Refused::PongRounds(iters));
             }
             Ok(())
         }
         Req::BwRun { id, size, plan, .. } => {
             if size == 0 {
-                return Err("refused: messages of 0 bytes".into());
+                return Err(Refused::EmptyMessages);
             }
             inside(id, 0, size)?;
-            nvpeer_figures::size::check_message(size)?;
+            message(size)?;
             let depth = connected()?;
             if plan.depth > u64::from(depth) {
-                return Err(format!(
-                    "refused: {} outstanding requests on a QP of depth {depth}",
-                    plan.depth
-                ));
+                return Err(Refused::Outstanding {
+                    outstanding: plan.depth,
+                    depth,
+                });
             }
             check_plan(&plan)
         }
@@ -119,32 +175,22 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), String> {
 }
 
 /// The plan of a bidirectional half: what the server's loop would post, poll and record.
-fn check_plan(p: &crate::bench::BwPlan) -> Result<(), String> {
+fn check_plan(p: &crate::bench::BwPlan) -> Result<(), Refused> {
     if p.iters == 0 || p.iters > MAX_BW_ITERS {
-        return Err(format!(
-            "refused: {} requests per QP (1 to {MAX_BW_ITERS})",
-            p.iters
-        ));
+        return Err(Refused::BwIterations(p.iters));
     }
     if p.depth == 0 || p.depth > u64::from(MAX_DEPTH) {
-        return Err(format!(
-            "refused: {} outstanding requests (1 to {MAX_DEPTH})",
-            p.depth
-        ));
+        return Err(Refused::BwDepth(p.depth));
     }
     if p.cq_mod == 0 || p.cq_mod > p.depth {
-        return Err(format!(
-            "refused: a signalled request every {} (1 to the depth {})",
-            p.cq_mod, p.depth
-        ));
+        return Err(Refused::CqModeration {
+            cq_mod: p.cq_mod,
+            depth: p.depth,
+        });
     }
     // The peak keeps a time per request: only as many as perftest computes it for.
     if p.peak && p.iters > crate::bench::PEAK_MAX_ITERS {
-        return Err(format!(
-            "refused: a peak over {} requests (at most {})",
-            p.iters,
-            crate::bench::PEAK_MAX_ITERS
-        ));
+        return Err(Refused::PeakIterations(p.iters));
     }
     if let Some((d, margin)) = p.duration {
         let ok = d.is_finite()
@@ -154,11 +200,11 @@ fn check_plan(p: &crate::bench::BwPlan) -> Result<(), String> {
             && margin >= 0.0
             && 2.0 * margin < d;
         if !ok || p.peak {
-            return Err(format!(
-                "refused: a -D run of {d} s with a margin of {margin} s{} (0 < -D <= \
-                 {MAX_BW_SECS}, twice the margin below it, no peak)",
-                if p.peak { " and a peak" } else { "" }
-            ));
+            return Err(Refused::Duration {
+                secs: d,
+                margin,
+                peak: p.peak,
+            });
         }
     }
     Ok(())
@@ -307,7 +353,9 @@ mod tests {
         // A peak records a time per request: refused beyond perftest's peak limit.
         let peak_max = crate::bench::PEAK_MAX_ITERS;
         assert!(ok(bw_run(4096, plan(peak_max, 8, 1, true))).is_ok());
-        let e = ok(bw_run(4096, plan(peak_max + 1, 8, 1, true))).unwrap_err();
+        let e = ok(bw_run(4096, plan(peak_max + 1, 8, 1, true)))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("peak"), "{e}");
         assert!(ok(bw_run(4096, plan(peak_max + 1, 8, 1, false))).is_ok());
         // -D: finite, positive, under a day, longer than twice the margin, without a peak.

@@ -296,8 +296,8 @@ impl Target {
     /// Handles one request (never panics on bad input; answers `Err`). Every request is checked
     /// against what this client owns before anything is allocated ([`limits::check`]).
     pub fn handle(&mut self, q: Req) -> Resp {
-        if let Err(msg) = limits::check(&q, self, self.mem_limit) {
-            return err(msg, Some(libc::EINVAL));
+        if let Err(why) = limits::check(&q, self, self.mem_limit) {
+            return err(why.to_string(), Some(libc::EINVAL));
         }
         match q {
             Req::Hello { proto, .. } if proto == PROTO => Resp::Hello {

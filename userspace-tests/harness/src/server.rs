@@ -74,21 +74,32 @@ pub trait Session {
     }
 }
 
+/// Why a client is refused at its hello (logged by the server, sent to the client).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("wrong or missing token")]
+    Token,
+    #[error("{0} is not a loopback address and this server has no --token")]
+    NotLoopback(IpAddr),
+    #[error(
+        "this server was started with -b (bidirectional bandwidth) and the client was not: give \
+         -b to both sides or to neither"
+    )]
+    ServerBidirectional,
+    #[error(
+        "the client runs bidirectional bandwidth tests (-b) and this server was started without \
+         -b: give -b to both sides (`nvpeer bench --server -b`) or to neither"
+    )]
+    ClientBidirectional,
+}
+
 /// Whether a client that said `client` (`-b` or not) in its hello may be served by a server
 /// started with `server`: both sides must say the same, as perftest's `-b` is given to both of
 /// its ends; a mismatch is refused at the hello with what to change.
-pub fn agree_bidirectional(server: bool, client: bool) -> Result<(), String> {
+pub fn agree_bidirectional(server: bool, client: bool) -> Result<(), Refusal> {
     match (server, client) {
-        (true, false) => Err(
-            "this server was started with -b (bidirectional bandwidth) and the client was not: \
-             give -b to both sides or to neither"
-                .into(),
-        ),
-        (false, true) => Err(
-            "the client runs bidirectional bandwidth tests (-b) and this server was started \
-             without -b: give -b to both sides (`nvpeer bench --server -b`) or to neither"
-                .into(),
-        ),
+        (true, false) => Err(Refusal::ServerBidirectional),
+        (false, true) => Err(Refusal::ClientBidirectional),
         _ => Ok(()),
     }
 }
@@ -107,15 +118,12 @@ pub fn listen(a: &ServeArgs, port: u16) -> Result<TcpListener, ServeError> {
 }
 
 /// Whether a client at `peer` that said `token` may be served.
-pub fn admit(a: &ServeArgs, peer: &SocketAddr, token: Option<&str>) -> Result<(), String> {
+pub fn admit(a: &ServeArgs, peer: &SocketAddr, token: Option<&str>) -> Result<(), Refusal> {
     match (&a.token, token) {
         (Some(want), Some(got)) if constant_time_eq(want.as_bytes(), got.as_bytes()) => Ok(()),
-        (Some(_), _) => Err("wrong or missing token".into()),
+        (Some(_), _) => Err(Refusal::Token),
         (None, _) if peer.ip().is_loopback() || a.allow_any_peer => Ok(()),
-        (None, _) => Err(format!(
-            "{} is not a loopback address and this server has no --token",
-            peer.ip()
-        )),
+        (None, _) => Err(Refusal::NotLoopback(peer.ip())),
     }
 }
 
@@ -386,7 +394,7 @@ fn nvpeer_client<S: Session>(
         }
     };
     if let Err(why) = admit(a, &peer, token.as_deref()) {
-        return refuse(&mut ch, why);
+        return refuse(&mut ch, why.to_string());
     }
     // Admitted: from now on a client may think between requests.
     if let Err(e) = ch.set_read_timeout(Some(t.idle)) {
@@ -395,7 +403,7 @@ fn nvpeer_client<S: Session>(
     }
     let mut s = session();
     if let Err(why) = agree_bidirectional(s.bidirectional(), bidirectional) {
-        return refuse(&mut ch, why);
+        return refuse(&mut ch, why.to_string());
     }
     let mem = s.mem();
     if ch
@@ -560,12 +568,12 @@ mod tests {
     fn bidirectional_must_be_said_by_both_sides() {
         assert_eq!(agree_bidirectional(false, false), Ok(()));
         assert_eq!(agree_bidirectional(true, true), Ok(()));
-        let e = agree_bidirectional(true, false).unwrap_err();
+        let e = agree_bidirectional(true, false).unwrap_err().to_string();
         assert!(
             e.contains("server was started with -b") && e.contains("client was not"),
             "{e}"
         );
-        let e = agree_bidirectional(false, true).unwrap_err();
+        let e = agree_bidirectional(false, true).unwrap_err().to_string();
         assert!(e.contains("client runs") && e.contains("without -b"), "{e}");
         // Sessions that do not say are not bidirectional (validate's server).
         let counting = Counting(std::rc::Rc::new(std::cell::Cell::new(0)));
