@@ -29,7 +29,7 @@ pub enum Error {
         /// Line number, from 1.
         line: usize,
         /// What is wrong with it.
-        problem: String,
+        problem: crate::debugfs::MrLineError,
     },
     /// debugfs `mrs` says the module could not allocate the snapshot it prints.
     #[error("mrs: the module ran out of memory taking its snapshot")]

@@ -13,7 +13,7 @@ mod mrs;
 mod stats;
 
 pub use config::{read_config, Config, ConfigClient, CLIENT_DESCRIPTIONS, CONFIG_KEYS};
-pub use mr::{Mr, MrKind, MR_FIELDS};
+pub use mr::{Mr, MrKind, MrLineError, MR_FIELDS};
 pub use mr_state::{CoreHold, MrState, MR_STATES};
 pub use mrs::{parse_mrs, read_mrs};
 pub use stats::{read_stats, Stats, GAUGES, STATS_KEYS};

@@ -72,21 +72,35 @@ pub struct Mr {
     pub pinned_bytes: u64,
 }
 
+/// What is wrong with a line of `mrs`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MrLineError {
+    /// A field the record always has is missing.
+    #[error("no {0}=")]
+    Missing(&'static str),
+    /// A field holds something that is not one of its values.
+    #[error("{key}={value} is not valid")]
+    Invalid { key: &'static str, value: String },
+}
+
 impl Mr {
     /// Parses one line; the error says which field is missing or malformed. Unknown fields are
     /// ignored (a newer module may append some).
-    pub fn parse(line: &str) -> Result<Mr, String> {
+    pub fn parse(line: &str) -> Result<Mr, MrLineError> {
         let fields: BTreeMap<&str, &str> = line
             .split_whitespace()
             .filter_map(|f| f.split_once('='))
             .collect();
-        let text = |k: &str| fields.get(k).copied().ok_or(format!("no {k}="));
-        let bad = |k: &str, v: &str| format!("{k}={v} is not valid");
-        let num = |k: &str| text(k).and_then(|v| number(v).ok_or(bad(k, v)));
-        let opt = |k: &str| {
+        let text = |k: &'static str| fields.get(k).copied().ok_or(MrLineError::Missing(k));
+        let bad = |k: &'static str, v: &str| MrLineError::Invalid {
+            key: k,
+            value: v.to_string(),
+        };
+        let num = |k: &'static str| text(k).and_then(|v| number(v).ok_or_else(|| bad(k, v)));
+        let opt = |k: &'static str| {
             text(k).and_then(|v| match v {
                 "-" => Ok(None),
-                _ => number(v).map(Some).ok_or(bad(k, v)),
+                _ => number(v).map(Some).ok_or_else(|| bad(k, v)),
             })
         };
         let kind = match text("kind")? {
@@ -99,14 +113,14 @@ impl Mr {
         Ok(Mr {
             id: num("id")?,
             kind,
-            state: MrState::from_name(state).ok_or(bad("state", state))?,
+            state: MrState::from_name(state).ok_or_else(|| bad("state", state))?,
             va: num("va")?,
             size: num("size")?,
             start: num("start")?,
             len: num("len")?,
             pages: num("pages")?,
             tgid: num("tgid")?,
-            core: CoreHold::from_name(core).ok_or(bad("core", core))?,
+            core: CoreHold::from_name(core).ok_or_else(|| bad("core", core))?,
             core_context: opt("core_context")?,
             pt_version: opt("pt_version")?,
             pt_flags: opt("pt_flags")?,
@@ -165,15 +179,19 @@ mod tests {
     fn what_is_wrong_is_named() {
         assert_eq!(
             Mr::parse(&MAPPED.replace(" tgid=812", "")),
-            Err("no tgid=".to_string())
+            Err(MrLineError::Missing("tgid"))
         );
         assert_eq!(
-            Mr::parse(&MAPPED.replace("state=mapped", "state=gone")),
-            Err("state=gone is not valid".to_string())
+            Mr::parse(&MAPPED.replace("state=mapped", "state=gone"))
+                .unwrap_err()
+                .to_string(),
+            "state=gone is not valid"
         );
         assert_eq!(
-            Mr::parse(&MAPPED.replace("va=0x7f3a12350000", "va=0xzz")),
-            Err("va=0xzz is not valid".to_string())
+            Mr::parse(&MAPPED.replace("va=0x7f3a12350000", "va=0xzz"))
+                .unwrap_err()
+                .to_string(),
+            "va=0xzz is not valid"
         );
         assert!(Mr::parse(&MAPPED.replace("kind=invalidating", "kind=x")).is_err());
     }
