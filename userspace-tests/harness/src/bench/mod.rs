@@ -199,29 +199,9 @@ fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
     let mut c = args.common.clone();
     // perftest's --use_cuda* choose the memory as --mem/--gpu do.
     (c.mem, c.gpu) = args.memory();
-    let path = match c.mem {
-        MemKind::CudaDmabuf => RegPath::DmaBuf,
-        #[cfg(feature = "bench")]
-        MemKind::Emu => RegPath::EmuCore,
-        _ => RegPath::VaMr,
-    };
+    let path = reg_path(c.mem);
     if c.server {
-        let opts = perftest_peer::ServeOpts {
-            size: args.serve_size(),
-            gid_given: c.gid_index.is_some(),
-            mtu: args.mtu.and_then(verbs::mtu_code),
-            traffic_class: args.tos.unwrap_or(0),
-            bidirectional: args.bidirectional,
-        };
-        return Ok(Measured {
-            verdict: Verdict::from_status(peer::run_server(
-                "nvpeer bench --server",
-                &c,
-                path,
-                Some(opts),
-            )),
-            tests: Vec::new(),
-        });
+        return Ok(serve(&args, &c, path));
     }
     // A sweep of the transfer tests sends messages of up to --max-size (registrations may be
     // larger).
@@ -229,143 +209,201 @@ fn run_tests(args: BenchArgs, print: bool) -> Result<Measured, SetupError> {
         nvpeer_figures::size::check_message(args.max_size)
             .map_err(|e| SetupError::MaxSize(e.to_string()))?;
     }
-    let mem_kind = c.mem;
-    let backend: Rc<dyn Backend> = Rc::from(mem::open(c.mem, &c.gpu)?);
-    let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
-        Ok(d) => Some(Rc::new(d)),
-        Err(e) if mem_kind.is_emu() && !c.server => {
-            if !c.json {
-                eprintln!(
-                    "nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu only"
-                );
-            }
-            None
-        }
-        Err(e) => {
-            return Err(SetupError::Device {
-                error: e.to_string(),
-                cause: crate::causes::device(&e),
-            })
-        }
-    };
-    #[cfg(feature = "bench")]
-    let core = if c.mem == MemKind::Emu {
-        mem::emu::EmuBackend::open().ok().and_then(|b| b.core())
-    } else {
-        None
-    };
-    #[cfg(not(feature = "bench"))]
-    let core = None;
-    let reg = Registrar {
-        pd: dev.as_ref().map(|d| d.pd.clone()),
-        core,
-        path,
-    };
-    let peer = match (&dev, c.role()) {
-        // perftest's server speaks only its own exchange (bw_perftest): no nvpeer channel to it.
-        (Some(_), Role::Client(_)) if args.perftest => None,
-        (Some(_), Role::Client(h)) => {
-            match crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30)) {
-                Ok(ch) => {
-                    let mut p = Peer::Remote(ch);
-                    p.call(peer::hello(&c, args.bidirectional))
-                        .map_err(|e| SetupError::Hello(e.to_string()))?;
-                    Some(p)
-                }
-                Err(e) => return Err(SetupError::Connect(e.to_string())),
-            }
-        }
-        // In loopback the far QP is this node's too: it sends with the same -T.
-        (Some(d), _) => Some(Peer::Local(Box::new(
-            Target::new(d.clone(), backend.clone(), path, c.serve.mem_limit)
-                .with_traffic_class(args.tos.unwrap_or(0)),
-        ))),
-        (None, _) => None,
-    };
-    let root = std::path::Path::new("/");
-    let line_rate = match (args.line_rate, &dev) {
-        (Some(gbps), _) => Ok(crate::line_rate::LineRate {
-            gbps,
-            source: "--line-rate".into(),
-            text: format!("{gbps} Gb/s"),
-        }),
-        (None, Some(d)) => crate::line_rate::read(root, &d.name, d.port),
-        (None, None) => Err("no RDMA device".into()),
-    };
-    let software_device = dev
-        .as_ref()
-        .is_some_and(|d| crate::line_rate::software_device(root, &d.name));
-    let mut b = Bench {
-        args,
-        mem: mem_kind,
-        backend,
-        dev,
-        reg,
-        peer,
-        line_rate,
-        software_device,
-        rate_failed: false,
-    };
-    let mut out = Vec::new();
-    let mut failed = false;
-    // A test this node cannot run at all makes the exit status 2 (could not run), not 1.
-    let mut could_not_run = false;
-    for t in b.args.tests.clone() {
-        let r = match (t, c.role()) {
-            (t, Role::Client(h)) if b.args.perftest => b.bw_perftest(t, &h),
-            (t, _) => match t {
-                BenchTest::Reg => b.reg(),
-                _ if b.peer.is_none() || c.mem.is_emu() => {
-                    could_not_run = true;
-                    Err(BenchError(
-                        "needs an RDMA device and CPU-reachable memory (not available with --mem emu)"
-                            .into(),
-                    ))
-                }
-                BenchTest::WriteLat => b.lat(),
-                t => b.bw(t),
-            },
-        };
-        match r {
-            Ok(v) => out.push(v),
-            Err(e) => {
-                failed = true;
-                eprintln!("nvpeer bench: {}: {e}", t.name());
-                out.push(json!({"test": t.name(), "error": e.to_string()}));
-            }
-        }
-    }
-    if let Some(Peer::Remote(_)) = b.peer.as_ref() {
-        let _ = b.peer.as_mut().map(|p| p.unit(Req::Bye));
-    }
-    // A bandwidth test below an enforced line-rate threshold is a failed test (exit 1).
-    failed |= b.rate_failed;
+    let mut b = Bench::open(args, &c, path)?;
+    let (out, could_not_run, failed) = b.run_each(&c);
     if !print {
         return Ok(Measured {
             verdict: verdict_of(could_not_run, failed),
             tests: out,
         });
     }
-    let gpu_bus = b
-        .backend
-        .facts()
-        .into_iter()
-        .find(|(k, _)| k == "pci bus id")
-        .map(|(_, v)| v);
-    let env = crate::environment::collect(
-        std::path::Path::new("/"),
-        b.dev.as_ref().map(|d| d.name.as_str()),
-        gpu_bus.as_deref(),
-        crate::environment::ofed_info(),
-    );
-    b.say(&format!("\n{}", env.text()));
-    if !write_reports(&b.args, c.mem, b.dev.as_deref(), &env, &out) {
-        could_not_run = true;
-    }
+    let written = b.report(&c, &out);
     Ok(Measured {
-        verdict: verdict_of(could_not_run, failed),
+        verdict: verdict_of(could_not_run || !written, failed),
         tests: out,
     })
+}
+
+/// The registration path of `mem`.
+fn reg_path(mem: MemKind) -> RegPath {
+    match mem {
+        MemKind::CudaDmabuf => RegPath::DmaBuf,
+        #[cfg(feature = "bench")]
+        MemKind::Emu => RegPath::EmuCore,
+        _ => RegPath::VaMr,
+    }
+}
+
+/// `bench --server`: serves clients (nvpeer's, and perftest's) until stopped.
+fn serve(args: &BenchArgs, c: &crate::cli::CommonArgs, path: RegPath) -> Measured {
+    let opts = perftest_peer::ServeOpts {
+        size: args.serve_size(),
+        gid_given: c.gid_index.is_some(),
+        mtu: args.mtu.and_then(verbs::mtu_code),
+        traffic_class: args.tos.unwrap_or(0),
+        bidirectional: args.bidirectional,
+    };
+    Measured {
+        verdict: Verdict::from_status(peer::run_server(
+            "nvpeer bench --server",
+            c,
+            path,
+            Some(opts),
+        )),
+        tests: Vec::new(),
+    }
+}
+
+impl Bench {
+    /// Opens the memory, the device, the registrar and the far side of a client run.
+    fn open(
+        args: BenchArgs,
+        c: &crate::cli::CommonArgs,
+        path: RegPath,
+    ) -> Result<Bench, SetupError> {
+        let mem_kind = c.mem;
+        let backend: Rc<dyn Backend> = Rc::from(mem::open(c.mem, &c.gpu)?);
+        let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
+            Ok(d) => Some(Rc::new(d)),
+            Err(e) if mem_kind.is_emu() && !c.server => {
+                if !c.json {
+                    eprintln!(
+                        "nvpeer bench: {e}; --mem emu measures registration through peer_mem_emu \
+                         only"
+                    );
+                }
+                None
+            }
+            Err(e) => {
+                return Err(SetupError::Device {
+                    error: e.to_string(),
+                    cause: crate::causes::device(&e),
+                })
+            }
+        };
+        #[cfg(feature = "bench")]
+        let core = if c.mem == MemKind::Emu {
+            mem::emu::EmuBackend::open().ok().and_then(|b| b.core())
+        } else {
+            None
+        };
+        #[cfg(not(feature = "bench"))]
+        let core = None;
+        let reg = Registrar {
+            pd: dev.as_ref().map(|d| d.pd.clone()),
+            core,
+            path,
+        };
+        let peer = Self::far_side(&args, c, dev.as_ref(), &backend, path)?;
+        let root = std::path::Path::new("/");
+        let line_rate = match (args.line_rate, &dev) {
+            (Some(gbps), _) => Ok(crate::line_rate::LineRate {
+                gbps,
+                source: "--line-rate".into(),
+                text: format!("{gbps} Gb/s"),
+            }),
+            (None, Some(d)) => crate::line_rate::read(root, &d.name, d.port),
+            (None, None) => Err("no RDMA device".into()),
+        };
+        let software_device = dev
+            .as_ref()
+            .is_some_and(|d| crate::line_rate::software_device(root, &d.name));
+        Ok(Bench {
+            args,
+            mem: mem_kind,
+            backend,
+            dev,
+            reg,
+            peer,
+            line_rate,
+            software_device,
+            rate_failed: false,
+        })
+    }
+
+    /// The far side: the server in two-node mode (none for perftest's server, which speaks only
+    /// its own exchange), this node's own target in loopback, none without a device.
+    fn far_side(
+        args: &BenchArgs,
+        c: &crate::cli::CommonArgs,
+        dev: Option<&Rc<Device>>,
+        backend: &Rc<dyn Backend>,
+        path: RegPath,
+    ) -> Result<Option<Peer>, SetupError> {
+        Ok(match (dev, c.role()) {
+            (Some(_), Role::Client(_)) if args.perftest => None,
+            (Some(_), Role::Client(h)) => {
+                let ch = crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30))
+                    .map_err(|e| SetupError::Connect(e.to_string()))?;
+                let mut p = Peer::Remote(ch);
+                p.call(peer::hello(c, args.bidirectional))
+                    .map_err(|e| SetupError::Hello(e.to_string()))?;
+                Some(p)
+            }
+            // In loopback the far QP is this node's too: it sends with the same -T.
+            (Some(d), _) => Some(Peer::Local(Box::new(
+                Target::new(d.clone(), backend.clone(), path, c.serve.mem_limit)
+                    .with_traffic_class(args.tos.unwrap_or(0)),
+            ))),
+            (None, _) => None,
+        })
+    }
+
+    /// Runs every test of `--test`: their documents, whether one could not run at all (exit
+    /// status 2, not 1) and whether one failed (a below-threshold bandwidth included).
+    fn run_each(&mut self, c: &crate::cli::CommonArgs) -> (Vec<Value>, bool, bool) {
+        let mut out = Vec::new();
+        let mut failed = false;
+        let mut could_not_run = false;
+        for t in self.args.tests.clone() {
+            let r = match (t, c.role()) {
+                (t, Role::Client(h)) if self.args.perftest => self.bw_perftest(t, &h),
+                (BenchTest::Reg, _) => self.reg(),
+                _ if self.peer.is_none() || c.mem.is_emu() => {
+                    could_not_run = true;
+                    Err(BenchError(
+                        "needs an RDMA device and CPU-reachable memory (not available with --mem \
+                         emu)"
+                            .into(),
+                    ))
+                }
+                (BenchTest::WriteLat, _) => self.lat(),
+                (t, _) => self.bw(t),
+            };
+            match r {
+                Ok(v) => out.push(v),
+                Err(e) => {
+                    failed = true;
+                    eprintln!("nvpeer bench: {}: {e}", t.name());
+                    out.push(json!({"test": t.name(), "error": e.to_string()}));
+                }
+            }
+        }
+        if let Some(Peer::Remote(_)) = self.peer.as_ref() {
+            let _ = self.peer.as_mut().map(|p| p.unit(Req::Bye));
+        }
+        // A bandwidth test below an enforced line-rate threshold is a failed test (exit 1).
+        (out, could_not_run, failed || self.rate_failed)
+    }
+
+    /// Prints the environment and writes the reports of `out`; false when a report could not
+    /// be written.
+    fn report(&self, c: &crate::cli::CommonArgs, out: &[Value]) -> bool {
+        let gpu_bus = self
+            .backend
+            .facts()
+            .into_iter()
+            .find(|(k, _)| k == "pci bus id")
+            .map(|(_, v)| v);
+        let env = crate::environment::collect(
+            std::path::Path::new("/"),
+            self.dev.as_ref().map(|d| d.name.as_str()),
+            gpu_bus.as_deref(),
+            crate::environment::ofed_info(),
+        );
+        self.say(&format!("\n{}", env.text()));
+        write_reports(&self.args, c.mem, self.dev.as_deref(), &env, out)
+    }
 }
 
 /// A run's verdict: could not run wins over failed.
