@@ -86,118 +86,127 @@ impl Suite {
 
     pub(super) fn reg_cases(&mut self, path: RegPath) {
         let tag = format!("[{}]", path.label());
-        let max = self.args.max_size;
         let name = format!("reg.sizes{tag}");
-        self.case(&name.clone(), |s| {
-            if let Some(w) = s.no_regs(path) {
-                return CaseResult::skip(&name, w);
+        self.case(&name.clone(), |s| s.reg_sizes(&name, path));
+        let name = format!("reg.offsets{tag}");
+        self.case(&name.clone(), |s| s.reg_offsets(&name, path));
+        let name = format!("reg.many-small{tag}");
+        self.case(&name.clone(), |s| s.reg_many_small(&name, path));
+        let name = format!("reg.churn{tag}");
+        self.case(&name.clone(), |s| s.reg_churn(&name, path));
+    }
+
+    /// What every `reg.*` case starts with: the path's registrar and a buffer of `size` bytes,
+    /// or the case's result when it cannot run (a skip) or cannot allocate (a failure).
+    fn reg_setup(
+        &self,
+        name: &str,
+        path: RegPath,
+        size: u64,
+    ) -> Result<(Registrar, Box<dyn Buffer>), CaseResult> {
+        if let Some(w) = self.no_regs(path) {
+            return Err(CaseResult::skip(name, w));
+        }
+        let buf = self
+            .alloc(size)
+            .map_err(|e| CaseResult::fail(name, e.to_string(), "allocation failed"))?;
+        Ok((self.registrar(path), buf))
+    }
+
+    fn reg_sizes(&self, name: &str, path: RegPath) -> CaseResult {
+        let max = self.args.max_size;
+        let (reg, buf) = match self.reg_setup(name, path, max) {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let sizes = matrix_sizes(max);
+        let before = self.counters();
+        for &sz in &sizes {
+            match self.try_reg(name, &reg, buf.as_ref(), 0, sz) {
+                Ok(mr) => mr.dereg(),
+                Err(r) => return r,
             }
-            let reg = s.registrar(path);
-            let buf = match s.alloc(max) {
-                Ok(b) => b,
-                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
-            };
-            let sizes = matrix_sizes(max);
-            let before = s.counters();
-            for &sz in &sizes {
-                match s.try_reg(&name, &reg, buf.as_ref(), 0, sz) {
+        }
+        let done = format!(
+            "{} sizes 1 B .. {max} B registered and deregistered",
+            sizes.len()
+        );
+        self.reg_verdict(name, path, &before, sizes.len() as u64, false, done)
+    }
+
+    fn reg_offsets(&self, name: &str, path: RegPath) -> CaseResult {
+        let len = 8192u64;
+        let size = OFFSETS.iter().max().copied().unwrap_or(0) + 2 * 65536 + len;
+        let (reg, buf) = match self.reg_setup(name, path, size) {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let before = self.counters();
+        let mut n = 0;
+        for off in OFFSETS {
+            for l in [1, len, 65536 + 17] {
+                match self.try_reg(name, &reg, buf.as_ref(), off, l) {
                     Ok(mr) => mr.dereg(),
                     Err(r) => return r,
                 }
+                n += 1;
             }
-            let done = format!(
-                "{} sizes 1 B .. {max} B registered and deregistered",
-                sizes.len()
-            );
-            s.reg_verdict(&name, path, &before, sizes.len() as u64, false, done)
-        });
-        let name = format!("reg.offsets{tag}");
-        self.case(&name.clone(), |s| {
-            if let Some(w) = s.no_regs(path) {
-                return CaseResult::skip(&name, w);
-            }
-            let reg = s.registrar(path);
-            let len = 8192u64;
-            let size = OFFSETS.iter().max().copied().unwrap_or(0) + 2 * 65536 + len;
-            let buf = match s.alloc(size) {
-                Ok(b) => b,
-                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
-            };
-            let before = s.counters();
-            let mut n = 0;
-            for off in OFFSETS {
-                for l in [1, len, 65536 + 17] {
-                    match s.try_reg(&name, &reg, buf.as_ref(), off, l) {
-                        Ok(mr) => mr.dereg(),
-                        Err(r) => return r,
-                    }
-                    n += 1;
-                }
-            }
-            let done = format!("{n} unaligned (offset, length) pairs registered and deregistered");
-            s.reg_verdict(&name, path, &before, n, false, done)
-        });
-        let name = format!("reg.many-small{tag}");
+        }
+        let done = format!("{n} unaligned (offset, length) pairs registered and deregistered");
+        self.reg_verdict(name, path, &before, n, false, done)
+    }
+
+    fn reg_many_small(&self, name: &str, path: RegPath) -> CaseResult {
         let count = self.args.small_mrs.max(1) as u64;
-        self.case(&name.clone(), |s| {
-            if let Some(w) = s.no_regs(path) {
-                return CaseResult::skip(&name, w);
-            }
-            let reg = s.registrar(path);
-            let stride = 65536u64;
-            let buf = match s.alloc(count * stride) {
-                Ok(b) => b,
-                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
-            };
-            let before = s.counters();
-            let mut mrs = Vec::new();
-            for i in 0..count {
-                match s.try_reg(&name, &reg, buf.as_ref(), i * stride + 512, 4096) {
-                    Ok(mr) => mrs.push(mr),
-                    Err(mut r) => {
-                        r.detail = format!("after {i} live MRs: {}", r.detail);
-                        return r;
-                    }
+        let stride = 65536u64;
+        let (reg, buf) = match self.reg_setup(name, path, count * stride) {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let before = self.counters();
+        let mut mrs = Vec::new();
+        for i in 0..count {
+            match self.try_reg(name, &reg, buf.as_ref(), i * stride + 512, 4096) {
+                Ok(mr) => mrs.push(mr),
+                Err(mut r) => {
+                    r.detail = format!("after {i} live MRs: {}", r.detail);
+                    return r;
                 }
             }
-            let keys: std::collections::HashSet<u32> = mrs.iter().map(|m| m.lkey()).collect();
-            if !path.is_emu_core() && keys.len() != mrs.len() {
-                return CaseResult::fail(
-                    &name,
-                    format!("{} distinct lkeys for {} MRs", keys.len(), mrs.len()),
-                    "the NIC handed out duplicate keys",
-                );
-            }
-            drop(mrs);
-            let done = format!("{count} MRs of 4 KiB held at once, then deregistered");
-            s.reg_verdict(&name, path, &before, count, false, done)
-        });
-        let name = format!("reg.churn{tag}");
+        }
+        let keys: std::collections::HashSet<u32> = mrs.iter().map(|m| m.lkey()).collect();
+        if !path.is_emu_core() && keys.len() != mrs.len() {
+            return CaseResult::fail(
+                name,
+                format!("{} distinct lkeys for {} MRs", keys.len(), mrs.len()),
+                "the NIC handed out duplicate keys",
+            );
+        }
+        drop(mrs);
+        let done = format!("{count} MRs of 4 KiB held at once, then deregistered");
+        self.reg_verdict(name, path, &before, count, false, done)
+    }
+
+    fn reg_churn(&self, name: &str, path: RegPath) -> CaseResult {
         let churn = self.args.churn.max(1) as u64;
-        self.case(&name.clone(), |s| {
-            if let Some(w) = s.no_regs(path) {
-                return CaseResult::skip(&name, w);
-            }
-            let reg = s.registrar(path);
-            let buf = match s.alloc(1 << 20) {
-                Ok(b) => b,
-                Err(e) => return CaseResult::fail(&name, e.to_string(), "allocation failed"),
-            };
-            let before = s.counters();
-            let t = Instant::now();
-            for i in 0..churn {
-                match s.try_reg(&name, &reg, buf.as_ref(), (i % 3) * 4096, 1 << 19) {
-                    Ok(mr) => mr.dereg(),
-                    Err(mut r) => {
-                        r.detail = format!("cycle {i}: {}", r.detail);
-                        return r;
-                    }
+        let (reg, buf) = match self.reg_setup(name, path, 1 << 20) {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let before = self.counters();
+        let t = Instant::now();
+        for i in 0..churn {
+            match self.try_reg(name, &reg, buf.as_ref(), (i % 3) * 4096, 1 << 19) {
+                Ok(mr) => mr.dereg(),
+                Err(mut r) => {
+                    r.detail = format!("cycle {i}: {}", r.detail);
+                    return r;
                 }
             }
-            let per = t.elapsed().as_secs_f64() * 1e6 / churn as f64;
-            let done = format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each");
-            s.reg_verdict(&name, path, &before, churn, true, done)
-        });
+        }
+        let per = t.elapsed().as_secs_f64() * 1e6 / churn as f64;
+        let done = format!("{churn} reg/dereg cycles of 512 KiB, {per:.1} us each");
+        self.reg_verdict(name, path, &before, churn, true, done)
     }
 }
 
