@@ -365,6 +365,133 @@ impl PinnedShare {
     }
 }
 
+/// What `gpu.bar1` read of every GPU: a line each, the GPUs with a small BAR1 and with little of
+/// it free, the JSON rows and the sizes [`PinnedShare`] compares with.
+#[derive(Default)]
+struct Bar1Survey {
+    lines: Vec<String>,
+    small: Vec<String>,
+    tight: Vec<String>,
+    rows: Vec<serde_json::Value>,
+    bar1s: Vec<GpuBar1>,
+}
+
+impl Bar1Survey {
+    fn of(ctx: &Ctx) -> Bar1Survey {
+        let fb = |bdf: &str| match &ctx.probes.cuda {
+            CudaProbe::Ok { gpus, .. } => {
+                gpus.iter().find(|g| g.bdf == bdf).and_then(|g| g.total_mem)
+            }
+            _ => None,
+        };
+        let mut s = Bar1Survey::default();
+        for g in &ctx.gpus {
+            let nvml = ctx
+                .probes
+                .nvml
+                .gpu(&g.bdf)
+                .and_then(|n| n.bar1.as_ref().ok().copied());
+            let size = nvml.map(|b| b.total).or_else(|| bar1_size(ctx, g));
+            let fbm = fb(&g.bdf);
+            let mut line = match size {
+                Some(sz) => format!("{}: BAR1 {} MiB", g.bdf, mib(sz)),
+                None => format!("{}: BAR1 not readable", g.bdf),
+            };
+            if let Some(b) = nvml {
+                line.push_str(&format!(
+                    ", used {} MiB, free {} MiB",
+                    mib(b.used),
+                    mib(b.free)
+                ));
+                // Less than an eighth free, or less than 1 GiB: the next large registration fails.
+                if b.total > 0 && (b.free < b.total / FREE_LOW_DIVISOR || b.free < FREE_LOW_BYTES) {
+                    s.tight.push(g.bdf.clone());
+                }
+            }
+            if let Some(f) = fbm {
+                line.push_str(&format!(", framebuffer {} MiB", mib(f)));
+            }
+            s.lines.push(line);
+            if size.is_some_and(|sz| sz < (1 << 30)) {
+                s.small.push(g.bdf.clone());
+            }
+            s.rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "bar1_used": nvml.map(|b| b.used), "bar1_free": nvml.map(|b| b.free), "fb_bytes": fbm}));
+            s.bar1s.push(GpuBar1 {
+                bdf: g.bdf.clone(),
+                size,
+                nvml,
+            });
+        }
+        s
+    }
+}
+
+/// Where `gpu.bar1`'s figures come from.
+fn bar1_source(ctx: &Ctx) -> String {
+    match &ctx.probes.nvml {
+        crate::nvml::NvmlProbe::Ok { .. } => "NVML".to_string(),
+        crate::nvml::NvmlProbe::NotRun => "sysfs; used/free need the live NVML probe".to_string(),
+        crate::nvml::NvmlProbe::LibraryMissing => {
+            "sysfs; libnvidia-ml.so.1 not found, used/free unknown".to_string()
+        }
+        crate::nvml::NvmlProbe::Failed { error } => format!("sysfs; NVML: {error}"),
+    }
+}
+
+/// The warning (summary, fix) when nvpeer's pins hold more than [`PINNED_WARN_PERCENT`] of BAR1.
+fn heavy_pins_warning(pinned: u64, s: &PinnedShare) -> (String, String) {
+    let (what, whose) = match &s.gpu {
+        Some(bdf) => (format!("BAR1 on {bdf}"), String::new()),
+        None => (
+            "the BAR1 of all GPUs together".to_string(),
+            format!(
+                ", so at least one GPU has more than {PINNED_WARN_PERCENT} % of its own pinned"
+            ),
+        ),
+    };
+    (
+        format!(
+            "nvpeer has pinned {} % of {what} ({} of {} MiB, above {PINNED_WARN_PERCENT} %){whose}",
+            s.percent_of_bar1,
+            mib(pinned),
+            mib(s.bar1)
+        ),
+        "nvpeer's pins hold BAR1, and registrations beyond the free BAR1 fail (EFAULT/ENOMEM): see which processes hold them (`tgid` in debugfs nvpeer/mrs), deregister MRs no longer used or cap the application's registration cache; a larger BAR1 (Resizable BAR in the BIOS) raises the bound.".into(),
+    )
+}
+
+/// The warning (summary, fix) for GPUs with little BAR1 free, saying how much of it nvpeer holds.
+fn tight_bar1_warning(
+    tight: &[String],
+    share: Option<&PinnedShare>,
+    pinned: Option<u64>,
+) -> (String, String) {
+    let whose = match (share, pinned) {
+        (Some(s), Some(p)) if s.gpu.is_some() => match s.percent_of_used {
+            Some(u) if u >= 50.0 => format!(
+                " Most of the BAR1 in use is nvpeer's pins ({} MiB, {u} %): deregister nvpeer MRs no longer used (`tgid` in debugfs nvpeer/mrs).",
+                mib(p)
+            ),
+            _ => format!(
+                " nvpeer's pins are {} MiB of it: the rest is other mappings (CUDA host-visible memory, nvidia-peermem, dma-buf exports).",
+                mib(p)
+            ),
+        },
+        (_, Some(p)) => format!(
+            " nvpeer has {} MiB pinned over all GPUs (debugfs does not split them per GPU).",
+            mib(p)
+        ),
+        (_, None) => String::new(),
+    };
+    (
+        format!(
+            "little BAR1 left on {} (less than 1/{FREE_LOW_DIVISOR} or 1 GiB free)",
+            tight.join(", ")
+        ),
+        format!("Registrations beyond the free BAR1 fail (EFAULT/ENOMEM): deregister what is no longer used, or check who maps it (`nvidia-smi -q -d MEMORY`).{whose}"),
+    )
+}
+
 /// `gpu.bar1`: BAR1 bounds how much GPU memory can be pinned for RDMA at once: its size (NVML, or
 /// the sysfs resource file), what is mapped now and what is free (NVML), and what nvpeer has
 /// pinned (debugfs) against both. (BAR1 from sysfs is the second memory BAR, see [`bar1_size`].)
@@ -374,56 +501,12 @@ pub fn bar1(ctx: &Ctx) -> Check {
     if ctx.gpus.is_empty() {
         return Check::new(ID, T, false, Status::Skip, "no NVIDIA GPU on the PCI bus");
     }
-    let fb = |bdf: &str| match &ctx.probes.cuda {
-        CudaProbe::Ok { gpus, .. } => gpus.iter().find(|g| g.bdf == bdf).and_then(|g| g.total_mem),
-        _ => None,
-    };
     let pinned = pinned_bytes(ctx);
-    let mut details = Vec::new();
-    let mut small = Vec::new();
-    let mut tight = Vec::new();
-    let mut rows = Vec::new();
-    let mut bar1s = Vec::new();
-    for g in &ctx.gpus {
-        let nvml = ctx
-            .probes
-            .nvml
-            .gpu(&g.bdf)
-            .and_then(|n| n.bar1.as_ref().ok().copied());
-        let size = nvml.map(|b| b.total).or_else(|| bar1_size(ctx, g));
-        let fbm = fb(&g.bdf);
-        let mut line = match size {
-            Some(s) => format!("{}: BAR1 {} MiB", g.bdf, mib(s)),
-            None => format!("{}: BAR1 not readable", g.bdf),
-        };
-        if let Some(b) = nvml {
-            line.push_str(&format!(
-                ", used {} MiB, free {} MiB",
-                mib(b.used),
-                mib(b.free)
-            ));
-            // Less than an eighth free, or less than 1 GiB: the next large registration fails.
-            if b.total > 0 && (b.free < b.total / FREE_LOW_DIVISOR || b.free < FREE_LOW_BYTES) {
-                tight.push(g.bdf.clone());
-            }
-        }
-        if let Some(f) = fbm {
-            line.push_str(&format!(", framebuffer {} MiB", mib(f)));
-        }
-        details.push(line);
-        if size.is_some_and(|s| s < (1 << 30)) {
-            small.push(g.bdf.clone());
-        }
-        rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "bar1_used": nvml.map(|b| b.used), "bar1_free": nvml.map(|b| b.free), "fb_bytes": fbm}));
-        bar1s.push(GpuBar1 {
-            bdf: g.bdf.clone(),
-            size,
-            nvml,
-        });
-    }
-    let share = pinned.and_then(|p| PinnedShare::of(p, &bar1s));
+    let survey = Bar1Survey::of(ctx);
+    let mut details = survey.lines.clone();
+    let share = pinned.and_then(|p| PinnedShare::of(p, &survey.bar1s));
     match (pinned, &share) {
-        (Some(p), Some(s)) => details.push(s.describe(p, bar1s.len())),
+        (Some(p), Some(s)) => details.push(s.describe(p, survey.bar1s.len())),
         (Some(p), None) => details.push(format!(
             "nvpeer has {} MiB pinned (all GPUs; debugfs stats pinned_bytes); not compared: a \
              GPU's BAR1 size is unknown",
@@ -433,17 +516,10 @@ pub fn bar1(ctx: &Ctx) -> Check {
             "nvpeer's pinned bytes: not readable (debugfs stats, root only, nvpeer loaded)".into(),
         ),
     }
-    let source = match &ctx.probes.nvml {
-        crate::nvml::NvmlProbe::Ok { .. } => "NVML".to_string(),
-        crate::nvml::NvmlProbe::NotRun => "sysfs; used/free need the live NVML probe".to_string(),
-        crate::nvml::NvmlProbe::LibraryMissing => {
-            "sysfs; libnvidia-ml.so.1 not found, used/free unknown".to_string()
-        }
-        crate::nvml::NvmlProbe::Failed { error } => format!("sysfs; NVML: {error}"),
-    };
+    let source = bar1_source(ctx);
     details.push(format!("source: {source}"));
     let data = json!({
-        "gpus": rows,
+        "gpus": survey.rows,
         "nvpeer_pinned_bytes": pinned,
         "nvpeer_pinned": share.as_ref().map(|s| json!({
             "gpu": s.gpu,
@@ -458,57 +534,17 @@ pub fn bar1(ctx: &Ctx) -> Check {
     });
     // Every warning that applies, each with its fix.
     let mut warnings: Vec<(String, String)> = Vec::new();
-    if !small.is_empty() {
+    if !survey.small.is_empty() {
         warnings.push((
-            format!("BAR1 below 1 GiB on {}", small.join(", ")),
+            format!("BAR1 below 1 GiB on {}", survey.small.join(", ")),
             "Enable Resizable BAR / large BAR1 in the BIOS; registrations larger than BAR1 fail with EFAULT/ENOMEM.".into(),
         ));
     }
     if let (Some(p), Some(s)) = (pinned, share.as_ref().filter(|s| s.heavy())) {
-        let (what, whose) = match &s.gpu {
-            Some(bdf) => (format!("BAR1 on {bdf}"), String::new()),
-            None => (
-                "the BAR1 of all GPUs together".to_string(),
-                format!(
-                    ", so at least one GPU has more than {PINNED_WARN_PERCENT} % of its own pinned"
-                ),
-            ),
-        };
-        warnings.push((
-            format!(
-                "nvpeer has pinned {} % of {what} ({} of {} MiB, above {PINNED_WARN_PERCENT} %){whose}",
-                s.percent_of_bar1,
-                mib(p),
-                mib(s.bar1)
-            ),
-            "nvpeer's pins hold BAR1, and registrations beyond the free BAR1 fail (EFAULT/ENOMEM): see which processes hold them (`tgid` in debugfs nvpeer/mrs), deregister MRs no longer used or cap the application's registration cache; a larger BAR1 (Resizable BAR in the BIOS) raises the bound.".into(),
-        ));
+        warnings.push(heavy_pins_warning(p, s));
     }
-    if !tight.is_empty() {
-        let whose = match (&share, pinned) {
-            (Some(s), Some(p)) if s.gpu.is_some() => match s.percent_of_used {
-                Some(u) if u >= 50.0 => format!(
-                    " Most of the BAR1 in use is nvpeer's pins ({} MiB, {u} %): deregister nvpeer MRs no longer used (`tgid` in debugfs nvpeer/mrs).",
-                    mib(p)
-                ),
-                _ => format!(
-                    " nvpeer's pins are {} MiB of it: the rest is other mappings (CUDA host-visible memory, nvidia-peermem, dma-buf exports).",
-                    mib(p)
-                ),
-            },
-            (_, Some(p)) => format!(
-                " nvpeer has {} MiB pinned over all GPUs (debugfs does not split them per GPU).",
-                mib(p)
-            ),
-            (_, None) => String::new(),
-        };
-        warnings.push((
-            format!(
-                "little BAR1 left on {} (less than 1/{FREE_LOW_DIVISOR} or 1 GiB free)",
-                tight.join(", ")
-            ),
-            format!("Registrations beyond the free BAR1 fail (EFAULT/ENOMEM): deregister what is no longer used, or check who maps it (`nvidia-smi -q -d MEMORY`).{whose}"),
-        ));
+    if !survey.tight.is_empty() {
+        warnings.push(tight_bar1_warning(&survey.tight, share.as_ref(), pinned));
     }
     if !warnings.is_empty() {
         let (summaries, fixes): (Vec<String>, Vec<String>) = warnings.into_iter().unzip();
@@ -516,7 +552,7 @@ pub fn bar1(ctx: &Ctx) -> Check {
             .details(details)
             .fix(fixes.join(" "))
             .data(data)
-    } else if rows.iter().all(|r| r["bar1_bytes"].is_null()) {
+    } else if survey.bar1s.iter().all(|g| g.size.is_none()) {
         Check::new(ID, T, false, Status::Unknown, "BAR1 not readable")
             .details(details)
             .data(data)
