@@ -130,98 +130,162 @@ pub fn run_lanes(
     size: u64,
     plan: &BwPlan,
 ) -> Result<Vec<SideResult>, String> {
-    let nsides = lanes.iter().map(|l| l.side + 1).max().unwrap_or(0);
-    let mut sides: Vec<Side> = (0..nsides).map(|_| Side::default()).collect();
-    for l in lanes.iter() {
-        sides[l.side].qps += 1;
-    }
-    if sides.is_empty() || sides.iter().any(|s| s.qps == 0) {
-        return Err("no QP to post on".into());
-    }
-    // At least one request in flight, and a signalled one among every `depth` (else the loop
-    // would wait for a completion nothing asked for).
-    let depth = plan.depth.max(1);
-    let m = plan.cq_mod.clamp(1, depth);
-    let endless = plan.duration.is_some();
-    if plan.peak {
-        for s in &mut sides {
-            let n = plan.iters.saturating_mul(s.qps).min(PEAK_MAX_ITERS * 64);
-            s.tposted.reserve(n as usize);
+    let mut run = Run::new(lanes, size, plan)?;
+    loop {
+        let any_posting = run.post(lanes)?;
+        let polled = run.poll(lanes)?;
+        if run.finished(any_posting) {
+            break;
+        }
+        if !polled
+            && run.start.elapsed()
+                > (POLL * 4)
+                    .saturating_add(Duration::from_secs(plan.duration.map_or(0, |d| d.0 as u64)))
+        {
+            return Err("timed out waiting for completions".into());
         }
     }
-    // Per lane: requests posted, requests known complete.
-    let mut posted = vec![0u64; lanes.len()];
-    let mut done = vec![0u64; lanes.len()];
-    let mut cs = Vec::new();
-    let start = Instant::now();
-    let now = || start.elapsed().as_secs_f64();
-    loop {
+    Ok(run.results())
+}
+
+/// The state of one [`run_lanes`]: per side, and per lane the requests posted and known
+/// complete.
+struct Run<'p> {
+    plan: &'p BwPlan,
+    size: u64,
+    sides: Vec<Side>,
+    posted: Vec<u64>,
+    done: Vec<u64>,
+    /// Requests in flight per lane, at least one.
+    depth: u64,
+    /// A signalled request among every `m` (at most `depth`: else the loop would wait for a
+    /// completion nothing asked for).
+    m: u64,
+    /// A `-D` run (posts until the time is up rather than `plan.iters`).
+    endless: bool,
+    start: Instant,
+    cs: Vec<Completion>,
+}
+
+impl<'p> Run<'p> {
+    fn new(lanes: &[Lane<'_>], size: u64, plan: &'p BwPlan) -> Result<Self, String> {
+        let nsides = lanes.iter().map(|l| l.side + 1).max().unwrap_or(0);
+        let mut sides: Vec<Side> = (0..nsides).map(|_| Side::default()).collect();
+        for l in lanes {
+            sides[l.side].qps += 1;
+        }
+        if sides.is_empty() || sides.iter().any(|s| s.qps == 0) {
+            return Err("no QP to post on".into());
+        }
+        let depth = plan.depth.max(1);
+        if plan.peak {
+            for s in &mut sides {
+                let n = plan.iters.saturating_mul(s.qps).min(PEAK_MAX_ITERS * 64);
+                s.tposted.reserve(n as usize);
+            }
+        }
+        Ok(Run {
+            plan,
+            size,
+            sides,
+            posted: vec![0; lanes.len()],
+            done: vec![0; lanes.len()],
+            depth,
+            m: plan.cq_mod.clamp(1, depth),
+            endless: plan.duration.is_some(),
+            start: Instant::now(),
+            cs: Vec::new(),
+        })
+    }
+
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Tops up every lane to `depth` requests in flight; whether any lane is still posting.
+    fn post(&mut self, lanes: &mut [Lane<'_>]) -> Result<bool, String> {
+        let (plan, m) = (self.plan, self.m);
         let mut any_posting = false;
         for (k, l) in lanes.iter_mut().enumerate() {
-            let t = now();
+            let t = self.now();
             // A -D run stops posting once its time is up and its last request was a signalled one.
             let posting = match plan.duration {
-                Some((d, _)) => t < d || !posted[k].is_multiple_of(m),
-                None => posted[k] < plan.iters,
+                Some((d, _)) => t < d || !self.posted[k].is_multiple_of(m),
+                None => self.posted[k] < plan.iters,
             };
             any_posting |= posting;
-            let s = &mut sides[l.side];
             while posting
-                && posted[k].saturating_sub(done[k]) < depth
-                && (endless || posted[k] < plan.iters)
+                && self.posted[k].saturating_sub(self.done[k]) < self.depth
+                && (self.endless || self.posted[k] < plan.iters)
             {
-                let n = posted[k];
-                let signaled = (n + 1).is_multiple_of(m) || (!endless && n + 1 == plan.iters);
-                let tp = now();
+                let n = self.posted[k];
+                let signaled = (n + 1).is_multiple_of(m) || (!self.endless && n + 1 == plan.iters);
+                let tp = self.now();
+                let s = &mut self.sides[l.side];
                 s.first_post.get_or_insert(tp);
                 if plan.peak {
                     s.tposted.push(tp);
                 }
-                l.qp.post_flagged(l.op, n, l.lkey, l.addr, size, signaled)
+                l.qp.post_flagged(l.op, n, l.lkey, l.addr, self.size, signaled)
                     .map_err(|e| format!("post: {e}"))?;
-                posted[k] += 1;
-                if endless
-                    && posted[k].is_multiple_of(m)
-                    && now() >= plan.duration.map_or(0.0, |d| d.0)
+                self.posted[k] += 1;
+                if self.endless
+                    && self.posted[k].is_multiple_of(m)
+                    && self.now() >= plan.duration.map_or(0.0, |d| d.0)
                 {
                     break;
                 }
             }
         }
+        Ok(any_posting)
+    }
+
+    /// Polls every lane once; whether any completion arrived. A completion with an error ends
+    /// the run; a receive is counted, not taken for a request.
+    fn poll(&mut self, lanes: &[Lane<'_>]) -> Result<bool, String> {
         let mut polled = false;
         for (k, l) in lanes.iter().enumerate() {
-            cs.clear();
-            l.qp.poll_now(&mut cs).map_err(|e| format!("poll: {e}"))?;
-            polled |= !cs.is_empty();
-            let s = &mut sides[l.side];
-            for c in &cs {
+            self.cs.clear();
+            l.qp.poll_now(&mut self.cs)
+                .map_err(|e| format!("poll: {e}"))?;
+            polled |= !self.cs.is_empty();
+            for i in 0..self.cs.len() {
+                let c = self.cs[i];
                 if !c.ok() {
                     return Err(format!(
-                        "{} of {size} bytes completed with '{}'",
+                        "{} of {} bytes completed with '{}'",
                         l.op.name(),
+                        self.size,
                         verbs::wc_status_name(c.status)
                     ));
                 }
+                let t = self.now();
+                let s = &mut self.sides[l.side];
                 if c.opcode & WC_RECV != 0 {
                     s.recvs += 1;
                     continue;
                 }
                 // wr_id is the index of the signalled request: everything up to it is done.
-                let upto = c.wr_id.saturating_add(1).min(posted[k]);
-                if upto > done[k] {
-                    s.done += upto - done[k];
-                    done[k] = upto;
-                    if plan.peak {
-                        s.tcompleted.push((s.done - 1, now()));
+                let upto = c.wr_id.saturating_add(1).min(self.posted[k]);
+                if upto > self.done[k] {
+                    s.done += upto - self.done[k];
+                    self.done[k] = upto;
+                    if self.plan.peak {
+                        s.tcompleted.push((s.done - 1, t));
                     }
                 }
             }
         }
-        let t = now();
-        let all_done = posted.iter().zip(&done).all(|(p, d)| p == d);
-        match plan.duration {
+        Ok(polled)
+    }
+
+    /// Takes the time figures of this round; whether the run is over (`-D`: every side measured
+    /// its middle and nothing is in flight; else every side completed its requests).
+    fn finished(&mut self, any_posting: bool) -> bool {
+        let t = self.now();
+        match self.plan.duration {
             Some((d, margin)) => {
-                for s in &mut sides {
+                for s in &mut self.sides {
                     if s.sample.is_none() && s.measured.is_none() && t >= margin {
                         s.sample = Some((t, s.done));
                     }
@@ -232,47 +296,46 @@ pub fn run_lanes(
                         }
                     }
                 }
-                if !any_posting && all_done && sides.iter().all(|s| s.measured.is_some()) {
-                    break;
-                }
+                let all_done = self.posted.iter().zip(&self.done).all(|(p, d)| p == d);
+                !any_posting && all_done && self.sides.iter().all(|s| s.measured.is_some())
             }
             None => {
-                for s in &mut sides {
-                    if s.end.is_none() && s.done >= plan.iters.saturating_mul(s.qps) {
+                for s in &mut self.sides {
+                    if s.end.is_none() && s.done >= self.plan.iters.saturating_mul(s.qps) {
                         s.end = Some(t);
                     }
                 }
-                if sides.iter().all(|s| s.end.is_some()) {
-                    break;
-                }
+                self.sides.iter().all(|s| s.end.is_some())
             }
         }
-        if !polled
-            && start.elapsed()
-                > (POLL * 4)
-                    .saturating_add(Duration::from_secs(plan.duration.map_or(0, |d| d.0 as u64)))
-        {
-            return Err("timed out waiting for completions".into());
-        }
     }
-    Ok(sides
-        .iter()
-        .map(|s| {
-            let bw = match s.measured {
-                Some((secs, n)) => stats::bandwidth(size, n, secs, None),
-                None => {
-                    let peak = if plan.peak {
-                        stats::peak_time_per_msg(&s.tposted, &s.tcompleted)
-                    } else {
-                        None
-                    };
-                    let secs = s.end.unwrap_or(0.0) - s.first_post.unwrap_or(0.0);
-                    stats::bandwidth(size, plan.iters.saturating_mul(s.qps), secs, peak)
-                }
-            };
-            SideResult { bw, recvs: s.recvs }
-        })
-        .collect())
+
+    /// perftest's figures of each side.
+    fn results(&self) -> Vec<SideResult> {
+        self.sides
+            .iter()
+            .map(|s| {
+                let bw = match s.measured {
+                    Some((secs, n)) => stats::bandwidth(self.size, n, secs, None),
+                    None => {
+                        let peak = if self.plan.peak {
+                            stats::peak_time_per_msg(&s.tposted, &s.tcompleted)
+                        } else {
+                            None
+                        };
+                        let secs = s.end.unwrap_or(0.0) - s.first_post.unwrap_or(0.0);
+                        stats::bandwidth(
+                            self.size,
+                            self.plan.iters.saturating_mul(s.qps),
+                            secs,
+                            peak,
+                        )
+                    }
+                };
+                SideResult { bw, recvs: s.recvs }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
