@@ -309,72 +309,16 @@ impl Target {
                 None,
             ),
             Req::Alloc { size, host } => self.alloc(size, host),
-            Req::Connect { info, depth, keep } => match Endpoint::new(&self.dev, depth) {
-                Ok(mut ep) => match ep.set_traffic_class(self.traffic_class).connect(&info) {
-                    Ok(()) => {
-                        let info = ep.info();
-                        match self.ep.replace(ep) {
-                            Some(old) if keep => self.kept.push(old),
-                            _ => self.kept.clear(),
-                        }
-                        self.depth = depth.clamp(1, self.dev.max_qp_wr);
-                        Resp::Conn { info }
-                    }
-                    Err(e) => err(e.to_string(), e.errno()),
-                },
-                Err(e) => err(e.to_string(), e.errno()),
-            },
-            Req::Fill { id, off, len, seed } => match self.bufs.get_mut(&id) {
-                Some(b) => match b
-                    .buf
-                    .write(off as usize, &pattern::generate(seed, off, len as usize))
-                {
-                    Ok(()) => Resp::Ok,
-                    Err(e) => err(e.to_string(), e.errno()),
-                },
-                None => err(format!("no buffer {id}"), None),
-            },
-            Req::Verify { id, off, len, seed } => match self.bufs.get(&id) {
-                Some(b) => {
-                    let mut v = vec![0u8; len as usize];
-                    match b.buf.read(off as usize, &mut v) {
-                        Ok(()) => Resp::Verified {
-                            mismatch: pattern::first_mismatch(seed, off, &v).map(|i| i as u64),
-                        },
-                        Err(e) => err(e.to_string(), e.errno()),
-                    }
-                }
-                None => err(format!("no buffer {id}"), None),
-            },
+            Req::Connect { info, depth, keep } => self.connect(&info, depth, keep),
+            Req::Fill { id, off, len, seed } => self.fill(id, off, len, seed),
+            Req::Verify { id, off, len, seed } => self.verify(id, off, len, seed),
             Req::PostRecv {
                 id,
                 off,
                 len,
                 count,
-            } => {
-                let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
-                    return err("no such buffer or not connected", None);
-                };
-                let Some(mr) = b.mr.as_ref() else {
-                    return err("buffer not registered", None);
-                };
-                for i in 0..count {
-                    if let Err(e) = ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len) {
-                        return err(e.to_string(), e.errno());
-                    }
-                }
-                Resp::Ok
-            }
-            Req::WaitRecv { count, timeout_ms } => match self.ep.as_ref() {
-                Some(ep) => match ep.poll(count as usize, Duration::from_millis(timeout_ms)) {
-                    Ok(c) => Resp::Recv { completions: c },
-                    Err(crate::verbs::VerbsError::Timeout(_)) => Resp::Recv {
-                        completions: vec![],
-                    },
-                    Err(e) => err(e.to_string(), e.errno()),
-                },
-                None => err("not connected", None),
-            },
+            } => self.post_recv(id, off, len, count),
+            Req::WaitRecv { count, timeout_ms } => self.wait_recv(count, timeout_ms),
             Req::Free { id } => match self.bufs.get_mut(&id) {
                 Some(b) => match b.buf.release() {
                     Ok(()) => Resp::Ok,
@@ -403,17 +347,99 @@ impl Target {
                 "bidirectional run refused: this server was not started with -b",
                 None,
             ),
-            Req::BwRun { id, op, size, plan } => match self.lanes(id, op.op(), 0) {
-                Ok(mut lanes) => match crate::bench::run_lanes(&mut lanes, size, &plan) {
-                    Ok(r) => match r.first() {
-                        Some(half) => Resp::Bw { half: *half },
-                        None => err("bidirectional run: no result", None),
-                    },
-                    Err(e) => err(e, None),
-                },
-                Err(e) => err(e, None),
-            },
+            Req::BwRun { id, op, size, plan } => self.bw_run(id, op.op(), size, &plan),
             Req::Bye => Resp::Ok,
+        }
+    }
+
+    /// A QP connected to the client's (`keep`: the previous one stays alive, for `-q`).
+    fn connect(&mut self, info: &ConnInfo, depth: u32, keep: bool) -> Resp {
+        let mut ep = match Endpoint::new(&self.dev, depth) {
+            Ok(ep) => ep,
+            Err(e) => return err(e.to_string(), e.errno()),
+        };
+        if let Err(e) = ep.set_traffic_class(self.traffic_class).connect(info) {
+            return err(e.to_string(), e.errno());
+        }
+        let info = ep.info();
+        match self.ep.replace(ep) {
+            Some(old) if keep => self.kept.push(old),
+            _ => self.kept.clear(),
+        }
+        self.depth = depth.clamp(1, self.dev.max_qp_wr);
+        Resp::Conn { info }
+    }
+
+    /// Writes the pattern of `seed` into buffer `id` at `off`.
+    fn fill(&mut self, id: u32, off: u64, len: u64, seed: u64) -> Resp {
+        let Some(b) = self.bufs.get_mut(&id) else {
+            return err(format!("no buffer {id}"), None);
+        };
+        match b
+            .buf
+            .write(off as usize, &pattern::generate(seed, off, len as usize))
+        {
+            Ok(()) => Resp::Ok,
+            Err(e) => err(e.to_string(), e.errno()),
+        }
+    }
+
+    /// Checks buffer `id` at `off` against the pattern of `seed`: the first byte that differs.
+    fn verify(&self, id: u32, off: u64, len: u64, seed: u64) -> Resp {
+        let Some(b) = self.bufs.get(&id) else {
+            return err(format!("no buffer {id}"), None);
+        };
+        let mut v = vec![0u8; len as usize];
+        match b.buf.read(off as usize, &mut v) {
+            Ok(()) => Resp::Verified {
+                mismatch: pattern::first_mismatch(seed, off, &v).map(|i| i as u64),
+            },
+            Err(e) => err(e.to_string(), e.errno()),
+        }
+    }
+
+    /// Posts `count` receives into buffer `id` at `off`.
+    fn post_recv(&mut self, id: u32, off: u64, len: u64, count: u32) -> Resp {
+        let (Some(b), Some(ep)) = (self.bufs.get(&id), self.ep.as_mut()) else {
+            return err("no such buffer or not connected", None);
+        };
+        let Some(mr) = b.mr.as_ref() else {
+            return err("buffer not registered", None);
+        };
+        for i in 0..count {
+            if let Err(e) = ep.post_recv(i as u64, mr.lkey(), b.buf.addr() + off, len) {
+                return err(e.to_string(), e.errno());
+            }
+        }
+        Resp::Ok
+    }
+
+    /// Up to `count` receive completions within `timeout_ms` (none at the timeout is an answer).
+    fn wait_recv(&self, count: u32, timeout_ms: u64) -> Resp {
+        let Some(ep) = self.ep.as_ref() else {
+            return err("not connected", None);
+        };
+        match ep.poll(count as usize, Duration::from_millis(timeout_ms)) {
+            Ok(c) => Resp::Recv { completions: c },
+            Err(crate::verbs::VerbsError::Timeout(_)) => Resp::Recv {
+                completions: vec![],
+            },
+            Err(e) => err(e.to_string(), e.errno()),
+        }
+    }
+
+    /// This side's half of a bidirectional bandwidth run (`bench -b` in two-node mode).
+    fn bw_run(&mut self, id: u32, op: Op, size: u64, plan: &crate::bench::BwPlan) -> Resp {
+        let mut lanes = match self.lanes(id, op, 0) {
+            Ok(l) => l,
+            Err(e) => return err(e, None),
+        };
+        match crate::bench::run_lanes(&mut lanes, size, plan) {
+            Ok(r) => match r.first() {
+                Some(half) => Resp::Bw { half: *half },
+                None => err("bidirectional run: no result", None),
+            },
+            Err(e) => err(e, None),
         }
     }
 
