@@ -2,10 +2,8 @@
 //! the same device); in two-node mode it is the `--server` process, reached over the out-of-band
 //! channel with the same requests. Tests drive both the same way through [`Peer`].
 //!
-//! Over 600 lines on purpose (issue 23, item 5): the requests and answers, the local [`Target`]
-//! that serves them and the [`Peer`] that sends them are one protocol, read and changed together;
-//! the code is about 730 lines (the bidirectional half of `bench -b` added 130), its tests the
-//! rest.
+//! The requests and answers ([`Req`], [`Resp`]), the local [`Target`] that serves them and the
+//! [`Peer`] that sends them are one protocol, kept in one file.
 
 use crate::causes;
 use crate::cli::CommonArgs;

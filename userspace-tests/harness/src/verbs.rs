@@ -2,11 +2,9 @@
 //! pairs connected in loopback or across nodes, and the four operations the harness uses
 //! (RDMA WRITE, WRITE_WITH_IMM, READ, SEND/RECV).
 //!
-//! Over 600 lines on purpose (issue 23, item 5): this is one concept, the wrapper over sideway's
-//! verbs that the rest of the harness sees instead of libibverbs (device and GID choice, the RC
+//! The rest of the harness sees this wrapper instead of libibverbs: device and GID choice, the RC
 //! endpoint, its MTU / READ-depth negotiation and GRH, completions and their status names, the four
-//! operations); the code is about 720 lines and its tests the rest. Splitting it would spread one
-//! FFI surface over several files.
+//! operations.
 
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid, GidType};
