@@ -34,6 +34,7 @@ pub mod verdict;
 pub use bench::SetupError;
 pub use cli::{BenchArgs, ValidateArgs};
 pub use report_html::ReportError;
+pub use validate::ValidateError;
 pub use verdict::Verdict;
 
 // Sizes are u64 end to end; a buffer length becomes a `usize` only at the allocator and the
@@ -41,7 +42,7 @@ pub use verdict::Verdict;
 const _: () = assert!(usize::BITS == 64, "nvpeer's harness needs a 64-bit target");
 
 /// Runs `nvpeer validate`; an error is why its `--report` could not be written.
-pub fn validate(args: ValidateArgs) -> Result<Verdict, ReportError> {
+pub fn validate(args: ValidateArgs) -> Result<Verdict, validate::ValidateError> {
     validate::run(args).map(Verdict::from_status)
 }
 

@@ -702,56 +702,47 @@ pub fn hello(c: &CommonArgs, bidirectional: bool) -> Req {
     }
 }
 
+/// Why `--server` could not start or stopped serving (exit status 2, printed once by the caller).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Serve(#[from] server::ServeError),
+    #[error(transparent)]
+    Memory(#[from] mem::MemError),
+    /// The RDMA device could not be opened (with its probable cause).
+    #[error("{error}\n  probable cause: {cause}")]
+    Device { error: String, cause: String },
+}
+
 /// `--server` of `validate` and `bench`: checks where to listen, opens the memory backend and
-/// the device, then serves; returns the exit status (2 when it could not start, 0 when `--once`
-/// is done).
+/// the device, then serves until `--once` is done (or forever).
 /// `perftest`: what perftest clients are offered (`bench --server`), `None` to refuse them.
 pub fn run_server(
-    tool: &str,
     c: &CommonArgs,
     path: RegPath,
     perftest: Option<perftest_peer::ServeOpts>,
-) -> u8 {
-    let listener = match server::listen(&c.serve, c.port) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("{tool}: {e}");
-            return 2;
-        }
-    };
-    let backend: Rc<dyn Backend> = match mem::open(c.mem, &c.gpu) {
-        Ok(b) => Rc::from(b),
-        Err(e) => {
-            eprintln!("{tool}: {e}");
-            return 2;
-        }
-    };
-    let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
-        Ok(d) => Rc::new(d),
-        Err(e) => {
-            eprintln!("{tool}: {e}\n  probable cause: {}", causes::device(&e));
-            return 2;
-        }
-    };
+) -> Result<(), ServerError> {
+    let listener = server::listen(&c.serve, c.port)?;
+    let backend: Rc<dyn Backend> = Rc::from(mem::open(c.mem, &c.gpu)?);
+    let dev = Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index)
+        .map(Rc::new)
+        .map_err(|e| ServerError::Device {
+            error: e.to_string(),
+            cause: causes::device(&e),
+        })?;
     let log = server::Log::new();
     log.say(&format!("device {}, {} memory", dev.name, backend.kind()));
     if perftest.as_ref().is_some_and(|o| o.bidirectional) {
         log.say("-b: runs the far half of bidirectional bandwidth tests; serves -b clients only");
     }
     let limit = c.serve.mem_limit;
-    let served = server::serve(&listener, &c.serve, &log, || {
+    server::serve(&listener, &c.serve, &log, || {
         Target::new(dev.clone(), backend.clone(), path, limit)
             .with_traffic_class(perftest.as_ref().map_or(0, |o| o.traffic_class))
             .with_bidirectional(perftest.as_ref().is_some_and(|o| o.bidirectional))
             .with_perftest(perftest.clone())
-    });
-    match served {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("{tool}: {e}");
-            2
-        }
-    }
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

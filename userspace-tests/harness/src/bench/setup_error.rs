@@ -23,4 +23,7 @@ pub enum SetupError {
     /// The two-node server refused the session.
     #[error("{0}")]
     Hello(String),
+    /// `--server` could not start, or stopped serving.
+    #[error(transparent)]
+    Server(#[from] crate::peer::ServerError),
 }

@@ -260,11 +260,20 @@ pub fn collect(args: ValidateArgs) -> Outcome {
     }
 }
 
-/// Entry point of `nvpeer validate`: the exit status of the run, or why its `--report` could not
-/// be written.
-pub fn run(args: ValidateArgs) -> Result<u8, ReportError> {
+/// Why `nvpeer validate` could not run at all (exit status 2, printed once by the caller).
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error(transparent)]
+    Server(#[from] peer::ServerError),
+}
+
+/// Entry point of `nvpeer validate`: the exit status of the run, or why it could not run (its
+/// `--report` could not be written, its `--server` could not start).
+pub fn run(args: ValidateArgs) -> Result<u8, ValidateError> {
     if args.report.is_none() && (args.report_from.is_some() || !args.report_bench.is_empty()) {
-        return Err(ReportError::NoDirectory);
+        return Err(ReportError::NoDirectory.into());
     }
     if let (Some(dir), Some(from)) = (&args.report, &args.report_from) {
         // A saved run's report: nothing runs; the status is the one that run had.
@@ -274,7 +283,8 @@ pub fn run(args: ValidateArgs) -> Result<u8, ReportError> {
         return Ok(doc.exit_status());
     }
     if args.common.server {
-        return Ok(serve(&args));
+        serve(&args)?;
+        return Ok(0);
     }
     let mut s = suite(args, false);
     if !s.args.common.json {
@@ -334,14 +344,14 @@ fn suite(args: ValidateArgs, quiet: bool) -> Suite {
     }
 }
 
-fn serve(args: &ValidateArgs) -> u8 {
+fn serve(args: &ValidateArgs) -> Result<(), peer::ServerError> {
     let c = &args.common;
     let path = if c.mem == MemKind::CudaDmabuf {
         RegPath::DmaBuf
     } else {
         RegPath::VaMr
     };
-    peer::run_server("nvpeer validate --server", c, path, None)
+    peer::run_server(c, path, None)
 }
 
 #[cfg(test)]
