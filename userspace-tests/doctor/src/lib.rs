@@ -86,27 +86,29 @@ pub fn probes_for(root: &std::path::Path, no_probes: bool) -> probes::Probes {
     }
 }
 
-/// Runs the doctor; returns the process exit status (0 ready, 1 not ready, 2 could not check),
-/// about the path `--require` names (by default: any path).
-pub fn run(args: Args) -> u8 {
+/// Why `nvpeer doctor` could not check (exit status 2, printed once by the caller).
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("--root {}: not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cannot encode the report: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// The exit status of a doctor that could not check.
+pub const EXIT_COULD_NOT_CHECK: u8 = 2;
+
+/// Runs the doctor; returns the process exit status (0 ready, 1 not ready) about the path
+/// `--require` names (by default: any path), or why it could not check.
+pub fn run(args: Args) -> Result<u8, DoctorError> {
     if !args.root.is_dir() {
-        eprintln!(
-            "nvpeer doctor: --root {}: not a directory",
-            args.root.display()
-        );
-        return 2;
+        return Err(DoctorError::NotADirectory(args.root));
     }
     let report = diagnose(&args, probes_for(&args.root, args.no_probes));
     if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("nvpeer doctor: cannot encode the report: {e}");
-                return 2;
-            }
-        }
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.render_table(args.verbose));
     }
-    report.exit_code
+    Ok(report.exit_code)
 }

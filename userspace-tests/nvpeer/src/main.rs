@@ -82,7 +82,10 @@ fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Doctor(a) => nvpeer_doctor::run(a),
+        Command::Doctor(a) => nvpeer_doctor::run(a).unwrap_or_else(|e| {
+            eprintln!("nvpeer doctor: {e}");
+            nvpeer_doctor::EXIT_COULD_NOT_CHECK
+        }),
         Command::Validate(a) => nvpeer_fleet::validate(a),
         Command::Bench(a) => nvpeer_fleet::bench(a),
         Command::Metrics(a) => output_status("metrics", nvpeer_metrics::metrics(a)),

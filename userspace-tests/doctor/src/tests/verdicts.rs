@@ -87,7 +87,12 @@ fn missing_root_is_could_not_check() {
         no_probes: true,
         require: Require::Any,
     };
-    assert_eq!(crate::run(args), 2);
+    let e = crate::run(args).unwrap_err();
+    assert!(matches!(e, crate::DoctorError::NotADirectory(_)));
+    assert_eq!(
+        e.to_string(),
+        "--root /nonexistent/doctor-root: not a directory"
+    );
 }
 
 #[test]
