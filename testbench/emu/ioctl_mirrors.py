@@ -28,10 +28,18 @@ MIRRORS = [
 ]
 
 
-def header_ioctls(header, prefix):
-    """{C name without the prefix: number} for every _IO* definition of the header."""
+# Constants a Python mirror writes by hand besides its ioctl numbers: (header, C prefix, mirror,
+# the mirror's prefix), e.g. the provider's allocation flags (ALLOC_MIG = NVP2P_EMU_ALLOC_MIG).
+CONSTANTS = [
+    ("nvp2p_emu_ioctl.h", "NVP2P_EMU_ALLOC_", os.path.join(HERE, "nvp2p/test_nvp2p.py"), "ALLOC_"),
+]
+
+
+def header_ioctls(header, prefix, what=r"_IO"):
+    """{C name without the prefix: number} for every _IO* definition of the header (or, with
+    `what` empty, every definition of the prefix)."""
     text = open(os.path.join(INCLUDE, header)).read()
-    names = re.findall(rf"^#define\s+{prefix}(\w+)\s+_IO", text, re.M)
+    names = re.findall(rf"^#define\s+{prefix}(\w+)\s+{what}", text, re.M)
     with tempfile.TemporaryDirectory() as d:
         src, exe = os.path.join(d, "probe.c"), os.path.join(d, "probe")
         with open(src, "w") as f:
@@ -68,7 +76,20 @@ def main():
                 print(f"FAIL {os.path.relpath(path, HERE)}: {n} = {v:#x}, {header} has "
                       f"{prefix}{known[n][0]} = {known[n][1]:#x}")
                 bad += 1
-    print(f"ioctl mirrors: {checked} Python ioctl numbers checked against the C headers, {bad} differ")
+    for header, prefix, path, py_prefix in CONSTANTS:
+        c = header_ioctls(header, prefix, what="")
+        py = mirror(path)
+        for n, v in sorted(vars(py).items()):
+            if not n.startswith(py_prefix) or not isinstance(v, int):
+                continue
+            checked += 1
+            cname = n[len(py_prefix):]
+            if c.get(cname) != v:
+                print(f"FAIL {os.path.relpath(path, HERE)}: {n} = {v:#x}, {header} has "
+                      f"{prefix}{cname} = {c.get(cname, 'nothing')}")
+                bad += 1
+    print(f"ioctl mirrors: {checked} Python ioctl numbers and constants checked against the C "
+          f"headers, {bad} differ")
     return 1 if bad else 0
 
 

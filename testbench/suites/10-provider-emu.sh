@@ -48,7 +48,8 @@ tb_case load nvp2p_load
 if [ -c /dev/nvp2p_emu ]; then
     nvp2p_group abi-sizes alloc-list-free gup-fails pin-map-unmap-put get-pages-validation \
         free-runs-callback persistent-outlives-free pt-abi-and-flags bar1-budget fault-injection \
-        put-blocks-behind-callback free-in-registration-window rm-cost-model process-exit gpu-teardown token-lookup bad-ioctl-input \
+        put-blocks-behind-callback free-in-registration-window rm-cost-model process-exit gpu-teardown token-lookup \
+        no-p2p-registration bad-ioctl-input \
         failed-pin-out-params
 
     # Violations provoked on purpose: their kernel log lines are expected. The last three are the

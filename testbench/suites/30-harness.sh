@@ -1,8 +1,9 @@
 # Validation harness (nvpeer validate / nvpeer bench) run for real over soft-RoCE: rxe on a veth
 # pair whose ends live in two network namespaces (set up in this suite, as 00-smoke does), loopback on one device
 # and two-node mode across the namespaces; then the emulated-GPU registration path through
-# nvp2p_emu + peer_mem_emu + a peer client. Sizes and iteration counts are small: the guest moves
-# about 1 MiB/s over rxe.
+# nvp2p_emu + peer_mem_emu + a peer client, with the allocation matrix (validate's reg.kind cases:
+# each --alloc kind as the provider emulator models it, in both client modes). Sizes and iteration
+# counts are small: the guest moves about 1 MiB/s over rxe.
 # bench: check-kernel stock
 
 HV_A=10.99.0.1
@@ -284,7 +285,23 @@ hv_validate_emu() {
     # config), as on a node, and the environment block names the mode.
     hv_mode_source "$OUT/validate-emu.txt" 1 || return 1
     grep -q '^PASS reg.offsets\[peer_mem_emu\]' "$OUT/validate-emu.txt" || return 1
+    hv_kind_matrix "$OUT/validate-emu.txt" || return 1
     return "$rc"
+}
+
+# hv_kind_matrix FILE: the allocation matrix on the emulator (validate's reg.kind cases, every
+# --alloc kind): the kinds NVIDIA's P2P API pins registered through the peer client, the others
+# refused by the provider's get_pages; each a PASS that says which.
+hv_kind_matrix() {
+    local k line
+    for k in mem-alloc vmm-rdma pool vmm managed host-pinned; do
+        line=$(grep "^PASS reg.kind\[$k\]\[peer_mem_emu\]" "$1") || { echo "no PASS reg.kind[$k]: $(grep "reg.kind\[$k\]" "$1")"; return 1; }
+        case $k in
+            mem-alloc | vmm-rdma) echo "$line" | grep -q 'registered through the peer client, mapped' ;;
+            *) echo "$line" | grep -q 'refused, as NVIDIA.s driver refuses it: .*get_pages failed in the provider [1-9]' ;;
+        esac || { echo "reg.kind[$k]: not the expected outcome: $line"; return 1; }
+    done
+    echo "allocation matrix on the emulator: 2 kinds registered, 4 refused by get_pages"
 }
 
 hv_validate_emu_invalidating() {
@@ -292,8 +309,9 @@ hv_validate_emu_invalidating() {
     # emulated GPU memory must revoke the MR through the core's invalidate (counted by the core per
     # MR; the default doca3 core keeps no num_free_callbacks in sysfs).
     rmmod "$HV_CLIENT" && modprobe "$HV_CLIENT" persistent_api_support=0 || return 1
-    "$NVPEER" validate --mem emu --only inval,reg.sizes --max-size 256K | tee "$OUT/validate-emu-inval.txt"
+    "$NVPEER" validate --mem emu --only inval,reg.sizes,reg.kind --max-size 256K | tee "$OUT/validate-emu-inval.txt"
     local rc=${PIPESTATUS[0]}
+    hv_kind_matrix "$OUT/validate-emu-inval.txt" || return 1
     grep '^PASS inval.free-idle\[peer_mem_emu\]' "$OUT/validate-emu-inval.txt" | grep -v 'persistent client' |
         grep -qE 'state (invalidated|unmapped|torn-down), [1-9][0-9]* invalidation' || { echo "no revoke seen"; return 1; }
     hv_mode_source "$OUT/validate-emu-inval.txt" 0 || return 1

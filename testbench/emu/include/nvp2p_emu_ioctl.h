@@ -31,7 +31,15 @@
 #define NVP2P_EMU_ALLOC_COHERENT  (1u << 0) /* Grace/C2C-like: v2 tables get CPU_CACHEABLE, FORCE_BAR1 allowed */
 #define NVP2P_EMU_ALLOC_MIG       (1u << 1) /* MIG instance: persistent pins -> -ENOTSUPP */
 #define NVP2P_EMU_ALLOC_VGPU      (1u << 2) /* vGPU: persistent pins -> -ENOTSUPP */
-#define NVP2P_EMU_ALLOC_FLAGS_ALL (NVP2P_EMU_ALLOC_COHERENT | NVP2P_EMU_ALLOC_MIG | NVP2P_EMU_ALLOC_VGPU)
+/*
+ * A range the CUDA driver never registered with RM's third-party P2P object
+ * (memory that is not GPUDirect RDMA capable: a default pool, VMM memory
+ * without gpuDirectRDMACapable, managed, pinned host): RM finds no registered
+ * video memory at the address and every get_pages flavour fails with -EINVAL.
+ */
+#define NVP2P_EMU_ALLOC_NO_P2P    (1u << 3)
+#define NVP2P_EMU_ALLOC_FLAGS_ALL (NVP2P_EMU_ALLOC_COHERENT | NVP2P_EMU_ALLOC_MIG | \
+				   NVP2P_EMU_ALLOC_VGPU | NVP2P_EMU_ALLOC_NO_P2P)
 
 struct nvp2p_emu_alloc {
 	__u64 size;      /* in: bytes, > 0, rounded up to 64 KiB */

@@ -281,6 +281,8 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 	a = find_range(token, va_space, va, len);
 	if (!a) {
 		ret = -EINVAL;          /* not GPU memory of this process */
+	} else if (a->flags & NVP2P_EMU_ALLOC_NO_P2P) {
+		ret = -EINVAL;          /* no P2P registration of the range: not found */
 	} else if (persistent && (a->flags & (NVP2P_EMU_ALLOC_MIG | NVP2P_EMU_ALLOC_VGPU))) {
 		ret = -ENOTSUPP;
 	} else if (p->force_bar1 && !(a->flags & NVP2P_EMU_ALLOC_COHERENT)) {

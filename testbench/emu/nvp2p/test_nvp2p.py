@@ -79,7 +79,7 @@ IOC_SET_FAULT, IOC_GET_CONFIG, IOC_SET_CONFIG = _iowr(6, Fault), _iowr(7, Config
 IOC_STATS, IOC_RESET, IOC_CLIENT, IOC_CHECK_LEAKS = (_iowr(9, Stats), _io(0x0a),
                                                      _iowr(0x0b, Client), _io(0x0c))
 
-ALLOC_COHERENT, ALLOC_MIG = 1, 2
+ALLOC_COHERENT, ALLOC_MIG, ALLOC_NO_P2P = 1, 2, 8
 OP_GET, OP_GET_P, OP_PUT, OP_PUT_P, OP_MAP, OP_UNMAP = range(6)
 FAULT_OFF, FAULT_ONCE, FAULT_EVERY_N = 0, 1, 2
 (V_CALL_IN_CB, V_UNMAP_IN_CB, V_FREED_TABLE, V_UNKNOWN_TABLE, V_WRONG_PEER, V_WRONG_PROCESS_PUT,
@@ -606,6 +606,28 @@ def case_gpu_teardown():
     check(d.stats().live_pins == 0 and d.stats().violations_total == 0, "after close")
     d.close()
     note("GPU teardown revoked callback pins, kept the persistent one until put")
+
+
+def case_no_p2p_registration():
+    d = fresh()
+    a = d.alloc(2 * GPU_PAGE, ALLOC_NO_P2P)
+    for name, flags in [("get_pages", 0), ("get_pages_persistent", F_PERSISTENT),
+                        ("get_pages by token", F_TOKEN)]:
+        c = d.pin(a.va, GPU_PAGE, flags=flags)
+        check(c.ret == -errno.EINVAL, f"{name} on a range not registered for P2P: {c.ret}")
+        d.client(C_CLOSE, handle=c.handle)
+    s = d.stats()
+    check(s.live_pins == 0 and s.violations_total == 0, "state after the refused pins")
+    check(s.failures[OP_GET] == 2 and s.failures[OP_GET_P] == 1,
+          f"failures get {s.failures[OP_GET]} persistent {s.failures[OP_GET_P]}")
+    d.free(a.va)
+    b = d.alloc(GPU_PAGE)
+    c = d.pin(b.va, GPU_PAGE)
+    check(c.ret == 0, f"an ordinary allocation beside it: {c.ret}")
+    d.client(C_CLOSE, handle=c.handle)
+    d.free(b.va)
+    d.close()
+    note("a range never registered for P2P: every get_pages flavour -EINVAL, no pin left")
 
 
 def case_token_lookup():

@@ -22,6 +22,9 @@ pub mod alloc_flags {
     pub const MIG: u32 = 1 << 1;
     /// vGPU: persistent pins fail with -ENOTSUPP.
     pub const VGPU: u32 = 1 << 2;
+    /// A range the CUDA driver never registered for third-party P2P (memory that is not
+    /// GPUDirect RDMA capable): every get_pages flavour fails with -EINVAL.
+    pub const NO_P2P: u32 = 1 << 3;
 }
 
 /// Provider entry points, in the order of the ABI's per-call arrays.

@@ -45,6 +45,8 @@ int main(void) {
   O(pme_client_info, version)
   I(NVP2P_EMU_IOC_ALLOC) I(NVP2P_EMU_IOC_STATS) I(NVP2P_EMU_IOC_CLIENT) I(NVP2P_EMU_IOC_CHECK_LEAKS)
   I(PME_IOC_REGISTER) I(PME_IOC_ACTIVATE) I(PME_IOC_GET_STATS) I(PME_IOC_GET_CLIENT) I(PME_IOC_RESET)
+  I(NVP2P_EMU_ALLOC_COHERENT) I(NVP2P_EMU_ALLOC_MIG) I(NVP2P_EMU_ALLOC_VGPU)
+  I(NVP2P_EMU_ALLOC_NO_P2P) I(NVP2P_EMU_ALLOC_FLAGS_ALL)
   I(NVP2P_EMU_V_COUNT) I(PME_R_COUNT) I(PME_FP_COUNT) I(PME_DP_COUNT) I(NVP2P_EMU_OP_COUNT)
   return 0;
 }
@@ -138,6 +140,21 @@ fn structs_match_headers() {
 #[test]
 fn tables_match_headers() {
     let out = probe();
+    use nvpeer_emu::nvp2p::alloc_flags as af;
+    let flags = [
+        ("NVP2P_EMU_ALLOC_COHERENT", af::COHERENT),
+        ("NVP2P_EMU_ALLOC_MIG", af::MIG),
+        ("NVP2P_EMU_ALLOC_VGPU", af::VGPU),
+        ("NVP2P_EMU_ALLOC_NO_P2P", af::NO_P2P),
+    ];
+    for (name, rust) in flags {
+        assert_eq!(get(&out, name), rust as usize, "{name}");
+    }
+    // Every flag the header accepts is mirrored.
+    assert_eq!(
+        get(&out, "NVP2P_EMU_ALLOC_FLAGS_ALL"),
+        flags.iter().fold(0, |all, (_, f)| all | *f) as usize
+    );
     assert_eq!(
         get(&out, "NVP2P_EMU_V_COUNT"),
         nvpeer_emu::nvp2p::VIOLATIONS.len()

@@ -9,6 +9,7 @@
 
 use super::{Backend, Buffer, MemError};
 use crate::cli::MemKind;
+use crate::mem::cuda::kinds::AllocKind;
 use nvpeer_emu::nvp2p::{self, Gpu};
 use nvpeer_emu::peer_mem::{self as pme, Core, RegParams};
 use nvpeer_emu::EmuError;
@@ -42,6 +43,27 @@ impl EmuBackend {
         Ok(EmuBackend { gpu, core })
     }
 
+    fn alloc_flags(&self, size: usize, flags: u32) -> Result<Box<dyn Buffer>, MemError> {
+        let a = self.gpu.alloc(size.max(1) as u64, flags).map_err(emu_err)?;
+        Ok(Box::new(EmuBuffer {
+            gpu: self.gpu.clone(),
+            va: a.va,
+            len: size,
+            released: false,
+        }))
+    }
+
+    /// The provider emulator's counters (per-call failures, live pins).
+    pub fn provider_stats(&self) -> Result<nvp2p::abi::Stats, MemError> {
+        self.gpu.stats().map_err(emu_err)
+    }
+
+    /// The pins the provider emulator holds on the allocation at `va`.
+    pub fn pins_at(&self, va: u64) -> Result<u32, MemError> {
+        let allocs = self.gpu.list_allocs().map_err(emu_err)?;
+        Ok(allocs.iter().filter(|a| a.va == va).map(|a| a.pins).sum())
+    }
+
     /// The core emulator's consumer, if `peer_mem_emu` is loaded.
     pub fn core(&self) -> Option<EmuCore> {
         self.core.clone().map(|c| EmuCore { core: c })
@@ -66,13 +88,17 @@ impl Backend for EmuBackend {
         ]
     }
     fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>, MemError> {
-        let a = self.gpu.alloc(size.max(1) as u64, 0).map_err(emu_err)?;
-        Ok(Box::new(EmuBuffer {
-            gpu: self.gpu.clone(),
-            va: a.va,
-            len: size,
-            released: false,
-        }))
+        self.alloc_flags(size, 0)
+    }
+    /// A kind that NVIDIA's P2P API pins is an ordinary emulated allocation; any other is one
+    /// the CUDA driver never registered for third-party P2P (`NO_P2P`: get_pages fails -EINVAL).
+    fn alloc_kind(&self, kind: AllocKind, size: usize) -> Result<Box<dyn Buffer>, MemError> {
+        let flags = if kind.p2p_registered() {
+            0
+        } else {
+            nvp2p::alloc_flags::NO_P2P
+        };
+        self.alloc_flags(size, flags)
     }
     fn cpu_access(&self) -> bool {
         false

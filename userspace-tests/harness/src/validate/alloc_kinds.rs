@@ -21,6 +21,16 @@ pub struct Expect {
 /// GPU machine (bench-results/gpu/h200/: NVIDIA H200, open modules 580.159.04, CUDA driver API 13.0).
 const RECORDED: &str = "recorded on an H200 with driver 580.159.04 (bench-results/gpu/h200/)";
 
+/// Why NVIDIA's P2P API pins some kinds and refuses the others ([`AllocKind::p2p_registered`]),
+/// as the `reg.kind[...]` cases on the bench's emulator model it.
+#[cfg(feature = "bench")]
+pub const P2P_SOURCE: &str = "nvidia_p2p_get_pages pins only video memory the CUDA driver \
+     registered with RM's third-party P2P object: RM looks the address up \
+     (CliGetThirdPartyP2PVidmemInfoFromAddress, open-gpu-kernel-modules \
+     src/nvidia/src/kernel/gpu/bus/third_party_p2p.c) and the call fails with -EINVAL where it \
+     finds none; the kinds registered are taken to be the GPUDirect RDMA capable ones (derived \
+     from the attribute, not yet seen on a NIC)";
+
 /// The expectations, per kind.
 pub fn expect(kind: AllocKind) -> Expect {
     match kind {
@@ -159,6 +169,15 @@ impl Suite {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kinds the emulator lets NVIDIA's API pin are the kinds the CUDA side expects to be
+    /// GPUDirect RDMA capable.
+    #[test]
+    fn p2p_registration_follows_the_rdma_capable_attribute() {
+        for k in AllocKind::ALL {
+            assert_eq!(k.p2p_registered(), expect(k).rdma_capable, "{k}");
+        }
+    }
     use crate::mem::cuda::kinds::MemoryType;
     use crate::report::Status;
 

@@ -11,6 +11,8 @@
 mod after_free;
 mod alloc_kinds;
 mod capability;
+#[cfg(feature = "bench")]
+mod emu_kinds;
 mod invalidation;
 mod memory;
 pub mod peer_path;
@@ -223,6 +225,8 @@ impl Suite {
         for path in self.paths() {
             self.reg_cases(path);
         }
+        #[cfg(feature = "bench")]
+        self.emu_kind_cases();
         for path in self.paths() {
             self.xfer_cases(path);
         }

@@ -56,6 +56,13 @@ impl AllocKind {
         }
     }
 
+    /// Whether the CUDA driver registers memory of this kind for third-party P2P, so that
+    /// `nvidia_p2p_get_pages` pins it: the GPUDirect RDMA capable kinds
+    /// (`CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE`; validate's `alloc_kinds::P2P_SOURCE`).
+    pub fn p2p_registered(self) -> bool {
+        matches!(self, AllocKind::MemAlloc | AllocKind::VmmRdma)
+    }
+
     /// The driver call that allocates it.
     pub fn call(self) -> &'static str {
         match self {
