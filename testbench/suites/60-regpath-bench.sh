@@ -1,8 +1,9 @@
 # Registration-path benchmark, short smoke version (the full run is `make bench`,
 # testbench/suites/regpath-full.sh): every path with few sizes, threads and iterations. Asserts
-# only that numbers were produced and that nvpeer pins once per registration while the classic
-# C client and NVIDIA's own nvidia-peermem (built from Debian's source) pin twice; the figures
-# themselves are printed, never compared with targets.
+# only that numbers were produced, that nvpeer pins once per registration while the classic
+# C client and NVIDIA's own nvidia-peermem (built from Debian's source) pin twice, and that a free
+# under N MRs runs N callbacks for the invalidating API and none for the persistent one; the
+# figures themselves are printed, never compared with targets.
 # bench: check-kernel stock
 # Two CPUs online while it runs (its 2-thread cells):
 # bench: cpus 2
@@ -11,6 +12,9 @@
 
 RP_OUT=/bench/bench-results/smoke
 RP_ARGS="--sizes 64K,1M --threads 1,2 --ops 12 --min-ops 3 --cell-budget-s 10 --inval-iters 2 --mem-mrs 100"
+# Invalidation at scale, small: frees under 1, 10 and 100 MRs and 2 at once of 8 each (the check
+# holds each path to one callback per MR for the invalidating API, none for the persistent one).
+RP_ARGS+=" --inval-mrs 1,10,100 --inval-concurrent 2 --inval-concurrent-mrs 8"
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=300
 # As `make bench`: every path's slab memory first, then the rest.

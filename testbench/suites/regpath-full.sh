@@ -9,6 +9,9 @@
 RP_OUT=/bench/bench-results
 RP_ARGS="--sizes 64K,256K,1M,4M,16M,64M,256M,1G --threads 1,2,4,8"
 RP_ARGS+=" --max-mapped 8G --inval-iters 3 --mem-mrs $(rp_mem_mrs) --scale-budget-s 1800 --settle-s 300"
+# Invalidation at scale (issue 38): one free of an allocation carrying 1 to 10k MRs, and 4 frees at
+# once of 100 MRs each.
+RP_ARGS+=" --inval-mrs 1,10,100,1000,10000 --inval-concurrent 4 --inval-concurrent-mrs 100"
 # Cycles per cell (at 64 KiB; fewer at larger sizes, down to the minimum) and the time a cell may
 # take: on the KASAN kernel a run of these takes 50 minutes; a production kernel (make
 # bench-stock) is about ten times faster, so it gets ten times the cycles at 64 KiB and at least

@@ -1,5 +1,6 @@
 //! `nvpeer emu regpath check`: what a merged document must hold.
 
+use super::inval_scale::{self, InvalScale};
 use super::query::num;
 use serde_json::Value;
 
@@ -58,6 +59,26 @@ pub(super) fn check(doc: &Value, pins: &[String]) -> Vec<String> {
         }
         if p["memory"].is_object() && !num(&p["memory"], &["mrs"]).is_some_and(|v| v > 0.0) {
             bad.push(format!("{name}: no live MRs for the memory figure"));
+        }
+        // Invalidation at scale: one callback per MR for the invalidating API, none for the
+        // persistent one; a series that could not run is a problem, not a gap.
+        if !p["inval_scale"].is_null() {
+            match serde_json::from_value::<InvalScale>(p["inval_scale"].clone()) {
+                Ok(s) => bad.extend(inval_scale::check(
+                    name,
+                    p["persistent_api"].as_bool().unwrap_or(false),
+                    &s,
+                )),
+                Err(e) => bad.push(format!("{name}: inval_scale is not a series: {e}")),
+            }
+        }
+        for s in p["skipped"].as_array().unwrap_or(&empty) {
+            if s["why"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("invalidation at scale"))
+            {
+                bad.push(format!("{name}: {}", s["why"]));
+            }
         }
     }
     for spec in pins {

@@ -93,6 +93,16 @@ pub(super) struct MeasureArgs {
     /// Frees under a live MR per size (invalidation latency); 0 skips.
     #[arg(long, default_value_t = 5)]
     pub(super) inval_iters: u32,
+    /// Invalidation at scale: one free of an allocation carrying each of these numbers of live
+    /// 64 KiB MRs (e.g. 1,10,100,1000,10000); none skips.
+    #[arg(long, value_delimiter = ',')]
+    pub(super) inval_mrs: Vec<u32>,
+    /// Invalidation at scale: this many frees at once from as many threads (0 skips), each of an
+    /// allocation carrying `--inval-concurrent-mrs` MRs.
+    #[arg(long, default_value_t = 0)]
+    pub(super) inval_concurrent: u32,
+    #[arg(long, default_value_t = 16)]
+    pub(super) inval_concurrent_mrs: u32,
     /// Live 64 KiB MRs for the slab-memory measurement; 0 skips.
     #[arg(long, default_value_t = 500)]
     pub(super) mem_mrs: u32,

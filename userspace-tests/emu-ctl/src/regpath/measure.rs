@@ -3,6 +3,7 @@
 use super::cell::{cell_ops, measure_cell, Cell};
 use super::cli::MeasureArgs;
 use super::floor::{floor_breakdown, Floor};
+use super::inval_scale::inval_scale;
 use super::invalidation::invalidation;
 use super::json_file::read_json;
 use super::memory::{memory, scale};
@@ -139,6 +140,18 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     } else {
         Value::Null
     };
+    // Invalidation at scale, with the path's cost model as the cells had it.
+    let inval_at_scale = if m.mem_only || (m.inval_mrs.is_empty() && m.inval_concurrent == 0) {
+        Value::Null
+    } else {
+        match inval_scale(m, path, gpu) {
+            Ok(s) => serde_json::to_value(s).unwrap_or(Value::Null),
+            Err(e) => {
+                skipped.push(fail(0, None, "invalidation at scale", e));
+                Value::Null
+            }
+        }
+    };
     let sc = if m.scale > 0 && !m.mem_only {
         // The scale test measures the software cost per MR: the RM cost model is switched off.
         let cfg = gpu.config()?;
@@ -153,6 +166,6 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         "path": m.path, "via": m.via, "persistent_api": m.persistent, "floor_ref": m.floor_ref,
         "classic_ref": m.classic_ref,
         "clients": clients, "cells": cells, "skipped": skipped, "floor_breakdown": breakdown,
-        "invalidation": inval, "memory": mem, "scale": sc,
+        "invalidation": inval, "inval_scale": inval_at_scale, "memory": mem, "scale": sc,
     }))
 }

@@ -19,6 +19,7 @@ mod cell;
 mod check;
 mod cli;
 mod floor;
+mod inval_scale;
 mod invalidation;
 mod json_file;
 mod measure;

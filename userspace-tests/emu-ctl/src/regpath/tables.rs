@@ -262,6 +262,7 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
             .collect();
         out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
     }
+    inval_scale_table(&mut out, paths);
     for (sec, title) in [
         ("memory", "kernel slab memory per live 64 KiB MR"),
         ("scale", "live-MR scale test (64 KiB MRs, cost model off)"),
@@ -330,4 +331,74 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
         }
     }
     out
+}
+
+/// The invalidation-at-scale series ([`super::inval_scale`]): per number of MRs on the freed
+/// allocation, the free's time, per MR, and its callbacks; then the concurrent frees.
+fn inval_scale_table(out: &mut String, paths: &[Value]) {
+    use super::inval_scale::InvalScale;
+    let series: Vec<Option<InvalScale>> = paths
+        .iter()
+        .map(|p| serde_json::from_value(p["inval_scale"].clone()).ok())
+        .collect();
+    if series.iter().all(Option::is_none) {
+        return;
+    }
+    out.push_str(
+        "\n### free (cudaFree) of an allocation carrying N live 64 KiB MRs: µs until it returned; µs per MR; callbacks\n\n",
+    );
+    let names: Vec<&str> = paths
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or("?"))
+        .collect();
+    out.push_str(&format!(
+        "| N | {} |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    ));
+    let mut ns: Vec<u32> = series
+        .iter()
+        .flatten()
+        .flat_map(|s| s.frees.iter().map(|f| f.mrs))
+        .collect();
+    ns.sort_unstable();
+    ns.dedup();
+    for n in ns {
+        let row: Vec<String> = series
+            .iter()
+            .map(|s| {
+                s.as_ref()
+                    .and_then(|s| s.frees.iter().find(|f| f.mrs == n))
+                    .map_or("-".into(), |f| {
+                        format!(
+                            "{}; {:.1} per MR; cb {}",
+                            us(Some(f.free_ns as f64)),
+                            f.free_ns_per_mr / 1000.0,
+                            f.callbacks
+                        )
+                    })
+            })
+            .collect();
+        out.push_str(&format!("| {n} | {} |\n", row.join(" | ")));
+    }
+    let row: Vec<String> = series
+        .iter()
+        .map(|s| {
+            s.as_ref()
+                .and_then(|s| s.concurrent.as_ref())
+                .map_or("-".into(), |c| {
+                    let max = c.free_ns.iter().copied().max().unwrap_or(0);
+                    format!(
+                        "{} x {} MRs: slowest {}; cb {}",
+                        c.threads,
+                        c.mrs_each,
+                        us(Some(max as f64)),
+                        c.callbacks
+                    )
+                })
+        })
+        .collect();
+    if row.iter().any(|r| r != "-") {
+        out.push_str(&format!("| at once | {} |\n", row.join(" | ")));
+    }
 }
