@@ -15,6 +15,8 @@ RP_ARGS="--sizes 64K,1M --threads 1,2 --ops 12 --min-ops 3 --cell-budget-s 10 --
 # Invalidation at scale, small: frees under 1, 10 and 100 MRs and 2 at once of 8 each (the check
 # holds each path to one callback per MR for the invalidating API, none for the persistent one).
 RP_ARGS+=" --inval-mrs 1,10,100 --inval-concurrent 2 --inval-concurrent-mrs 8"
+# and the 64 KiB cell with 0 and 200 other MRs live.
+RP_ARGS+=" --live-mrs 0,200"
 RP_SCALE_PATHS="floor nvpeer-inval"
 RP_SCALE=300
 # As `make bench`: every path's slab memory first, then the rest.

@@ -12,6 +12,8 @@ RP_ARGS+=" --max-mapped 8G --inval-iters 3 --mem-mrs $(rp_mem_mrs) --scale-budge
 # Invalidation at scale (issue 38): one free of an allocation carrying 1 to 10k MRs, and 4 frees at
 # once of 100 MRs each.
 RP_ARGS+=" --inval-mrs 1,10,100,1000,10000 --inval-concurrent 4 --inval-concurrent-mrs 100"
+# Registration cost against live MRs (issue 38): the 64 KiB cell with 0, 1k, 10k and 100k others live.
+RP_ARGS+=" --live-mrs 0,1000,10000,100000"
 # Cycles per cell (at 64 KiB; fewer at larger sizes, down to the minimum) and the time a cell may
 # take: on the KASAN kernel a run of these takes 50 minutes; a production kernel (make
 # bench-stock) is about ten times faster, so it gets ten times the cycles at 64 KiB and at least

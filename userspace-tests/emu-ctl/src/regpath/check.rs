@@ -72,11 +72,18 @@ pub(super) fn check(doc: &Value, pins: &[String]) -> Vec<String> {
                 Err(e) => bad.push(format!("{name}: inval_scale is not a series: {e}")),
             }
         }
+        for r in p["live_mrs"].as_array().unwrap_or(&empty) {
+            if !num(r, &["reg", "median_ns"]).is_some_and(|v| v > 0.0) {
+                bad.push(format!(
+                    "{name} with {} live MRs: no registration latency",
+                    r["live_mrs"]
+                ));
+            }
+        }
         for s in p["skipped"].as_array().unwrap_or(&empty) {
-            if s["why"]
-                .as_str()
-                .is_some_and(|w| w.starts_with("invalidation at scale"))
-            {
+            if s["why"].as_str().is_some_and(|w| {
+                w.starts_with("invalidation at scale") || w.starts_with("live-MR series")
+            }) {
                 bad.push(format!("{name}: {}", s["why"]));
             }
         }

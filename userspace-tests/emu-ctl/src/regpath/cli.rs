@@ -93,6 +93,10 @@ pub(super) struct MeasureArgs {
     /// Frees under a live MR per size (invalidation latency); 0 skips.
     #[arg(long, default_value_t = 5)]
     pub(super) inval_iters: u32,
+    /// Registration cost against live MRs: the 64 KiB, 1-thread cell again with each of these
+    /// numbers of other 64 KiB MRs live (e.g. 0,1000,10000,100000); none skips.
+    #[arg(long, value_delimiter = ',')]
+    pub(super) live_mrs: Vec<u32>,
     /// Invalidation at scale: one free of an allocation carrying each of these numbers of live
     /// 64 KiB MRs (e.g. 1,10,100,1000,10000); none skips.
     #[arg(long, value_delimiter = ',')]

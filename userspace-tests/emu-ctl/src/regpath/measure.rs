@@ -6,6 +6,7 @@ use super::floor::{floor_breakdown, Floor};
 use super::inval_scale::inval_scale;
 use super::invalidation::invalidation;
 use super::json_file::read_json;
+use super::live_mrs::live_mrs;
 use super::memory::{memory, scale};
 use super::path::{open_path, Path};
 use crate::cost_model::CostModel;
@@ -140,6 +141,18 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     } else {
         Value::Null
     };
+    // Registration cost against live MRs, with the cost model as the cells had it.
+    let live = if m.mem_only || m.live_mrs.is_empty() {
+        Vec::new()
+    } else {
+        match live_mrs(m, path, adj.as_ref(), gpu) {
+            Ok(rows) => rows,
+            Err(e) => {
+                skipped.push(fail(65536, Some(1), "live-MR series", e));
+                Vec::new()
+            }
+        }
+    };
     // Invalidation at scale, with the path's cost model as the cells had it.
     let inval_at_scale = if m.mem_only || (m.inval_mrs.is_empty() && m.inval_concurrent == 0) {
         Value::Null
@@ -166,6 +179,7 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         "path": m.path, "via": m.via, "persistent_api": m.persistent, "floor_ref": m.floor_ref,
         "classic_ref": m.classic_ref,
         "clients": clients, "cells": cells, "skipped": skipped, "floor_breakdown": breakdown,
-        "invalidation": inval, "inval_scale": inval_at_scale, "memory": mem, "scale": sc,
+        "invalidation": inval, "inval_scale": inval_at_scale, "live_mrs": live, "memory": mem,
+        "scale": sc,
     }))
 }

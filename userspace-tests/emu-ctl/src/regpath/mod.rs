@@ -22,6 +22,7 @@ mod floor;
 mod inval_scale;
 mod invalidation;
 mod json_file;
+mod live_mrs;
 mod measure;
 mod memory;
 mod path;

@@ -166,6 +166,26 @@ mod tests {
     }
 
     #[test]
+    fn live_mr_rows_are_tabled_and_checked() {
+        let row = |l: u64, ns: u64| {
+            json!({"live_mrs": l, "reg": {"median_ns": ns}, "cycle": {"median_ns": 2 * ns},
+                   "time_split_ns_per_cycle": {"mean": 2 * ns, "provider": ns, "client_own": 1500.0}})
+        };
+        let nv = json!({"path": "nvpeer-inval", "via": "core", "floor_ref": "floor",
+                        "live_mrs": [row(0, 10_000), row(1000, 15_000)]});
+        let doc = report(vec![nv], "test");
+        let t = tables(&doc);
+        assert!(t.contains("| 0 | 20 (1.00x); client 1.5 |"), "{t}");
+        assert!(t.contains("| 1000 | 30 (1.50x); client 1.5 |"), "{t}");
+        assert!(!check(&doc, &[]).iter().any(|p| p.contains("live MRs")));
+        let mut bad = doc.clone();
+        bad["paths"][0]["live_mrs"][1]["reg"]["median_ns"] = json!(0);
+        assert!(check(&bad, &[])
+            .iter()
+            .any(|p| p.contains("with 1000 live MRs: no registration latency")));
+    }
+
+    #[test]
     fn adjacent_floor_and_check() {
         let cell = |ns: u64, gets: f64| {
             json!({"size": 65536, "threads": 1, "regs_per_s": 10.0,

@@ -262,6 +262,7 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
             .collect();
         out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
     }
+    live_mrs_table(&mut out, paths);
     inval_scale_table(&mut out, paths);
     for (sec, title) in [
         ("memory", "kernel slab memory per live 64 KiB MR"),
@@ -400,5 +401,60 @@ fn inval_scale_table(out: &mut String, paths: &[Value]) {
         .collect();
     if row.iter().any(|r| r != "-") {
         out.push_str(&format!("| at once | {} |\n", row.join(" | ")));
+    }
+}
+
+/// The live-MR series ([`super::live_mrs`]): the 64 KiB cell's registration + deregistration
+/// median with L other MRs live, its ratio to the same path with none, and the time the client's
+/// own code took per cycle (core paths).
+fn live_mrs_table(out: &mut String, paths: &[Value]) {
+    let mut ls: Vec<u64> = paths
+        .iter()
+        .flat_map(|p| p["live_mrs"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| r["live_mrs"].as_u64())
+        .collect();
+    if ls.is_empty() {
+        return;
+    }
+    ls.sort_unstable();
+    ls.dedup();
+    let names: Vec<&str> = paths
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or("?"))
+        .collect();
+    out.push_str(
+        "\n### registration + deregistration of 64 KiB with L other MRs live, median µs (ratio to none live); client's own µs per cycle\n\n",
+    );
+    out.push_str(&format!(
+        "| L | {} |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    ));
+    let row_of = |p: &Value, l: u64| -> Option<Value> {
+        p["live_mrs"]
+            .as_array()?
+            .iter()
+            .find(|r| r["live_mrs"].as_u64() == Some(l))
+            .cloned()
+    };
+    for &l in &ls {
+        let row: Vec<String> = paths
+            .iter()
+            .map(|p| {
+                let Some(r) = row_of(p, l) else {
+                    return "-".into();
+                };
+                let cycle = num(&r, &["cycle", "median_ns"]);
+                let base = row_of(p, ls[0]).and_then(|b| num(&b, &["cycle", "median_ns"]));
+                let ratio = match (cycle, base) {
+                    (Some(c), Some(b)) if b > 0.0 => format!("{:.2}x", c / b),
+                    _ => "-".into(),
+                };
+                let own = num(&r, &["time_split_ns_per_cycle", "client_own"])
+                    .map_or(String::new(), |c| format!("; client {:.1}", c / 1000.0));
+                format!("{} ({ratio}){own}", us(cycle))
+            })
+            .collect();
+        out.push_str(&format!("| {l} | {} |\n", row.join(" | ")));
     }
 }

@@ -1,0 +1,73 @@
+//! Registration cost against live MRs (issue 38, item 2): the 64 KiB, 1-thread cell measured again
+//! with L other 64 KiB MRs live on the same path (registration caches hold thousands, many in one
+//! GPU allocation), for each L of `--live-mrs`, with the cost model as the cells have it. Each
+//! row is a cell like the others (latencies, time split, provider calls; interleaved with the
+//! adjacent floor for core paths), with `live_mrs` added.
+
+use super::cell::{measure_cell, Cell};
+use super::cli::MeasureArgs;
+use super::path::{Handle, Path};
+use crate::error::Result;
+use crate::nvp2p::{Gpu, GPU_PAGE_SIZE};
+use serde_json::{json, Value};
+
+/// Raises the live registrations on `va` to `n`.
+fn hold(path: &Path, va: u64, live: &mut Vec<Handle>, n: u32) -> Result<()> {
+    while live.len() < n as usize {
+        live.push(path.reg(va, GPU_PAGE_SIZE)?);
+    }
+    Ok(())
+}
+
+/// The series `--live-mrs` asks for, in increasing L.
+pub(super) fn live_mrs(
+    m: &MeasureArgs,
+    path: &Path,
+    floor: Option<&Path>,
+    gpu: &Gpu,
+) -> Result<Vec<Value>> {
+    let mut targets = m.live_mrs.clone();
+    targets.sort_unstable();
+    targets.dedup();
+    let held = gpu.alloc(GPU_PAGE_SIZE, 0)?;
+    let measured = match gpu.alloc(GPU_PAGE_SIZE, 0) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = gpu.free(held.va);
+            return Err(e);
+        }
+    };
+    let mut live = Vec::new();
+    let mut rows = Vec::new();
+    let mut run = || -> Result<()> {
+        for &n in &targets {
+            hold(path, held.va, &mut live, n)?;
+            let cell = Cell {
+                va: measured.va,
+                size: GPU_PAGE_SIZE,
+                threads: 1,
+            };
+            let (mut c, adjacent) = measure_cell(m, path, floor, gpu, cell)?;
+            c["live_mrs"] = json!(n);
+            if let Some(f) = adjacent {
+                c["adjacent_floor"] = f;
+            }
+            eprintln!(
+                "regpath: {} with {n} live MRs: reg median {} us",
+                m.path,
+                c["reg"]["median_ns"].as_u64().unwrap_or(0) / 1000
+            );
+            rows.push(c);
+        }
+        Ok(())
+    };
+    let r = run();
+    let mut end = Ok(());
+    for h in live {
+        end = end.and(path.dereg(h));
+    }
+    for va in [measured.va, held.va] {
+        end = end.and(gpu.free(va).map(|_| ()));
+    }
+    r.and(end).map(|()| rows)
+}
