@@ -7,16 +7,23 @@
 use super::cell::{measure_cell, Cell};
 use super::cli::MeasureArgs;
 use super::path::{Handle, Path};
+use super::slab::meminfo_kb;
 use crate::error::Result;
 use crate::nvp2p::{Gpu, GPU_PAGE_SIZE};
 use serde_json::{json, Value};
 
-/// Raises the live registrations on `va` to `n`.
-fn hold(path: &Path, va: u64, live: &mut Vec<Handle>, n: u32) -> Result<()> {
+/// Raises the live registrations on `va` to `n`; false (with fewer held) when `MemAvailable`
+/// fell below `--scale-min-avail-mb` first, as the scale test stops.
+fn hold(m: &MeasureArgs, path: &Path, va: u64, live: &mut Vec<Handle>, n: u32) -> Result<bool> {
     while live.len() < n as usize {
+        if live.len().is_multiple_of(1024)
+            && meminfo_kb("MemAvailable") < m.scale_min_avail_mb * 1024
+        {
+            return Ok(false);
+        }
         live.push(path.reg(va, GPU_PAGE_SIZE)?);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The series `--live-mrs` asks for, in increasing L.
@@ -41,7 +48,17 @@ pub(super) fn live_mrs(
     let mut rows = Vec::new();
     let mut run = || -> Result<()> {
         for &n in &targets {
-            hold(path, held.va, &mut live, n)?;
+            if !hold(m, path, held.va, &mut live, n)? {
+                eprintln!(
+                    "regpath: {}: {n} live MRs not reached ({} held): MemAvailable below {} MiB",
+                    m.path,
+                    live.len(),
+                    m.scale_min_avail_mb
+                );
+                rows.push(json!({"live_mrs": n, "not_reached": live.len(),
+                    "stopped_by": format!("MemAvailable below {} MiB", m.scale_min_avail_mb)}));
+                break;
+            }
             let cell = Cell {
                 va: measured.va,
                 size: GPU_PAGE_SIZE,

@@ -444,6 +444,9 @@ fn live_mrs_table(out: &mut String, paths: &[Value]) {
                 let Some(r) = row_of(p, l) else {
                     return "-".into();
                 };
+                if let Some(why) = r["stopped_by"].as_str() {
+                    return format!("not reached ({} held): {why}", r["not_reached"]);
+                }
                 let cycle = num(&r, &["cycle", "median_ns"]);
                 let base = row_of(p, ls[0]).and_then(|b| num(&b, &["cycle", "median_ns"]));
                 let ratio = match (cycle, base) {
