@@ -25,6 +25,7 @@ CONFIGS = [('stock', 'production kernel, translated IOMMU domain', 'make bench-s
            ('bench', 'KASAN + lockdep + kmemleak bench kernel', 'make bench')]
 NVPEER = ['nvpeer-inval', 'nvpeer-persistent']
 CLASSIC = ['classic', 'classic-persistent']
+NVIDIA = 'nvidia-peermem'
 DASH = '–'
 
 
@@ -110,7 +111,7 @@ def block_ratio(d):
     rows = []
     for config, what, _ in CONFIGS:
         r = current(d['runs'], config)
-        for p in NVPEER + CLASSIC:
+        for p in NVPEER + CLASSIC + [NVIDIA]:
             vals = r['regdereg_ratio'].get(p)
             if not vals:
                 continue
@@ -143,6 +144,33 @@ def block_vs_classic(d):
             rows.append([what if first else '', name] + cells + [rng, tally])
             first = False
     return table(['configuration', 'row'] + sizes + ['range', '≤ 0.60x'], rows)
+
+
+def block_vs_nvidia(d):
+    """nvpeer against NVIDIA's own nvidia-peermem in the same run: the ratio of their ratios to
+    the floor, per size (target 0.55x); a line when no current run has measured NVIDIA's module."""
+    sizes = d['sizes']
+    rows = []
+    for config, what, _ in CONFIGS:
+        r = current(d['runs'], config)
+        theirs = r['regdereg_ratio'].get(NVIDIA)
+        if not theirs:
+            continue
+        first = True
+        for p in NVPEER:
+            mine = r['regdereg_ratio'].get(p)
+            if not mine:
+                continue
+            vals = [None if a is None or b in (None, 0) else round(a / b, 3)
+                    for a, b in zip(mine, theirs)]
+            n, of = at_or_below(vals, 0.55)
+            rows.append([f'{what} ({label(r)})' if first else '', p] + row(vals) + [f'{n} of {of}'])
+            first = False
+    if not rows:
+        return ("No current run has measured NVIDIA's module yet: its path (`nvidia-peermem`, "
+                "\"What is measured\") is in every run since issue 21, and the next `make bench-stock`, "
+                "`make bench-stock-pt` and `make bench` give this table.")
+    return table(['configuration', 'path'] + sizes + ['≤ 0.55x'], rows)
 
 
 def block_parts(d):
@@ -252,7 +280,7 @@ def block_spread_runs(d):
                   'nvpeer-persistent', '≤ 1.10x', 'nvpeer vs classic', '≤ 0.60x'], rows)
 
 
-BLOCKS = [('ratio', block_ratio), ('vs-classic', block_vs_classic),
+BLOCKS = [('ratio', block_ratio), ('vs-classic', block_vs_classic), ('vs-nvidia', block_vs_nvidia),
           ('parts', block_parts), ('memory', block_memory), ('scale', block_scale),
           ('spread-runs', block_spread_runs)]
 
