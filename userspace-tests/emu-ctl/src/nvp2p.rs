@@ -27,6 +27,14 @@ pub mod alloc_flags {
     pub const NO_P2P: u32 = 1 << 3;
 }
 
+/// Allocation states (`AllocInfo::state`).
+pub mod alloc_state {
+    /// Not freed.
+    pub const LIVE: u32 = 0;
+    /// Freed, still backing persistent pins.
+    pub const FREED: u32 = 1;
+}
+
 /// Provider entry points, in the order of the ABI's per-call arrays.
 pub const OPS: [&str; 14] = [
     "get_pages",

@@ -46,7 +46,7 @@ int main(void) {
   I(NVP2P_EMU_IOC_ALLOC) I(NVP2P_EMU_IOC_STATS) I(NVP2P_EMU_IOC_CLIENT) I(NVP2P_EMU_IOC_CHECK_LEAKS)
   I(PME_IOC_REGISTER) I(PME_IOC_ACTIVATE) I(PME_IOC_GET_STATS) I(PME_IOC_GET_CLIENT) I(PME_IOC_RESET)
   I(NVP2P_EMU_ALLOC_COHERENT) I(NVP2P_EMU_ALLOC_MIG) I(NVP2P_EMU_ALLOC_VGPU)
-  I(NVP2P_EMU_ALLOC_NO_P2P) I(NVP2P_EMU_ALLOC_FLAGS_ALL)
+  I(NVP2P_EMU_ALLOC_NO_P2P) I(NVP2P_EMU_ALLOC_FLAGS_ALL) I(NVP2P_EMU_ALLOC_LIVE) I(NVP2P_EMU_ALLOC_FREED)
   I(NVP2P_EMU_V_COUNT) I(PME_R_COUNT) I(PME_FP_COUNT) I(PME_DP_COUNT) I(NVP2P_EMU_OP_COUNT)
   return 0;
 }
@@ -150,6 +150,15 @@ fn tables_match_headers() {
     for (name, rust) in flags {
         assert_eq!(get(&out, name), rust as usize, "{name}");
     }
+    use nvpeer_emu::nvp2p::alloc_state;
+    assert_eq!(
+        get(&out, "NVP2P_EMU_ALLOC_LIVE"),
+        alloc_state::LIVE as usize
+    );
+    assert_eq!(
+        get(&out, "NVP2P_EMU_ALLOC_FREED"),
+        alloc_state::FREED as usize
+    );
     // Every flag the header accepts is mirrored.
     assert_eq!(
         get(&out, "NVP2P_EMU_ALLOC_FLAGS_ALL"),

@@ -636,8 +636,13 @@ impl FleetReport {
                     (Some(md), Some(t)) => format!(" median {} threshold {}", fmt(md), fmt(t)),
                     (Some(md), None) => format!(
                         " median {} (no outlier threshold: fewer than {MIN_LINKS_FOR_MEDIAN} \
-                         links measured; --min-bw gives an absolute one)",
-                        fmt(md)
+                         links measured{})",
+                        fmt(md),
+                        if m.unit == Unit::Micros {
+                            ""
+                        } else {
+                            "; --min-bw gives an absolute one"
+                        }
                     ),
                     _ => String::new(),
                 }

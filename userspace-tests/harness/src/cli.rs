@@ -198,9 +198,10 @@ pub struct ValidateArgs {
     /// Only run cases whose name contains one of these comma-separated words.
     #[arg(long = "only", value_delimiter = ',')]
     pub only: Vec<String>,
-    /// The kinds of GPU memory the `mem.kind[...]` cases allocate (comma-separated; with
-    /// `--mem cuda` or `cuda-dmabuf`): what the CUDA driver says about each, against what is
-    /// expected of it.
+    /// The kinds of GPU memory to check (comma-separated): with `--mem cuda` or `cuda-dmabuf`,
+    /// the `mem.kind[...]` cases (what the CUDA driver says about each, against what is expected
+    /// of it); with the bench's `--mem emu`, the `reg.kind[...]` cases (each registered through
+    /// the emulated core, as NVIDIA's P2P API treats that kind).
     #[arg(long = "alloc", value_delimiter = ',', default_values_t = crate::mem::cuda::kinds::AllocKind::ALL)]
     pub alloc: Vec<crate::mem::cuda::kinds::AllocKind>,
     /// Seed of the data patterns (default: derived from the time).

@@ -49,7 +49,7 @@ pub enum Refused {
     #[error("refused: QP depth {0} (1 to {MAX_DEPTH})")]
     Depth(u32),
     /// A message that does not fit one work request ([`nvpeer_figures::size::check_message`]).
-    #[error("refused: {0}")]
+    #[error("{0}")]
     Message(String),
     #[error("refused: {count} receives on a QP of depth {depth}")]
     Receives { count: u32, depth: u32 },

@@ -105,6 +105,7 @@ pub(super) struct MeasureArgs {
     /// allocation carrying `--inval-concurrent-mrs` MRs.
     #[arg(long, default_value_t = 0)]
     pub(super) inval_concurrent: u32,
+    /// Invalidation at scale: MRs on each allocation of `--inval-concurrent`.
     #[arg(long, default_value_t = 16)]
     pub(super) inval_concurrent_mrs: u32,
     /// Live 64 KiB MRs for the slab-memory measurement; 0 skips.

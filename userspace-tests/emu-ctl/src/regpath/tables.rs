@@ -448,7 +448,7 @@ fn live_mrs_table(out: &mut String, paths: &[Value]) {
                     return format!("not reached ({} held): {why}", r["not_reached"]);
                 }
                 let cycle = num(&r, &["cycle", "median_ns"]);
-                let base = row_of(p, ls[0]).and_then(|b| num(&b, &["cycle", "median_ns"]));
+                let base = row_of(p, 0).and_then(|b| num(&b, &["cycle", "median_ns"]));
                 let ratio = match (cycle, base) {
                     (Some(c), Some(b)) if b > 0.0 => format!("{:.2}x", c / b),
                     _ => "-".into(),

@@ -58,10 +58,17 @@ impl EmuBackend {
         self.gpu.stats().map_err(emu_err)
     }
 
-    /// The pins the provider emulator holds on the allocation at `va`.
+    /// The pins the provider emulator holds on this process's live allocation at `va` (an
+    /// earlier allocation at the same address, freed but still backing persistent pins, or
+    /// another process's, is not this one).
     pub fn pins_at(&self, va: u64) -> Result<u32, MemError> {
+        let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
         let allocs = self.gpu.list_allocs().map_err(emu_err)?;
-        Ok(allocs.iter().filter(|a| a.va == va).map(|a| a.pins).sum())
+        Ok(allocs
+            .iter()
+            .filter(|a| a.va == va && a.tgid == me && a.state == nvp2p::alloc_state::LIVE)
+            .map(|a| a.pins)
+            .sum())
     }
 
     /// The core emulator's consumer, if `peer_mem_emu` is loaded.

@@ -221,6 +221,12 @@ impl Suite {
         // The MR must stop working: a new transfer from it must not succeed. Completions of the
         // in-flight batch that arrive meanwhile (a NIC may flush them late) are theirs, not this
         // request's: the poll goes on until this request's completion or the deadline.
+        let no_completion = |late: usize| {
+            PostAfterFree::NoCompletion(format!(
+                "no completion within 20 s ({late} of the in-flight batch's arrived in all, none \
+                 for this request)"
+            ))
+        };
         let post = match ep.post(op, AFTER_FREE_WR, lmr.lkey(), lmr.addr, len) {
             Err(e) => PostAfterFree::Refused(e.to_string()),
             Ok(()) => {
@@ -239,12 +245,12 @@ impl Suite {
                                 };
                             }
                             if left.is_zero() {
-                                break PostAfterFree::NoCompletion(
-                                    "only the in-flight batch's completions arrived, none for \
-                                     this request"
-                                        .into(),
-                                );
+                                break no_completion(seen.len());
                             }
+                        }
+                        // (the deadline: what arrived meanwhile is said, not the poll's remainder)
+                        Err(crate::verbs::VerbsError::Timeout(_)) => {
+                            break no_completion(seen.len())
                         }
                         Err(e) => break PostAfterFree::NoCompletion(e.to_string()),
                     }
