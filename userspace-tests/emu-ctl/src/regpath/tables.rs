@@ -348,15 +348,7 @@ fn inval_scale_table(out: &mut String, paths: &[Value]) {
     out.push_str(
         "\n### free (cudaFree) of an allocation carrying N live 64 KiB MRs: µs until it returned; µs per MR; callbacks\n\n",
     );
-    let names: Vec<&str> = paths
-        .iter()
-        .map(|p| p["path"].as_str().unwrap_or("?"))
-        .collect();
-    out.push_str(&format!(
-        "| N | {} |\n|---|{}\n",
-        names.join(" | "),
-        "---|".repeat(names.len())
-    ));
+    path_header(out, paths, "N");
     let mut ns: Vec<u32> = series
         .iter()
         .flatten()
@@ -418,18 +410,11 @@ fn live_mrs_table(out: &mut String, paths: &[Value]) {
     }
     ls.sort_unstable();
     ls.dedup();
-    let names: Vec<&str> = paths
-        .iter()
-        .map(|p| p["path"].as_str().unwrap_or("?"))
-        .collect();
+
     out.push_str(
         "\n### registration + deregistration of 64 KiB with L other MRs live, median µs (ratio to none live); client's own µs per cycle\n\n",
     );
-    out.push_str(&format!(
-        "| L | {} |\n|---|{}\n",
-        names.join(" | "),
-        "---|".repeat(names.len())
-    ));
+    path_header(out, paths, "L");
     let row_of = |p: &Value, l: u64| -> Option<Value> {
         p["live_mrs"]
             .as_array()?
@@ -460,4 +445,17 @@ fn live_mrs_table(out: &mut String, paths: &[Value]) {
             .collect();
         out.push_str(&format!("| {l} | {} |\n", row.join(" | ")));
     }
+}
+
+/// A table's header: `first`, then one column per path.
+fn path_header(out: &mut String, paths: &[Value], first: &str) {
+    let names: Vec<&str> = paths
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or("?"))
+        .collect();
+    out.push_str(&format!(
+        "| {first} | {} |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    ));
 }

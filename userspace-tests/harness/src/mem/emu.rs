@@ -43,6 +43,17 @@ impl EmuBackend {
         Ok(EmuBackend { gpu, core })
     }
 
+    /// A kind that NVIDIA's P2P API pins is an ordinary emulated allocation; any other is one
+    /// the CUDA driver never registered for third-party P2P (`NO_P2P`: get_pages fails -EINVAL).
+    pub fn alloc_kind(&self, kind: AllocKind, size: usize) -> Result<Box<dyn Buffer>, MemError> {
+        let flags = if kind.p2p_registered() {
+            0
+        } else {
+            nvp2p::alloc_flags::NO_P2P
+        };
+        self.alloc_flags(size, flags)
+    }
+
     fn alloc_flags(&self, size: usize, flags: u32) -> Result<Box<dyn Buffer>, MemError> {
         let a = self.gpu.alloc(size.max(1) as u64, flags).map_err(emu_err)?;
         Ok(Box::new(EmuBuffer {
@@ -96,16 +107,6 @@ impl Backend for EmuBackend {
     }
     fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>, MemError> {
         self.alloc_flags(size, 0)
-    }
-    /// A kind that NVIDIA's P2P API pins is an ordinary emulated allocation; any other is one
-    /// the CUDA driver never registered for third-party P2P (`NO_P2P`: get_pages fails -EINVAL).
-    fn alloc_kind(&self, kind: AllocKind, size: usize) -> Result<Box<dyn Buffer>, MemError> {
-        let flags = if kind.p2p_registered() {
-            0
-        } else {
-            nvp2p::alloc_flags::NO_P2P
-        };
-        self.alloc_flags(size, flags)
     }
     fn cpu_access(&self) -> bool {
         false

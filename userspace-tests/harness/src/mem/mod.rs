@@ -96,19 +96,6 @@ pub trait Backend {
     fn cpu_access(&self) -> bool {
         true
     }
-    /// Allocates `size` bytes as memory of `kind` for registration: the bench's provider emulator
-    /// models what NVIDIA's P2P API does with each kind; the other backends have one kind each.
-    fn alloc_kind(
-        &self,
-        _kind: cuda::kinds::AllocKind,
-        _size: usize,
-    ) -> Result<Box<dyn Buffer>, MemError> {
-        Err(MemError::Unsupported(format!(
-            "--mem {} registers one kind of memory (the kinds are allocated for registration by \
-             --mem emu only)",
-            self.kind()
-        )))
-    }
     /// Allocates `size` bytes of `kind`, reports what the driver says about them and frees them;
     /// `None` for a backend with one kind of memory only.
     fn probe_kind(

@@ -10,7 +10,6 @@ use crate::causes;
 use crate::cli::MemKind;
 use crate::mem::cuda::kinds::AllocKind;
 use crate::mem::emu::{state, EmuBackend};
-use crate::mem::Backend;
 use crate::reg::RegPath;
 use crate::report::CaseResult;
 
@@ -109,6 +108,15 @@ impl Suite {
                             &self.facts,
                         ),
                     )
+                } else if refusals.is_none() {
+                    CaseResult::fail(
+                        name,
+                        format!(
+                            "{what}: refused ({}), but the provider's counters were not readable",
+                            e.msg
+                        ),
+                        "cannot tell that NVIDIA's get_pages refused it, not something before it",
+                    )
                 } else if refusals == Some(0) {
                     CaseResult::fail(
                         name,
@@ -120,7 +128,7 @@ impl Suite {
                          the refusal the driver gives",
                     )
                 } else {
-                    let n = refusals.map_or_else(|| "?".to_string(), |n| n.to_string());
+                    let n = refusals.unwrap_or(0);
                     CaseResult::pass(
                         name,
                         format!(
