@@ -16,11 +16,11 @@
 # retransmissions through the rate limit run out, as a failed link; both name the link, and the
 # assertion accepts either, and nothing else named.
 #
-# make check-full runs it on the stock kernel's shared boot (make check does not: about 160 s for
-# both launches, beyond make check's room). Its Hydra launch first ran in a guest in make
-# check-full on 2026-11-28 (d1eb08d): both launches ran their 3 rounds and wrote every report,
-# and both failed on the fleet's median rule, which with two measured links named the slower of
-# two healthy ones (fixed in 85133a9: the median rule needs three links). Run by hand:
+# It runs in the stock kernel's shared boot: make check launches through Hydra (about 80 s), make
+# check-full through Hydra and as an indexed Job (about 160 s). Its Hydra launch first ran in a
+# guest in make check-full on 2026-11-28 (d1eb08d): both launches ran their 3 rounds and wrote
+# every report, and both failed on the fleet's median rule, which with two measured links named the
+# slower of two healthy ones (fixed in 85133a9: the median rule needs three links). Run by hand:
 # NVPEER_MPICH=$(testbench/lib/deb-fetch.sh mpich-hydra trixie mpich libhwloc15 libslurm42t64)
 # NVPEER_VM_KERNEL=stock testbench/vm run --suite 59-fleet.
 # bench: kernel stock
