@@ -6,7 +6,8 @@
 #   make fmt-check      rustfmt: src/ with the kernel's .rustfmt.toml, userspace-tests/ (cargo fmt)
 #   make fmt            apply what fmt-check asks for
 #   make lint           nvpeer.ko built with CLIPPY=1 (no warning), cargo clippy -D warnings on the
-#                       userspace workspace and src/logic (testbench/lint; docs/testbench.md)
+#                       userspace workspace and src/logic, shellcheck on every script, the kernel
+#                       tree's checkpatch.pl on src/ and the emulators (testbench/lint; docs/testbench.md)
 #   make check-full     the same with every model/ABI combination and soak iteration counts (hours)
 #   make vm-shell       interactive shell in the bench VM
 #   make bench          registration-path benchmark (bench-results/regpath.json)

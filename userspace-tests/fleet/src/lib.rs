@@ -10,6 +10,7 @@
 //! every rank's worker), `runner` (what a pair runs: the harness), `readiness` (the doctor's
 //! verdict), `report` / `heatmap` (the report, its outliers, JSON, JUnit and the picture).
 
+mod command_error;
 pub mod coordinator;
 pub mod heatmap;
 pub mod launcher;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod runner;
 pub mod schedule;
 
+pub use command_error::{CommandError, EXIT_COULD_NOT_RUN};
 use coordinator::{CoordinatorConfig, WorkerConfig};
 use launcher::Placement;
 use report::{FleetReport, Thresholds};
@@ -27,9 +29,6 @@ use schedule::Pairing;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Exit status of a run that could not start (as `validate` and `bench` say it).
-const COULD_NOT_RUN: u8 = 2;
 
 /// Options of the fleet mode, shared by `validate` and `bench`.
 #[derive(clap::Args, Debug, Clone)]
@@ -150,30 +149,18 @@ fn fleet_conflicts(c: &nvpeer_harness::cli::CommonArgs) -> Option<&'static str> 
     }
 }
 
-/// Runs `nvpeer validate` (the fleet with `--fleet`); returns the exit status.
-pub fn validate(cmd: ValidateCmd) -> u8 {
+/// Runs `nvpeer validate` (the fleet with `--fleet`): the exit status of a run, or why it could
+/// not run.
+pub fn validate(cmd: ValidateCmd) -> Result<u8, CommandError> {
     if !cmd.fleet.fleet {
         let mut args = cmd.args;
         args.report = cmd.fleet.report;
-        return match nvpeer_harness::validate(args) {
-            Ok(v) => v.exit_status(),
-            Err(e) => {
-                eprintln!("nvpeer validate: {e}");
-                nvpeer_harness::Verdict::CouldNotRun.exit_status()
-            }
-        };
+        return Ok(nvpeer_harness::validate(args)?.exit_status());
     }
     if let Some(e) = fleet_conflicts(&cmd.args.common) {
-        eprintln!("nvpeer validate: {e}");
-        return COULD_NOT_RUN;
+        return Err(CommandError::Args(e.into()));
     }
-    let link = match link_bench(&cmd.args.common, cmd.fleet.link_iters) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("nvpeer validate: {e}");
-            return COULD_NOT_RUN;
-        }
-    };
+    let link = link_bench(&cmd.args.common, cmd.fleet.link_iters).map_err(CommandError::Args)?;
     let runner = HarnessRunner::Validate {
         args: Box::new(cmd.args.clone()),
         link: Box::new(link),
@@ -186,37 +173,30 @@ pub fn validate(cmd: ValidateCmd) -> u8 {
     )
 }
 
-/// Runs `nvpeer bench` (the fleet with `--fleet`); returns the exit status.
-pub fn bench(cmd: BenchCmd) -> u8 {
+/// Runs `nvpeer bench` (the fleet with `--fleet`): the exit status of a run, or why it could not
+/// run.
+pub fn bench(cmd: BenchCmd) -> Result<u8, CommandError> {
     if !cmd.fleet.fleet {
-        return match nvpeer_harness::bench(cmd.args) {
-            Ok(v) => v.exit_status(),
-            Err(e) => {
-                eprintln!("nvpeer bench: {e}");
-                nvpeer_harness::Verdict::CouldNotRun.exit_status()
-            }
-        };
+        return Ok(nvpeer_harness::bench(cmd.args)?.exit_status());
     }
     let mut args = cmd.args.clone();
     if let Some(e) = fleet_conflicts(&args.common) {
-        eprintln!("nvpeer bench: {e}");
-        return COULD_NOT_RUN;
+        return Err(CommandError::Args(e.into()));
     }
     // Registration cost is a node's own figure, not a link's: `nvpeer bench --test reg` on each.
     args.tests
         .retain(|t| *t != nvpeer_harness::cli::BenchTest::Reg);
     if args.tests.is_empty() {
-        eprintln!("nvpeer bench: --fleet measures links: give --test with write_bw, read_bw, send_bw or write_lat");
-        return COULD_NOT_RUN;
+        return Err(CommandError::Args(
+            "it measures links: give --test with write_bw, read_bw, send_bw or write_lat".into(),
+        ));
     }
     if args.perftest || args.json_file().is_some() {
-        eprintln!("nvpeer bench: --fleet pairs nvpeer with nvpeer: no --perftest or --out_json");
-        return COULD_NOT_RUN;
+        return Err(CommandError::Args(
+            "it pairs nvpeer with nvpeer: no --perftest or --out_json".into(),
+        ));
     }
-    if let Err(e) = args.check() {
-        eprintln!("nvpeer bench: {e}");
-        return COULD_NOT_RUN;
-    }
+    args.check().map_err(CommandError::Args)?;
     args.no_progress = true;
     let runner = HarnessRunner::Bench {
         args: Box::new(args.clone()),
@@ -284,22 +264,16 @@ fn run(
     f: &FleetArgs,
     c: &nvpeer_harness::cli::CommonArgs,
     runner: Arc<dyn PairRunner>,
-) -> u8 {
+) -> Result<u8, CommandError> {
     let env = |k: &str| std::env::var(k).ok();
-    let placement = match launcher::detect(
+    let placement = launcher::detect(
         &env,
         &launcher::Given {
             rendezvous: f.rendezvous.as_deref(),
             world: f.world_size,
             port: c.port,
         },
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{tool}: {e}");
-            return COULD_NOT_RUN;
-        }
-    };
+    )?;
     let Placement {
         rank,
         world,
@@ -339,13 +313,7 @@ fn run(
             },
             ..c.serve.clone()
         };
-        let listener = match nvpeer_harness::server::listen(&serve, rendezvous.port) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("{tool}: rank 0: {e}");
-                return COULD_NOT_RUN;
-            }
-        };
+        let listener = nvpeer_harness::server::listen(&serve, rendezvous.port)?;
         let cfg = CoordinatorConfig {
             world,
             pairing: f.pairs,
@@ -381,37 +349,25 @@ fn run(
         order_wait: join + pair + grace + Duration::from_secs(60),
     };
     let worked = coordinator::work(&wcfg, runner);
-    let status = match &worked {
-        Ok(s) => *s,
-        Err(e) => {
-            eprintln!("{tool}: rank {rank}: {e}");
-            COULD_NOT_RUN
-        }
-    };
     let Some(handle) = coordinator else {
-        return status;
+        return worked.map_err(|source| CommandError::Rank { rank, source });
     };
-    let report = match handle.join() {
-        Ok(r) => r,
-        Err(_) => {
-            eprintln!("{tool}: rank 0's coordinator panicked");
-            return COULD_NOT_RUN;
-        }
-    };
+    // Rank 0 writes the report whatever its own part did: the coordinator names what went wrong.
+    if let Err(e) = &worked {
+        eprintln!("{tool}: rank {rank}: {e}");
+    }
+    let report = handle
+        .join()
+        .map_err(|_| CommandError::CoordinatorPanicked)?;
     nvpeer_harness::report::say(&report.text());
     let dir = f.report_dir();
-    match report.write(&dir) {
-        Ok(files) => {
-            for file in files {
-                eprintln!("{tool}: wrote {}", file.display());
-            }
-            report.exit_status()
-        }
-        Err(e) => {
-            eprintln!("{tool}: writing the report into {}: {e}", dir.display());
-            COULD_NOT_RUN
-        }
+    let files = report
+        .write(&dir)
+        .map_err(|source| CommandError::Report { dir, source })?;
+    for file in files {
+        eprintln!("{tool}: wrote {}", file.display());
     }
+    Ok(report.exit_status())
 }
 
 #[cfg(test)]

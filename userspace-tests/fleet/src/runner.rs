@@ -3,6 +3,7 @@
 //! timeouts as in `validate --server` / `--client`). The coordinator drives it through
 //! [`PairRunner`], so that its tests run on localhost with a fake runner and no RDMA device.
 
+use nvpeer_harness::bench::{BenchTestDoc, Row};
 use serde::{Deserialize, Serialize};
 
 /// The unit of a measurement, and which way is better.
@@ -82,38 +83,39 @@ pub fn mib_to_gb(mib: f64) -> f64 {
 /// The measurements of one bench document (`nvpeer_harness::bench::collect`): a bandwidth test's
 /// average bandwidth of its largest size, the latency test's typical (median) latency of its
 /// largest size; a test that failed is a failed measurement with its error.
-pub fn from_bench_doc(t: &serde_json::Value) -> Option<Measurement> {
-    let test = t["test"].as_str()?.to_string();
+pub fn from_bench_doc(t: &BenchTestDoc) -> Option<Measurement> {
+    let test = t.test.clone();
     let unit = match test.as_str() {
         "write_lat" => Unit::Micros,
         "reg" => return None,
         _ => Unit::GBps,
     };
-    if let Some(e) = t.get("error") {
+    if let Some(e) = &t.error {
         return Some(Measurement {
             test,
             unit,
             value: None,
             passed: false,
-            detail: e.as_str().map_or_else(|| e.to_string(), str::to_string),
+            detail: e.clone(),
         });
     }
-    let rows = t["results"].as_array()?;
-    let last = rows
-        .iter()
-        .max_by_key(|r| r["MsgSize"].as_u64().unwrap_or(0))?;
-    let size = last["MsgSize"].as_u64().unwrap_or(0);
-    let gbits = t["test_info"]["BW_unit"].as_str() == Some("Gb/sec");
-    let (value, detail) = match unit {
-        Unit::Micros => {
-            let v = last["t_typical"].as_f64()?;
+    let last = t.results.iter().max_by_key(|r| r.msg_size())?;
+    let size = last.msg_size();
+    let (value, detail) = match (unit, last) {
+        (Unit::Micros, Row::Latency(r)) => {
+            let v = r.t_typical;
             (v, format!("{size} B: t_typical {v:.2} µs"))
         }
-        _ => {
-            let avg = last["BW_average"].as_f64()?;
-            let gb = if gbits { avg / 8.0 } else { mib_to_gb(avg) };
+        (Unit::GBps, Row::Bandwidth(r)) => {
+            let gbits = t.info().bw_unit.as_deref() == Some("Gb/sec");
+            let gb = if gbits {
+                r.bw_average / 8.0
+            } else {
+                mib_to_gb(r.bw_average)
+            };
             (gb, format!("{size} B: BW average {gb:.3} GB/s"))
         }
+        _ => return None,
     };
     Some(Measurement {
         test,
@@ -274,27 +276,39 @@ mod tests {
 
     #[test]
     fn bench_documents_become_measurements() {
-        let bw = json!({"test": "write_bw", "test_info": {"BW_unit": "MiB/sec"}, "results": [
-            {"MsgSize": 4096, "BW_average": 10.0},
-            {"MsgSize": 65536, "BW_average": 1000.0},
-        ]});
+        let doc = |v: serde_json::Value| -> BenchTestDoc { serde_json::from_value(v).unwrap() };
+        let bw_row = |size: u64, avg: f64| {
+            json!({"MsgSize": size, "n_iterations": 100, "BW_peak": avg, "BW_average": avg,
+                   "MsgRate": 0.1})
+        };
+        let bw = doc(
+            json!({"test": "write_bw", "test_info": {"BW_unit": "MiB/sec"},
+            "results": [bw_row(4096, 10.0), bw_row(65536, 1000.0)]}),
+        );
         let m = from_bench_doc(&bw).unwrap();
         assert_eq!(
             (m.test.as_str(), m.unit, m.passed),
             ("write_bw", Unit::GBps, true)
         );
         assert!((m.value.unwrap() - 1.048576).abs() < 1e-9, "{m:?}");
-        let g = json!({"test": "read_bw", "test_info": {"BW_unit": "Gb/sec"}, "results": [
-            {"MsgSize": 65536, "BW_average": 80.0}]});
+        let g = doc(
+            json!({"test": "read_bw", "test_info": {"BW_unit": "Gb/sec"},
+            "results": [bw_row(65536, 80.0)]}),
+        );
         assert_eq!(from_bench_doc(&g).unwrap().value, Some(10.0));
-        let lat = json!({"test": "write_lat", "test_info": {}, "results": [
-            {"MsgSize": 2, "t_typical": 3.5}]});
+        let lat = doc(json!({"test": "write_lat", "test_info": {}, "results": [
+            {"MsgSize": 2, "n_iterations": 10, "t_min": 3.0, "t_max": 4.0, "t_typical": 3.5,
+             "t_avg": 3.5, "t_stdev": 0.1, "percentile_99": 4.0, "percentile_99.9": 4.0}]}));
         let m = from_bench_doc(&lat).unwrap();
         assert_eq!((m.unit, m.value), (Unit::Micros, Some(3.5)));
-        let err = json!({"test": "send_bw", "error": "peer connect: refused"});
+        let err = BenchTestDoc::failed("send_bw", "peer connect: refused".into());
         let m = from_bench_doc(&err).unwrap();
         assert!(!m.passed && m.value.is_none() && m.detail.contains("refused"));
-        assert!(from_bench_doc(&json!({"test": "reg", "results": []})).is_none());
+        let reg = BenchTestDoc::ran("reg", Default::default(), Vec::new());
+        assert!(from_bench_doc(&reg).is_none());
+        // A latency test whose rows are bandwidth rows measured nothing the fleet reads.
+        let odd = doc(json!({"test": "write_lat", "results": [bw_row(2, 1.0)]}));
+        assert!(from_bench_doc(&odd).is_none());
     }
 
     #[test]

@@ -276,35 +276,8 @@ pub fn lat_row(size: u64, iters: u64, s: &LatencySummary) -> Vec<String> {
     v
 }
 
-/// JSON object of one bandwidth row with perftest's `--out_json` keys (the unit is MiB/sec, or
-/// Gb/sec with `--report_gbits`, as perftest's; nvpeer names it in `test_info.BW_unit`).
-pub fn bw_json(r: &BwResult, gbits: bool) -> serde_json::Value {
-    let conv = |v: f64| if gbits { mib_to_gbits(v) } else { v };
-    serde_json::json!({
-        "MsgSize": r.msg_size,
-        "n_iterations": r.iterations,
-        "BW_peak": conv(r.bw_peak_mib),
-        "BW_average": conv(r.bw_avg_mib),
-        "MsgRate": r.msg_rate_mpps,
-    })
-}
-
-/// JSON object of one latency row with perftest's keys.
-pub fn lat_json(size: u64, iters: u64, s: &LatencySummary) -> serde_json::Value {
-    serde_json::json!({
-        "MsgSize": size,
-        "n_iterations": iters,
-        "t_min": s.t_min,
-        "t_max": s.t_max,
-        "t_typical": s.t_typical,
-        "t_avg": s.t_avg,
-        "t_stdev": s.t_stdev,
-        "percentile_99": s.p99,
-        "percentile_99.9": s.p99_9,
-    })
-}
-
-/// What perftest's `test_info` block says about a run, filled from nvpeer's.
+/// What perftest's `test_info` block says about a run, filled from nvpeer's
+/// ([`crate::bench::PerftestInfo`] is the block).
 #[derive(Debug, Clone, Default)]
 pub struct TestInfo {
     /// perftest's test name, e.g. `RDMA_Write_BW_Test`.
@@ -331,72 +304,6 @@ pub struct TestInfo {
     /// `-T` when given: the traffic class of the test's QPs (perftest's `TOS`).
     pub tos: Option<u8>,
     pub gbits: bool,
-}
-
-/// perftest's `test_info` object (its keys and values; `Memory` and `BW_unit` are nvpeer's).
-pub fn test_info_json(t: &TestInfo) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    let mut put = |k: &str, v: serde_json::Value| {
-        m.insert(k.to_string(), v);
-    };
-    put("test", t.test.clone().into());
-    put("Dual_port", "OFF".into());
-    put("Device", t.device.clone().into());
-    put("Number_of_qps", t.qps.max(1).into());
-    put("Transport_type", "IB".into());
-    put("Connection_type", "RC".into());
-    put("Using_SRQ", "OFF".into());
-    put("PCIe_relax_order", "OFF".into());
-    put("ibv_wr_API", "ON".into());
-    if let Some(d) = t.tx_depth {
-        put("TX_depth", d.into());
-    }
-    if let Some(d) = t.rx_depth {
-        put("RX_depth", d.into());
-    }
-    if let Some(c) = t.cq_mod {
-        put("CQ_Moderation", c.into());
-    }
-    put("Mtu", t.mtu.into());
-    put(
-        "Link_type",
-        if t.link_layer == "InfiniBand" {
-            "IB"
-        } else {
-            t.link_layer.as_str()
-        }
-        .into(),
-    );
-    put("GID_index", t.gid_index.into());
-    match t.out_reads {
-        Some(n) => put("Outstand_reads", n.into()),
-        None => put("Max_inline_data", 0.into()),
-    }
-    put("rdma_cm_QPs", "OFF".into());
-    if let Some(g) = &t.cuda_device {
-        put("cuda_device", g.clone().into());
-    }
-    put("Use_ROCm_memory", "OFF".into());
-    put("Data_ex_method", "Ethernet".into());
-    // perftest's key and place (`write_test_info_to_file` writes `"TOS": %d` after
-    // `Data_ex_method` when a ToS was set; it sets one only on rdma_cm QPs, nvpeer on every QP).
-    if let Some(tos) = t.tos {
-        put("TOS", tos.into());
-    }
-    put("Memory", t.mem.clone().into());
-    put("BW_unit", if t.gbits { "Gb/sec" } else { "MiB/sec" }.into());
-    serde_json::Value::Object(m)
-}
-
-/// perftest's `--out_json` document: `test_info` and `results`, the one result row as an object
-/// (as perftest writes it); a sweep's rows as an array (perftest rewrites the file per size and
-/// keeps only the last).
-pub fn perftest_doc(info: &serde_json::Value, rows: &[serde_json::Value]) -> serde_json::Value {
-    let results = match rows {
-        [one] => one.clone(),
-        many => serde_json::Value::Array(many.to_vec()),
-    };
-    serde_json::json!({ "test_info": info, "results": results })
 }
 
 /// A progress bar for `len` steps, hidden when stderr is not a terminal or when asked.
@@ -480,75 +387,7 @@ mod tests {
             lines[1].rfind("62.50").unwrap()
         );
         assert!(lines.iter().all(|l| !l.ends_with(' ')));
-        let j = bw_json(&r, false);
-        let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 5);
-        for k in [
-            "MsgSize",
-            "n_iterations",
-            "BW_peak",
-            "BW_average",
-            "MsgRate",
-        ] {
-            assert!(j.get(k).is_some(), "{k}");
-        }
         let l = stats::summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let j = lat_json(2, 3, &l);
-        for k in [
-            "t_min",
-            "t_max",
-            "t_typical",
-            "t_avg",
-            "t_stdev",
-            "percentile_99",
-            "percentile_99.9",
-        ] {
-            assert!(j.get(k).is_some(), "{k}");
-        }
-        // The document: test_info + results, one row as an object, a sweep as an array.
-        let info = test_info_json(&TestInfo {
-            test: "RDMA_Write_BW_Test".into(),
-            link_layer: "InfiniBand".into(),
-            mtu: 4096,
-            ..Default::default()
-        });
-        assert_eq!(info["Link_type"], "IB");
-        assert_eq!(info["Max_inline_data"], 0);
-        // No -T, no TOS key (as perftest, which writes it only when a ToS was set); no RX_depth
-        // unless given (perftest writes it for a send test's receiving side).
-        assert!(info.get("TOS").is_none(), "{info}");
-        assert!(info.get("RX_depth").is_none(), "{info}");
-        let send = test_info_json(&TestInfo {
-            test: "Send_Bidirectional_BW_Test".into(),
-            tx_depth: Some(128),
-            rx_depth: Some(1000),
-            ..Default::default()
-        });
-        assert_eq!(
-            (send["TX_depth"].as_u64(), send["RX_depth"].as_u64()),
-            (Some(128), Some(1000))
-        );
-        let d = perftest_doc(&info, &[bw_json(&r, false)]);
-        assert_eq!(d["results"]["MsgSize"], 65536);
-        assert_eq!(d["test_info"]["test"], "RDMA_Write_BW_Test");
-        let d = perftest_doc(&info, &[bw_json(&r, false), bw_json(&r, true)]);
-        assert_eq!(d["results"].as_array().unwrap().len(), 2);
         assert!(lat_row(2, 3, &l).contains(&"2.00".to_string()));
-    }
-
-    #[test]
-    fn test_info_carries_the_tos_under_perftests_key() {
-        for tos in [0u8, 106, 255] {
-            let info = test_info_json(&TestInfo {
-                test: "RDMA_Write_BW_Test".into(),
-                tos: Some(tos),
-                ..Default::default()
-            });
-            // perftest's spelling, a JSON number, and in the --out_json document too.
-            assert_eq!(info["TOS"], serde_json::json!(tos), "{info}");
-            assert!(info.get("tos").is_none() && info.get("ToS").is_none());
-            let d = perftest_doc(&info, &[]);
-            assert_eq!(d["test_info"]["TOS"], u64::from(tos));
-        }
     }
 }

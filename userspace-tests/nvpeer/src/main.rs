@@ -78,6 +78,14 @@ fn output_status(cmd: &str, r: Result<(), nvpeer_metrics::Error>) -> u8 {
     }
 }
 
+/// The exit status of `validate` and `bench`, why they could not run printed.
+fn run_status(cmd: &str, r: Result<u8, nvpeer_fleet::CommandError>) -> u8 {
+    r.unwrap_or_else(|e| {
+        eprintln!("nvpeer {cmd}: {e}");
+        nvpeer_fleet::EXIT_COULD_NOT_RUN
+    })
+}
+
 fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
@@ -86,8 +94,8 @@ fn main() -> ExitCode {
             eprintln!("nvpeer doctor: {e}");
             nvpeer_doctor::EXIT_COULD_NOT_CHECK
         }),
-        Command::Validate(a) => nvpeer_fleet::validate(a),
-        Command::Bench(a) => nvpeer_fleet::bench(a),
+        Command::Validate(a) => run_status("validate", nvpeer_fleet::validate(a)),
+        Command::Bench(a) => run_status("bench", nvpeer_fleet::bench(a)),
         Command::Metrics(a) => output_status("metrics", nvpeer_metrics::metrics(a)),
         Command::Labels(a) => output_status("labels", nvpeer_metrics::labels(a)),
         #[cfg(feature = "bench")]

@@ -37,3 +37,50 @@ pub(crate) fn header_list(name: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::repo_file;
+
+    /// The value after `key` on the line that starts with it, unquoted.
+    fn value_after(text: &str, file: &str, key: &str) -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("{file}: no line starting with {key}"))
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    }
+
+    /// One version for everything the project ships: Kbuild's `NVPEER_VERSION` is the source
+    /// (the module's `modinfo`, its debugfs `config`); dkms.conf, the CLI's crates (this one's
+    /// version is the workspace's) and the GPU Operator image's default must say the same.
+    #[test]
+    fn every_version_is_kbuilds() {
+        let kbuild = value_after(&repo_file("Kbuild"), "Kbuild", "NVPEER_VERSION :=");
+        let others = [
+            (
+                "dkms.conf",
+                value_after(&repo_file("dkms.conf"), "dkms.conf", "PACKAGE_VERSION="),
+            ),
+            (
+                "the CLI's workspace (Cargo.toml)",
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+            (
+                "packaging/gpu-operator/Containerfile",
+                value_after(
+                    &repo_file("packaging/gpu-operator/Containerfile"),
+                    "Containerfile",
+                    "ARG NVPEER_VERSION=",
+                ),
+            ),
+        ];
+        for (what, v) in others {
+            assert_eq!(
+                v, kbuild,
+                "{what} says {v}, Kbuild's NVPEER_VERSION {kbuild}"
+            );
+        }
+    }
+}

@@ -38,63 +38,69 @@ fn model_of(cm: &Value) -> Option<CostModel> {
     serde_json::from_value(cm["applied_ns"].clone()).ok()
 }
 
-/// Markdown tables of a merged document.
+/// Markdown tables of a merged document, one per figure: the cells' latencies, the classic
+/// client's ratio, where the time went, the ratio taken apart, throughput by threads, provider
+/// calls, the free under a live MR, the live-MR and invalidation-at-scale series, memory.
 pub fn tables(doc: &Value) -> String {
     let empty = Vec::new();
     let paths = doc["paths"].as_array().unwrap_or(&empty);
-    let names: Vec<&str> = paths
-        .iter()
-        .map(|p| p["path"].as_str().unwrap_or("?"))
-        .collect();
-    let mut sizes: Vec<u64> = paths
-        .iter()
-        .flat_map(|p| {
-            p["cells"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["size"].as_u64())
-        })
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let mut threads: Vec<u64> = paths
-        .iter()
-        .flat_map(|p| {
-            p["cells"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["threads"].as_u64())
-        })
-        .collect();
-    threads.sort_unstable();
-    threads.dedup();
+    let sizes = cell_values(paths, "size");
+    let threads = cell_values(paths, "threads");
     let mut out = String::new();
-    if let Some(cm) = paths
+    cost_model_line(&mut out, paths);
+    latency_tables(&mut out, paths, &sizes);
+    vs_classic_table(&mut out, paths, &sizes);
+    where_table(&mut out, paths, &sizes);
+    split_table(&mut out, paths, &sizes);
+    throughput_table(&mut out, paths, &sizes, &threads);
+    provider_calls_table(&mut out, paths, &sizes);
+    invalidation_table(&mut out, paths, &sizes);
+    live_mrs_table(&mut out, paths);
+    inval_scale_table(&mut out, paths);
+    memory_tables(&mut out, paths);
+    out
+}
+
+/// The distinct values of the cells' `key` (`size`, `threads`) over every path, ascending.
+fn cell_values(paths: &[Value], key: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = paths
+        .iter()
+        .flat_map(|p| {
+            p["cells"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c[key].as_u64())
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The cost model the first path was measured with.
+fn cost_model_line(out: &mut String, paths: &[Value]) {
+    let Some(cm) = paths
         .first()
         .map(|p| &p["cost_model"])
         .filter(|c| c.is_object())
-    {
-        out.push_str(&format!(
-            "cost model: {} x {:.1} ({}); applied ns: {}\n",
-            cm["preset"].as_str().unwrap_or("?"),
-            cm["dilate"].as_f64().unwrap_or(1.0),
-            cm["dilate_source"]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .unwrap_or("no dilation"),
-            cm["applied_ns"]
-        ));
-    }
-    let model = paths.first().and_then(|p| model_of(&p["cost_model"]));
-    let header = |out: &mut String, first: &str| {
-        out.push_str(&format!(
-            "| {first} | {} |\n|---|{}\n",
-            names.join(" | "),
-            "---|".repeat(names.len())
-        ));
+    else {
+        return;
     };
+    out.push_str(&format!(
+        "cost model: {} x {:.1} ({}); applied ns: {}\n",
+        cm["preset"].as_str().unwrap_or("?"),
+        cm["dilate"].as_f64().unwrap_or(1.0),
+        cm["dilate_source"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("no dilation"),
+        cm["applied_ns"]
+    ));
+}
+
+/// Latency per size, 1 thread, with the ratio to the floor.
+fn latency_tables(out: &mut String, paths: &[Value], sizes: &[u64]) {
     let metrics: [(&str, &[&str], &str); 5] = [
         (
             "registration, median µs",
@@ -116,55 +122,71 @@ pub fn tables(doc: &Value) -> String {
     ];
     for (title, keys, rk) in metrics {
         out.push_str(&format!("\n### {title} (1 thread; ratio to the floor)\n\n"));
-        header(&mut out, "size");
-        for &s in &sizes {
+        path_header(out, paths, "size");
+        for &s in sizes {
             let row = cells_row(paths, s, 1, |c| {
                 format!("{} ({})", us(num(c, keys)), x(&c["ratios"][rk]))
             });
             out.push_str(&format!("| {} | {row} |\n", size_name(s)));
         }
     }
-    if paths
+}
+
+/// The ratio to the classic C client and the bounds a one-pin client can reach.
+fn vs_classic_table(out: &mut String, paths: &[Value], sizes: &[u64]) {
+    let names: Vec<&str> = paths
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or("?"))
+        .collect();
+    let model = paths.first().and_then(|p| model_of(&p["cost_model"]));
+    if !paths
         .iter()
         .any(|p| p["path"].as_str().is_some_and(|n| n.starts_with("classic")))
     {
-        out.push_str("\n### registration + deregistration, median, ratio to the classic C client (1 thread)\n\n");
-        out.push_str(
-            "(model bound: 1 pin against 2 with every cost but the modelled provider's at zero; \
+        return;
+    }
+    out.push_str(
+        "\n### registration + deregistration, median, ratio to the classic C client (1 thread)\n\n",
+    );
+    out.push_str(
+        "(model bound: 1 pin against 2 with every cost but the modelled provider's at zero; \
 floor bound: the floor path's median cycle against the same plus the classic pattern's modelled \
 extra pin and unpin, i.e. with the provider's real work, the IOMMU mapping above all, counted once \
 for both: about the best ratio a one-pin client can reach on this bench)\n\n",
-        );
-        out.push_str(&format!(
-            "| size | {} | model bound | floor bound |\n|---|{}\n",
-            names.join(" | "),
-            "---|".repeat(names.len() + 2)
-        ));
-        let floor = paths.iter().find(|p| p["path"] == "floor");
-        for &s in &sizes {
-            let row = cells_row(paths, s, 1, |c| x(&c["ratios"]["cycle_median_vs_classic"]));
-            let pages = (s >> 16).max(1);
-            let bound = model
-                .map(|m| x(&json!(m.cycle_ns(pages, 1) / m.cycle_ns(pages, 2))))
-                .unwrap_or_else(|| "-".into());
-            let fb = model
-                .zip(
-                    floor
-                        .and_then(|f| find_cell(f, s, 1))
-                        .and_then(|c| num(c, &["cycle", "median_ns"])),
-                )
-                .map(|(m, f)| {
-                    x(&json!(
-                        f / (f + m.cycle_ns(pages, 2) - m.cycle_ns(pages, 1))
-                    ))
-                })
-                .unwrap_or_else(|| "-".into());
-            out.push_str(&format!("| {} | {row} | {bound} | {fb} |\n", size_name(s)));
-        }
+    );
+    out.push_str(&format!(
+        "| size | {} | model bound | floor bound |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len() + 2)
+    ));
+    let floor = paths.iter().find(|p| p["path"] == "floor");
+    for &s in sizes {
+        let row = cells_row(paths, s, 1, |c| x(&c["ratios"]["cycle_median_vs_classic"]));
+        let pages = (s >> 16).max(1);
+        let bound = model
+            .map(|m| x(&json!(m.cycle_ns(pages, 1) / m.cycle_ns(pages, 2))))
+            .unwrap_or_else(|| "-".into());
+        let fb = model
+            .zip(
+                floor
+                    .and_then(|f| find_cell(f, s, 1))
+                    .and_then(|c| num(c, &["cycle", "median_ns"])),
+            )
+            .map(|(m, f)| {
+                x(&json!(
+                    f / (f + m.cycle_ns(pages, 2) - m.cycle_ns(pages, 1))
+                ))
+            })
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!("| {} | {row} | {bound} | {fb} |\n", size_name(s)));
     }
+}
+
+/// Where a cycle's mean time went, per path.
+fn where_table(out: &mut String, paths: &[Value], sizes: &[u64]) {
     out.push_str("\n### where a registration + deregistration went, mean µs (1 thread): provider (of which the cost model) / client's own / rest (core + syscalls; floor: syscalls + rawfloor)\n\n");
-    header(&mut out, "size");
-    for &s in &sizes {
+    path_header(out, paths, "size");
+    for &s in sizes {
         let row = cells_row(paths, s, 1, |c| {
             let t = &c["time_split_ns_per_cycle"];
             let client = num(t, &["client_own"]).map_or("-".into(), |v| us(Some(v)));
@@ -177,44 +199,53 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
         });
         out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
+}
+
+/// The core paths' mean ratio to the floor, taken apart.
+fn split_table(out: &mut String, paths: &[Value], sizes: &[u64]) {
     let core: Vec<&Value> = paths.iter().filter(|p| p["via"] == "core").collect();
-    if !core.is_empty() {
-        out.push_str("\n### registration + deregistration, mean, ratio to the floor taken apart (1 thread): ratio = 1 + provider beyond the floor + core beyond the floor + client's own (1 + provider + core: what a client costing nothing would score through this core)\n\n");
-        let names: Vec<&str> = core
-            .iter()
-            .map(|p| p["path"].as_str().unwrap_or("?"))
-            .collect();
-        out.push_str(&format!(
-            "| size | {} |\n|---|{}\n",
-            names.join(" | "),
-            "---|".repeat(names.len())
-        ));
-        for &s in &sizes {
-            let row: Vec<String> = core
-                .iter()
-                .map(|p| {
-                    find_cell(p, s, 1)
-                        .map(|c| &c["ratios"]["cycle_mean_split"])
-                        .filter(|v| v.is_object())
-                        .map_or("-".into(), |v| {
-                            let f = |k: &str| num(v, &[k]).unwrap_or(f64::NAN);
-                            format!(
-                                "{:.3} = 1 {:+.3} {:+.3} {:+.3}",
-                                f("ratio"),
-                                f("provider"),
-                                f("core"),
-                                f("client")
-                            )
-                        })
-                })
-                .collect();
-            out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
-        }
+    if core.is_empty() {
+        return;
     }
+    out.push_str("\n### registration + deregistration, mean, ratio to the floor taken apart (1 thread): ratio = 1 + provider beyond the floor + core beyond the floor + client's own (1 + provider + core: what a client costing nothing would score through this core)\n\n");
+    let names: Vec<&str> = core
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or("?"))
+        .collect();
+    out.push_str(&format!(
+        "| size | {} |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    ));
+    for &s in sizes {
+        let row: Vec<String> = core
+            .iter()
+            .map(|p| {
+                find_cell(p, s, 1)
+                    .map(|c| &c["ratios"]["cycle_mean_split"])
+                    .filter(|v| v.is_object())
+                    .map_or("-".into(), |v| {
+                        let f = |k: &str| num(v, &[k]).unwrap_or(f64::NAN);
+                        format!(
+                            "{:.3} = 1 {:+.3} {:+.3} {:+.3}",
+                            f("ratio"),
+                            f("provider"),
+                            f("core"),
+                            f("client")
+                        )
+                    })
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
+    }
+}
+
+/// Cycles per second by size and threads.
+fn throughput_table(out: &mut String, paths: &[Value], sizes: &[u64], threads: &[u64]) {
     out.push_str("\n### cycles (reg + dereg) per second by threads (ratio to the floor at the same threads)\n\n");
-    header(&mut out, "size / threads");
-    for &s in &sizes {
-        for &t in &threads {
+    path_header(out, paths, "size / threads");
+    for &s in sizes {
+        for &t in threads {
             let row = cells_row(paths, s, t, |c| {
                 format!(
                     "{:.1} ({})",
@@ -225,9 +256,13 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
             out.push_str(&format!("| {} / {t} | {row} |\n", size_name(s)));
         }
     }
+}
+
+/// Provider calls per registration.
+fn provider_calls_table(out: &mut String, paths: &[Value], sizes: &[u64]) {
     out.push_str("\n### provider calls per registration (get_pages + get_pages_persistent; all calls per reg+dereg)\n\n");
-    header(&mut out, "size");
-    for &s in &sizes {
+    path_header(out, paths, "size");
+    for &s in sizes {
         let row = cells_row(paths, s, 1, |c| {
             let pc = &c["provider_calls_per_reg"];
             let gets = num(pc, &["get_pages"]).unwrap_or(0.0)
@@ -239,9 +274,13 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
         });
         out.push_str(&format!("| {} | {row} |\n", size_name(s)));
     }
+}
+
+/// The free of an allocation under one live MR, per size.
+fn invalidation_table(out: &mut String, paths: &[Value], sizes: &[u64]) {
     out.push_str("\n### free (cudaFree) under one live MR, median µs (ratio to the floor); callbacks per free; MR state after\n\n");
-    header(&mut out, "size");
-    for &s in &sizes {
+    path_header(out, paths, "size");
+    for &s in sizes {
         let row: Vec<String> = paths
             .iter()
             .map(|p| {
@@ -262,14 +301,16 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
             .collect();
         out.push_str(&format!("| {} | {} |\n", size_name(s), row.join(" | ")));
     }
-    live_mrs_table(&mut out, paths);
-    inval_scale_table(&mut out, paths);
+}
+
+/// Kernel memory per live MR (`memory`) and the live-MR scale test (`scale`).
+fn memory_tables(out: &mut String, paths: &[Value]) {
     for (sec, title) in [
         ("memory", "kernel slab memory per live 64 KiB MR"),
         ("scale", "live-MR scale test (64 KiB MRs, cost model off)"),
     ] {
         out.push_str(&format!("\n### {title}\n\n"));
-        header(&mut out, "figure");
+        path_header(out, paths, "figure");
         let rows: [(&str, &str); 15] = [
             ("MRs held", "mrs"),
             ("target / reached", "reached"),
@@ -331,7 +372,6 @@ for both: about the best ratio a one-pin client can reach on this bench)\n\n",
             out.push_str(&format!("| {label} | {} |\n", row.join(" | ")));
         }
     }
-    out
 }
 
 /// The invalidation-at-scale series ([`super::inval_scale`]): per number of MRs on the freed

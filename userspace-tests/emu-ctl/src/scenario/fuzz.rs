@@ -24,8 +24,10 @@ use super::runner::{leftovers, recorded};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{self, fault_mode, Alloc, Gpu, GPU_PAGE_SIZE};
 use crate::peer_mem::{self, device, peer_flags, qflags, Core, RegParams};
+use nvpeer_uapi::debugfs;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// At most this many live allocations and MRs in a sequence.
@@ -35,8 +37,6 @@ const MAX_MRS: usize = 16;
 const OPS: std::ops::RangeInclusive<u32> = 12..=48;
 /// Errnos the provider returns (§2.5), negative.
 const PROVIDER_ERRNOS: [i32; 6] = [-22, -12, -5, -524, -16, -19];
-/// nvpeer's debugfs counters.
-const NVPEER_STATS: &str = "/sys/kernel/debug/nvpeer/stats";
 
 /// One MR of the sequence.
 struct LiveMr {
@@ -506,26 +506,15 @@ fn books(e: &Env, invalidating: bool) -> Result<()> {
     if let Some(m) = leftovers(e)? {
         return Err(EmuError::Check(m));
     }
-    if std::fs::metadata(NVPEER_STATS).is_err() {
+    if !debugfs::present(Path::new("/")) {
         return Ok(());
     }
     // Pins a foreign put left to the callback go with the memory's free, which came before; a
     // kworker's release may still be on its way.
     let mut last = String::new();
     let balanced = wait_until(Duration::from_secs(30), || {
-        let text = std::fs::read_to_string(NVPEER_STATS).map_err(|source| EmuError::File {
-            path: NVPEER_STATS.into(),
-            source,
-        })?;
-        let get = |k: &str| {
-            text.lines().find_map(|l| {
-                l.strip_prefix(k)?
-                    .strip_prefix(' ')?
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
-        };
+        let stats = debugfs::read_stats(Path::new("/"))?;
+        let get = |k: &str| stats.get(k);
         let (live, pinned) = (get("live_mrs"), get("pinned_bytes"));
         let (claimed, released) = (get("acquire_claimed"), get("release_calls"));
         last = format!(

@@ -5,6 +5,7 @@
 use super::bwloop::{
     cq_mod, run_lanes, sum_bidirectional, BwPlan, Lane, Poster, SideResult, PEAK_MAX_ITERS, WC_RECV,
 };
+use super::doc::{BenchTestDoc, BwRow, DataValidation, PerftestInfo, Row};
 use super::{be, perftest_name, perftest_title, sizes, Bench, BenchError, POLL};
 use crate::cli::BenchTest;
 use crate::line_rate::{self, Threshold};
@@ -15,8 +16,6 @@ use crate::perftest_wire::Report;
 use crate::report;
 use crate::stats;
 use crate::verbs::{self, Endpoint, Op};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::time::Instant;
 
 impl Bench {
@@ -37,7 +36,7 @@ impl Bench {
     }
 
     /// Bandwidth of one operation over all sizes.
-    pub(super) fn bw(&mut self, test: BenchTest) -> Result<Value, BenchError> {
+    pub(super) fn bw(&mut self, test: BenchTest) -> Result<BenchTestDoc, BenchError> {
         let sz = sizes(&self.args, test);
         let max = *sz.iter().max().unwrap_or(&2);
         let iters = self.args.iters_for(test);
@@ -144,7 +143,7 @@ impl Bench {
                 None => mine.bw,
             };
             cells.push(report::bw_row(&r, self.args.report_gbits));
-            rows.push(report::bw_json(&r, self.args.report_gbits));
+            rows.push(Row::Bandwidth(BwRow::new(&r, self.args.report_gbits)));
             last = Some(r);
             pb.inc(1);
         }
@@ -361,7 +360,11 @@ impl Bench {
 
     /// write_bw or read_bw against perftest's server at `host` (`--perftest`): its buffer is the
     /// far side, its exchange sets the test up, and it gets this side's report at the end.
-    pub(super) fn bw_perftest(&mut self, test: BenchTest, host: &str) -> Result<Value, BenchError> {
+    pub(super) fn bw_perftest(
+        &mut self,
+        test: BenchTest,
+        host: &str,
+    ) -> Result<BenchTestDoc, BenchError> {
         let sz = sizes(&self.args, test);
         let max = *sz.iter().max().unwrap_or(&2);
         let dev = self
@@ -418,7 +421,7 @@ impl Bench {
             )?
             .bw;
             cells.push(report::bw_row(&r, self.args.report_gbits));
-            rows.push(report::bw_json(&r, self.args.report_gbits));
+            rows.push(Row::Bandwidth(BwRow::new(&r, self.args.report_gbits)));
             last = Some(r);
         }
         self.say(&report::table(
@@ -479,32 +482,20 @@ fn dv_destinations(test: BenchTest, bidirectional: bool) -> (bool, bool) {
     )
 }
 
-/// What `--data-validation` checked in one test (`data_validation` in the `--json` document).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DataValidation {
-    /// Sizes whose destination held the source's pattern after the run.
-    pub sizes: u64,
-    /// Which buffer was checked, in words.
-    pub checked: String,
-}
-
 /// The `--json` document of a bandwidth test: perftest's `test_info` and `results`, and
 /// nvpeer's `threshold` (the line-rate verdict) and `data_validation`.
 fn test_doc(
     test: BenchTest,
-    info: Value,
-    rows: Vec<Value>,
+    info: PerftestInfo,
+    rows: Vec<Row>,
     threshold: Option<Threshold>,
     dv: Option<DataValidation>,
-) -> Value {
-    let mut doc = json!({"test": test.name(), "test_info": info, "results": rows});
-    if let Some(t) = threshold.and_then(|t| serde_json::to_value(t).ok()) {
-        doc["threshold"] = t;
+) -> BenchTestDoc {
+    BenchTestDoc {
+        threshold,
+        data_validation: dv,
+        ..BenchTestDoc::ran(test.name(), info, rows)
     }
-    if let Some(d) = dv.and_then(|d| serde_json::to_value(d).ok()) {
-        doc["data_validation"] = d;
-    }
-    doc
 }
 
 /// [`run_lanes`] on this side's QPs alone, all posting `op` from one buffer.

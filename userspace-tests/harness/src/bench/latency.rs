@@ -1,18 +1,18 @@
 //! `write_lat`: WRITE_WITH_IMM ping-pong latency, and its two halves (waiting for the pong, a local
 //! target's pong).
 
+use super::doc::{BenchTestDoc, LatRow, Row};
 use super::{be, perftest_name, sizes, Bench, BenchError, POLL};
 use crate::cli::BenchTest;
 use crate::peer::{self, Peer, Req, Target};
 use crate::report;
 use crate::stats;
 use crate::verbs::{self, Completion, Endpoint, Op};
-use serde_json::{json, Value};
 use std::time::Instant;
 
 impl Bench {
     /// WRITE_WITH_IMM ping-pong latency (valid on GPU memory: nobody polls the payload).
-    pub(super) fn lat(&mut self) -> Result<Value, BenchError> {
+    pub(super) fn lat(&mut self) -> Result<BenchTestDoc, BenchError> {
         let sz = sizes(&self.args, BenchTest::WriteLat);
         let max = *sz.iter().max().unwrap_or(&2);
         let iters = self.args.iters_for(BenchTest::WriteLat);
@@ -108,7 +108,7 @@ impl Bench {
             }
             if let Some(st) = stats::summarize(&samples) {
                 cells.push(report::lat_row(s, iters as u64, &st));
-                rows.push(report::lat_json(s, iters as u64, &st));
+                rows.push(Row::Latency(LatRow::new(s, iters as u64, &st)));
             }
             pb.inc(1);
         }
@@ -123,7 +123,7 @@ impl Bench {
         );
         drop(lmr);
         let _ = self.peer.as_mut().map(|p| p.unit(Req::Drop { id: rb.id }));
-        Ok(json!({"test": "write_lat", "test_info": info, "results": rows}))
+        Ok(BenchTestDoc::ran(BenchTest::WriteLat.name(), info, rows))
     }
 }
 

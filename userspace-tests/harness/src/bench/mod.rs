@@ -9,6 +9,7 @@
 
 mod bandwidth;
 mod bwloop;
+mod doc;
 mod latency;
 mod registration;
 mod reports;
@@ -18,9 +19,12 @@ pub(crate) use reports::junit_cases;
 use reports::write_reports;
 pub use setup_error::SetupError;
 
-pub use bandwidth::DataValidation;
 pub use bwloop::{
     cq_mod, run_lanes, sum_bidirectional, BwPlan, Lane, Poster, SideResult, PEAK_MAX_ITERS,
+};
+pub use doc::{
+    to_mib, BenchDoc, BenchTestDoc, BwRow, DataValidation, LatRow, PerftestDoc, PerftestInfo,
+    RegRow, Row,
 };
 
 use crate::cli::{BenchArgs, BenchTest, MemKind, Role};
@@ -32,7 +36,6 @@ use crate::report::{self, TestInfo};
 use crate::stats;
 use crate::verbs::{self, Device, Endpoint};
 use crate::verdict::Verdict;
-use serde_json::{json, Value};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -87,10 +90,10 @@ impl Bench {
         cq_mod: Option<u64>,
         reads: Option<bool>,
         rx_depth: Option<u32>,
-    ) -> Value {
+    ) -> PerftestInfo {
         let dev = self.dev.as_deref();
         let (mtu, out_reads) = ep.map_or((dev.map_or(0, |d| d.mtu as u8), 0), Endpoint::offer);
-        report::test_info_json(&TestInfo {
+        PerftestInfo::from(&TestInfo {
             test: test.into(),
             device: dev.map(|d| d.name.clone()).unwrap_or_default(),
             link_layer: dev.map(|d| d.link_layer.clone()).unwrap_or_default(),
@@ -177,7 +180,7 @@ pub fn run(args: BenchArgs) -> Result<Verdict, SetupError> {
 #[derive(Debug, Clone)]
 pub struct Measured {
     pub verdict: Verdict,
-    pub tests: Vec<Value>,
+    pub tests: Vec<BenchTestDoc>,
 }
 
 /// Runs the tests of a client or loopback `nvpeer bench` (not `--server`) without printing the
@@ -351,7 +354,7 @@ impl Bench {
 
     /// Runs every test of `--test`: their documents, whether one could not run at all (exit
     /// status 2, not 1) and whether one failed (a below-threshold bandwidth included).
-    fn run_each(&mut self, c: &crate::cli::CommonArgs) -> (Vec<Value>, bool, bool) {
+    fn run_each(&mut self, c: &crate::cli::CommonArgs) -> (Vec<BenchTestDoc>, bool, bool) {
         let mut out = Vec::new();
         let mut failed = false;
         let mut could_not_run = false;
@@ -375,7 +378,7 @@ impl Bench {
                 Err(e) => {
                     failed = true;
                     eprintln!("nvpeer bench: {}: {e}", t.name());
-                    out.push(json!({"test": t.name(), "error": e.to_string()}));
+                    out.push(BenchTestDoc::failed(t.name(), e.to_string()));
                 }
             }
         }
@@ -388,7 +391,7 @@ impl Bench {
 
     /// Prints the environment and writes the reports of `out`; false when a report could not
     /// be written.
-    fn report(&self, c: &crate::cli::CommonArgs, out: &[Value]) -> bool {
+    fn report(&self, c: &crate::cli::CommonArgs, out: &[BenchTestDoc]) -> bool {
         let gpu_bus = self
             .backend
             .facts()

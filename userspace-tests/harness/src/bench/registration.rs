@@ -1,15 +1,15 @@
 //! `reg`: registration, deregistration and reg+dereg latency per size.
 
+use super::doc::{BenchTestDoc, PerftestInfo, RegRow, Row};
 use super::{be, Bench, BenchError};
 use crate::cli::BenchTest;
 use crate::report;
 use crate::stats;
-use serde_json::{json, Value};
 use std::time::Instant;
 
 impl Bench {
     /// reg / dereg / reg+dereg latency per size.
-    pub(super) fn reg(&mut self) -> Result<Value, BenchError> {
+    pub(super) fn reg(&mut self) -> Result<BenchTestDoc, BenchError> {
         let sz = if self.args.all {
             matrix(self.args.max_size)
         } else {
@@ -67,16 +67,22 @@ impl Bench {
                 let figures = [r.t_typical, r.p99, d.t_typical, d.p99, rd.t_typical, rd.p99];
                 row.extend(figures.map(|v| format!("{v:.2}")));
                 cells.push(row);
-                rows.push(json!({"MsgSize": s, "n_iterations": iters, "reg": r, "dereg": d, "reg_dereg": rd}));
+                rows.push(Row::Registration(RegRow {
+                    msg_size: s,
+                    n_iterations: u64::from(iters),
+                    reg: r,
+                    dereg: d,
+                    reg_dereg: rd,
+                }));
             }
         }
         pb.finish_and_clear();
         self.say(&report::table(&header, &cells));
-        let mut info = self.info("Registration_Latency_Test", None, None, None, None);
-        if let Some(m) = info.as_object_mut() {
-            m.insert("Registration_path".into(), self.reg.path.label().into());
-        }
-        Ok(json!({"test": "reg", "test_info": info, "results": rows}))
+        let info = PerftestInfo {
+            registration_path: Some(self.reg.path.label().into()),
+            ..self.info("Registration_Latency_Test", None, None, None, None)
+        };
+        Ok(BenchTestDoc::ran(BenchTest::Reg.name(), info, rows))
     }
 }
 

@@ -1,34 +1,30 @@
 //! The bench's output files: the `--json` document (every test, the environment), perftest's
 //! `--out_json` document of the one test, and the `--junit` XML (a test case per test and size).
 
+use super::doc::{BenchDoc, BenchTestDoc, PerftestDoc};
 use crate::cli::{BenchArgs, MemKind};
 use crate::junit;
 use crate::line_rate::{RateVerdict, Threshold};
 use crate::report::{self, CaseResult};
 use crate::verbs::Device;
-use serde_json::{json, Value};
 
 /// The JUnit cases of a bench run: one per test and size measured, named `test[MsgSize]`, its
 /// result row (perftest's keys) as JSON in `system-out`; a test that could not run is one failed
 /// case with its error, a test that measured nothing one skipped case.
-pub(crate) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
+pub(crate) fn junit_cases(tests: &[BenchTestDoc]) -> Vec<CaseResult> {
     let mut cases = Vec::new();
     for t in tests {
-        let name = t["test"].as_str().unwrap_or("test");
-        if let Some(e) = t.get("error") {
-            let e = e.as_str().map_or_else(|| e.to_string(), str::to_string);
-            cases.push(CaseResult::fail(name, e.clone(), e));
+        let name = t.test.as_str();
+        if let Some(e) = &t.error {
+            cases.push(CaseResult::fail(name, e.clone(), e.clone()));
             continue;
         }
-        let rows = t["results"].as_array().map_or(&[][..], Vec::as_slice);
-        if rows.is_empty() {
+        if t.results.is_empty() {
             cases.push(CaseResult::skip(name, "no size was measured"));
         }
-        for (i, r) in rows.iter().enumerate() {
-            let size = r["MsgSize"]
-                .as_u64()
-                .map_or_else(|| format!("#{i}"), |s| s.to_string());
-            cases.push(CaseResult::pass(&format!("{name}[{size}]"), r.to_string()));
+        for r in &t.results {
+            let row = serde_json::to_string(r).unwrap_or_default();
+            cases.push(CaseResult::pass(&format!("{name}[{}]", r.msg_size()), row));
         }
         if let Some(c) = line_rate_case(name, t) {
             cases.push(c);
@@ -40,8 +36,8 @@ pub(crate) fn junit_cases(tests: &[Value]) -> Vec<CaseResult> {
 /// The JUnit case of a bandwidth test's line-rate verdict (`write_bw.line-rate`): passed, failed
 /// when the verdict was enforced, skipped when it was advisory; without a line rate, failed when
 /// `--bw-threshold` asked for a verdict, else none.
-fn line_rate_case(name: &str, test: &Value) -> Option<CaseResult> {
-    let t: Threshold = serde_json::from_value(test.get("threshold")?.clone()).ok()?;
+fn line_rate_case(name: &str, test: &BenchTestDoc) -> Option<CaseResult> {
+    let t: &Threshold = test.threshold.as_ref()?;
     let case = format!("{name}.line-rate");
     let line = t.line().trim().to_string();
     Some(match t.verdict {
@@ -72,26 +68,25 @@ pub(super) fn write_reports(
     mem_kind: MemKind,
     dev: Option<&Device>,
     env: &crate::environment::Environment,
-    tests: &[Value],
+    tests: &[BenchTestDoc],
 ) -> bool {
     let mut ok = true;
     if args.common.json {
-        let doc = json!({
-            "tool": "nvpeer bench",
-            "version": env!("CARGO_PKG_VERSION"),
-            "mem": mem_kind.to_string(),
-            "device": dev.map(|d| d.name.clone()),
-            "environment": env,
-            "tests": tests,
-        });
+        let doc = BenchDoc {
+            tool: "nvpeer bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            mem: mem_kind.to_string(),
+            device: dev.map(|d| d.name.clone()),
+            environment: Some(env.clone()),
+            tests: tests.to_vec(),
+        };
         report::say(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     }
     if let Some(f) = args.json_file() {
         // One test per file (BenchArgs::check); a failed test leaves no file, as in perftest.
         match tests.first() {
-            Some(t) if t.get("error").is_none() => {
-                let rows = t["results"].as_array().cloned().unwrap_or_default();
-                let doc = report::perftest_doc(&t["test_info"], &rows);
+            Some(t) if t.error.is_none() => {
+                let doc = PerftestDoc::new(&t.info(), &t.results);
                 if let Err(e) =
                     std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap_or_default())
                 {
@@ -116,20 +111,28 @@ pub(super) fn write_reports(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+
+    fn doc(v: Value) -> BenchTestDoc {
+        serde_json::from_value(v).expect("a bench test document")
+    }
 
     #[test]
     fn junit_has_a_testcase_per_test_and_size() {
-        let tests = vec![
+        let l = json!({"t_min": 3.0, "t_max": 4.0, "t_typical": 3.5, "t_avg": 3.5, "t_stdev": 0.5,
+            "p99": 4.0, "p99_9": 4.0, "samples": 2});
+        let tests = [
             json!({"test": "write_bw", "test_info": {}, "results": [
                 {"MsgSize": 2, "n_iterations": 5000, "BW_peak": 1.5, "BW_average": 1.25, "MsgRate": 0.6},
                 {"MsgSize": 65536, "n_iterations": 5000, "BW_peak": 9000.0, "BW_average": 8800.5, "MsgRate": 0.14},
             ]}),
             json!({"test": "reg", "test_info": {}, "results": [
-                {"MsgSize": 4096, "n_iterations": 1000, "reg": {"t_typical": 3.5}},
+                {"MsgSize": 4096, "n_iterations": 1000, "reg": l, "dereg": l, "reg_dereg": l},
             ]}),
             json!({"test": "write_lat", "error": "needs an RDMA device <rxe>"}),
             json!({"test": "read_bw", "test_info": {}, "results": []}),
-        ];
+        ]
+        .map(doc);
         let env = crate::environment::Environment {
             tool: "nvpeer 0.1.0".into(),
             command_line: "nvpeer bench -a --junit b.xml".into(),
@@ -197,8 +200,10 @@ mod tests {
         });
         let doc = |gbps: f64, enforced: bool| {
             let t = crate::line_rate::judge(&rate, 0.9, false, gbps, 65536, enforced);
-            json!({"test": "write_bw", "test_info": {}, "results": [{"MsgSize": 65536}],
-                   "threshold": serde_json::to_value(t).unwrap()})
+            BenchTestDoc {
+                threshold: Some(t),
+                ..BenchTestDoc::ran("write_bw", Default::default(), Vec::new())
+            }
         };
         let cases = junit_cases(&[doc(95.0, true), doc(50.0, true), doc(50.0, false)]);
         let verdicts: Vec<(&str, report::Status)> = cases
@@ -217,7 +222,10 @@ mod tests {
         // No line rate: no case, unless --bw-threshold asked for a verdict.
         let no_rate = |enforced: bool| {
             let t = crate::line_rate::judge(&Err("none".into()), 0.9, false, 1.0, 2, enforced);
-            json!({"test": "read_bw", "results": [], "threshold": serde_json::to_value(t).unwrap()})
+            BenchTestDoc {
+                threshold: Some(t),
+                ..BenchTestDoc::ran("read_bw", Default::default(), Vec::new())
+            }
         };
         assert!(line_rate_case("read_bw", &no_rate(false)).is_none());
         let case = line_rate_case("read_bw", &no_rate(true)).expect("a failed case");
@@ -225,14 +233,17 @@ mod tests {
     }
 
     #[test]
-    fn junit_cases_of_odd_documents_never_panic() {
-        let odd = vec![
+    fn odd_documents_are_refused_when_read() {
+        for odd in [
             json!(null),
             json!({"test": 7, "results": {"MsgSize": 1}}),
             json!({"error": 3}),
-        ];
-        let cases = junit_cases(&odd);
-        assert_eq!(cases.len(), 3);
-        assert_eq!(cases[2].detail, "3");
+            json!({"test": "write_bw", "results": [{"MsgSize": 1}]}),
+        ] {
+            assert!(
+                serde_json::from_value::<BenchTestDoc>(odd.clone()).is_err(),
+                "{odd}"
+            );
+        }
     }
 }

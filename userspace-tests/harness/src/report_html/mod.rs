@@ -5,10 +5,9 @@
 //! (JUnit), and for every `--report-bench` document its copy, its JUnit file and one
 //! perftest-format file per test (docs/validation.md, "The report").
 //!
-//! Files by concept: `error` (why a report could not be written), `bench_doc` (the bench's JSON
-//! document, typed), `series` (what is plotted), `plots` (the SVG), `page` (the HTML).
+//! Files by concept: `error` (why a report could not be written), the bench's JSON document
+//! (typed in `crate::bench`, which writes it), `series` (what is plotted), `plots` (the SVG), `page` (the HTML).
 
-mod bench_doc;
 mod error;
 mod page;
 mod plots;
@@ -16,11 +15,11 @@ mod series;
 #[cfg(test)]
 mod tests;
 
-pub use bench_doc::{BenchDoc, BenchTestDoc, Row};
+pub use crate::bench::{BenchDoc, BenchTestDoc, Row};
 pub use error::ReportError;
 pub use series::{Figure, Series};
 
-use crate::report::{self, ValidateReport};
+use crate::report::ValidateReport;
 use std::path::{Path, PathBuf};
 
 /// The page's file name in DIR.
@@ -155,15 +154,10 @@ pub fn write(
             format!("{name}.json"),
             format!("`nvpeer bench --json` document, from {}", src.display()),
         ));
-        let tests: Vec<serde_json::Value> = b
-            .tests
-            .iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .collect();
         let env = b.environment.clone().unwrap_or_default();
         let xml = crate::junit::render(
             "nvpeer bench",
-            &crate::bench::junit_cases(&tests),
+            &crate::bench::junit_cases(&b.tests),
             &[],
             &env.pairs(),
         )
@@ -176,13 +170,12 @@ pub fn write(
             match (&t.error, &t.test_info) {
                 (Some(e), _) => errors.push((t.test.clone(), e.clone())),
                 (None, Some(info)) if !t.results.is_empty() => {
-                    let rows: Vec<serde_json::Value> = t
-                        .results
-                        .iter()
-                        .filter_map(|r| serde_json::to_value(r).ok())
-                        .collect();
                     let f = format!("{name}-{}.perftest.json", file_part(&t.test, &mut taken));
-                    put(dir, &f, &pretty(&report::perftest_doc(info, &rows)))?;
+                    put(
+                        dir,
+                        &f,
+                        &pretty(&crate::bench::PerftestDoc::new(info, &t.results)),
+                    )?;
                     files.push((f, format!("{}: perftest's --out_json document", t.test)));
                 }
                 _ => {}

@@ -3,7 +3,7 @@
 //! documents (bandwidth, latency and registration cost per test, memory and device). Nothing
 //! here is estimated: a figure is a value a run wrote.
 
-use super::bench_doc::{to_mib, BenchDoc, Row};
+use crate::bench::{to_mib, BenchDoc, Row};
 use crate::report::ValidateReport;
 
 /// One line of a plot: (message size in bytes, value) points in size order.

@@ -176,7 +176,7 @@ fn samples(base: f64) -> Vec<f64> {
 pub fn fixture_bench_host() -> BenchDoc {
     let sizes: Vec<u64> = (1..=20).map(|k| 1u64 << k).collect();
     let info = |test: &str| {
-        report::test_info_json(&report::TestInfo {
+        crate::bench::PerftestInfo::from(&crate::report::TestInfo {
             test: test.into(),
             device: "rxe0".into(),
             link_layer: "Ethernet".into(),
@@ -195,14 +195,14 @@ pub fn fixture_bench_host() -> BenchDoc {
             // a link of 400 MiB/s with 20 us per message
             let per_msg = 20e-6 + s as f64 / (400.0 * 1_048_576.0);
             let r = stats::bandwidth(s, 5000, per_msg * 5000.0, Some(per_msg * 0.9));
-            serde_json::from_value(report::bw_json(&r, false)).expect("a bandwidth row")
+            Row::Bandwidth(crate::bench::BwRow::new(&r, false))
         })
         .collect();
     let lat_rows = sizes
         .iter()
         .map(|&s| {
             let l = stats::summarize(&samples(30.0 + s as f64 / 400.0)).expect("samples");
-            serde_json::from_value(report::lat_json(s, 1000, &l)).expect("a latency row")
+            Row::Latency(crate::bench::LatRow::new(s, 1000, &l))
         })
         .collect();
     BenchDoc {
@@ -215,40 +215,30 @@ pub fn fixture_bench_host() -> BenchDoc {
             ..env("host")
         }),
         tests: vec![
-            BenchTestDoc {
-                test: "write_bw".into(),
-                test_info: Some(info("RDMA_Write_BW_Test")),
-                results: bw_rows,
-                error: None,
-            },
-            BenchTestDoc {
-                test: "write_lat".into(),
-                test_info: Some(info("RDMA_Write_imm_Latency_Test")),
-                results: lat_rows,
-                error: None,
-            },
+            BenchTestDoc::ran("write_bw", info("RDMA_Write_BW_Test"), bw_rows),
+            BenchTestDoc::ran("write_lat", info("RDMA_Write_imm_Latency_Test"), lat_rows),
         ],
     }
 }
 
 /// `nvpeer bench --json --mem emu --test reg -a --max-size 4M` on the bench's emulators.
 pub fn fixture_bench_emu_reg() -> BenchDoc {
-    let mut info = report::test_info_json(&report::TestInfo {
-        test: "Registration_Latency_Test".into(),
-        device: "rxe0".into(),
-        link_layer: "Ethernet".into(),
-        mem: "emu".into(),
-        ..Default::default()
-    });
-    if let Some(m) = info.as_object_mut() {
-        m.insert("Registration_path".into(), "peer_mem_emu".into());
-    }
+    let info = crate::bench::PerftestInfo {
+        registration_path: Some("peer_mem_emu".into()),
+        ..crate::bench::PerftestInfo::from(&crate::report::TestInfo {
+            test: "Registration_Latency_Test".into(),
+            device: "rxe0".into(),
+            link_layer: "Ethernet".into(),
+            mem: "emu".into(),
+            ..Default::default()
+        })
+    };
     let rows = (1..=22)
         .map(|k| {
             let s = 1u64 << k;
             let pages = s.div_ceil(65536) as f64;
             let sum = |base: f64| stats::summarize(&samples(base)).expect("samples");
-            Row::Registration(bench_doc::RegRow {
+            Row::Registration(crate::bench::RegRow {
                 msg_size: s,
                 n_iterations: 1000,
                 reg: sum(8.0 + 0.6 * pages),
@@ -268,12 +258,7 @@ pub fn fixture_bench_emu_reg() -> BenchDoc {
             ),
             ..env("emu")
         }),
-        tests: vec![BenchTestDoc {
-            test: "reg".into(),
-            test_info: Some(info),
-            results: rows,
-            error: None,
-        }],
+        tests: vec![BenchTestDoc::ran("reg", info, rows)],
     }
 }
 
