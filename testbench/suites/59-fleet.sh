@@ -4,23 +4,28 @@
 # ready (node3: its doctor reads an empty root, as on a node without the NVIDIA driver and peer
 # client); the report must name exactly those two.
 #
-# The launcher: MPICH's Hydra (`mpiexec.hydra -launcher fork -n 4`, Debian trixie's mpich,
-# fetched by testbench/lib/deb-fetch.sh and bound at /mpich: NVPEER_MPICH), whose ranks see
-# PMI_RANK and PMI_SIZE as on a cluster; each rank's wrapper enters its node's namespace. In make
-# check-full the same fleet also starts as a Kubernetes indexed Job starts its pods (four
-# background processes, each with its JOB_COMPLETION_INDEX, NVPEER_FLEET_WORLD_SIZE and
-# NVPEER_FLEET_RENDEZVOUS). Slurm and Open MPI are not in the bench (their environment variables
-# are unit-tested in userspace-tests/fleet/src/launcher.rs).
+# The launchers, each a real one starting four processes that learn their rank from it:
+# - Slurm (make check): Debian trixie's slurmctld, slurmd and MUNGE (testbench/check's
+#   slurm-fetch, bound at /slurm: NVPEER_SLURM), one slurmd per node namespace, and `srun -N 4
+#   --ntasks-per-node=1`, whose tasks see SLURM_PROCID, SLURM_NTASKS and SLURM_STEP_NODELIST;
+#   rank 0's host is the first of the step's nodes, as on a cluster (no rendezvous given).
+# - MPICH's Hydra (make check-full): `mpiexec.hydra -launcher fork -n 4` (Debian trixie's mpich,
+#   bound at /mpich: NVPEER_MPICH), whose ranks see PMI_RANK and PMI_SIZE; each rank's wrapper
+#   enters its node's namespace.
+# - A Kubernetes indexed Job (make check-full): four background processes, each with its
+#   JOB_COMPLETION_INDEX, NVPEER_FLEET_WORLD_SIZE and NVPEER_FLEET_RENDEZVOUS.
+# Open MPI is not in the bench (its variables are unit-tested in userspace-tests/fleet/src/launcher.rs).
 #
 # The bad link may show up as slow (an outlier under 0.8 x the fleet median) or, if rxe's
 # retransmissions through the rate limit run out, as a failed link; both name the link, and the
 # assertion accepts either, and nothing else named.
 #
-# It runs in the stock kernel's shared boot: make check launches through Hydra (about 80 s), make
-# check-full through Hydra and as an indexed Job (about 160 s). Its Hydra launch first ran in a
-# guest in make check-full on 2026-11-28 (d1eb08d): both launches ran their 3 rounds and wrote
-# every report, and both failed on the fleet's median rule, which with two measured links named the
+# It runs in the stock kernel's shared boot. The Hydra launch first ran in a guest in make
+# check-full on 2026-11-28 (d1eb08d, 81 s): both launches ran their 3 rounds and wrote every
+# report, and both failed on the fleet's median rule, which with two measured links named the
 # slower of two healthy ones (fixed in 85133a9: the median rule needs three links). Run by hand:
+# NVPEER_SLURM=$(testbench/lib/deb-fetch.sh slurm trixie slurmd slurmctld slurm-client
+# slurm-wlm-basic-plugins munge libmunge2 libhwloc15 libgcrypt20 libgpg-error0)
 # NVPEER_MPICH=$(testbench/lib/deb-fetch.sh mpich-hydra trixie mpich libhwloc15 libslurm42t64)
 # NVPEER_VM_KERNEL=stock testbench/vm run --suite 59-fleet.
 # bench: kernel stock
@@ -148,6 +153,161 @@ fl_launch_indexed_job() {
     return "$rc0"
 }
 
+# Slurm (Debian trixie's 24.11, unpacked at /slurm: NVPEER_SLURM): MUNGE and slurmctld in the
+# guest's own namespace, on an address of the bridge, and one slurmd per node namespace
+# (`slurmd -N nodeK`; Debian builds Slurm with multiple-slurmd support, and each slurmd has its
+# node's address anyway). The daemons run from /slurm under the names Slurm expects (it tells its
+# daemons apart by argv[0]), with the cgroup layer off (no systemd in the guest) and process
+# tracking by process group. The node names resolve through an /etc/hosts bound over the guest's.
+FL_SLURM=/tmp/fl-slurm
+FL_CTLD=$FL_NET.100
+
+# fl_slurm_env: the environment of a Slurm program.
+fl_slurm_env() {
+    local lib=/slurm/usr/lib/x86_64-linux-gnu
+    echo "LD_LIBRARY_PATH=$lib/slurm-wlm:$lib SLURM_CONF=$FL_SLURM/etc/slurm.conf"
+}
+
+fl_slurm() { # COMMAND ARGS...: a Slurm client command (srun, sinfo, scontrol)
+    # shellcheck disable=SC2046
+    env $(fl_slurm_env) "/slurm/usr/bin/$1" "${@:2}"
+}
+
+fl_slurm_conf() {
+    local i
+    echo "ClusterName=nvpeer-bench"
+    echo "SlurmctldHost=$(hostname -s)($FL_CTLD)"
+    echo "SlurmUser=root"
+    echo "AuthType=auth/munge"
+    echo "CredType=cred/munge"
+    echo "AuthInfo=socket=$FL_SLURM/munge/munge.socket"
+    echo "PluginDir=/slurm/usr/lib/x86_64-linux-gnu/slurm-wlm"
+    echo "ProctrackType=proctrack/pgid"
+    echo "TaskPlugin=task/none"
+    echo "SelectType=select/cons_tres"
+    echo "MpiDefault=none"
+    echo "StateSaveLocation=$FL_SLURM/state"
+    echo "SlurmdSpoolDir=$FL_SLURM/spool/%n"
+    echo "SlurmdPidFile=$FL_SLURM/%n.pid"
+    echo "SlurmctldPidFile=$FL_SLURM/slurmctld.pid"
+    echo "SlurmdLogFile=$FL_SLURM/%n.log"
+    echo "SlurmctldLogFile=$FL_SLURM/slurmctld.log"
+    echo "MessageTimeout=60"
+    echo "SlurmdTimeout=300"
+    echo "ReturnToService=2"
+    for i in $(seq 0 $((FL_N - 1))); do
+        echo "NodeName=node$i NodeAddr=$(fl_ip "$i") CPUs=1"
+    done
+    echo "PartitionName=fleet Nodes=node[0-$((FL_N - 1))] Default=YES State=UP"
+}
+
+fl_slurm_up() {
+    [ -x /slurm/usr/sbin/slurmd-wlm ] || {
+        echo "no Slurm at /slurm: run with NVPEER_SLURM (testbench/check's slurm-fetch)"
+        return 2
+    }
+    local s=$FL_SLURM i d idle=0
+    rm -rf "$s"
+    mkdir -p "$s/sbin" "$s/etc" "$s/state" "$s/spool" "$s/munge" || return 1
+    for d in slurmd slurmctld slurmstepd; do ln -s "/slurm/usr/sbin/$d-wlm" "$s/sbin/$d"; done
+    ip addr add "$FL_CTLD/24" dev flbr0 || return 1
+    {
+        grep -v ' node[0-9]$' /etc/hosts
+        for i in $(seq 0 $((FL_N - 1))); do echo "$(fl_ip "$i") node$i"; done
+        echo "$FL_CTLD $(hostname -s)"
+    } >"$s/hosts"
+    mount --bind "$s/hosts" /etc/hosts || return 1
+    fl_slurm_conf >"$s/etc/slurm.conf"
+    echo "CgroupPlugin=disabled" >"$s/etc/cgroup.conf"
+    # shellcheck disable=SC2046
+    env $(fl_slurm_env) /slurm/usr/sbin/mungekey -c -k "$s/munge/munge.key" || return 1
+    chmod 700 "$s/munge" && chmod 600 "$s/munge/munge.key"
+    # shellcheck disable=SC2046
+    env $(fl_slurm_env) /slurm/usr/sbin/munged --force --key-file "$s/munge/munge.key" \
+        --socket "$s/munge/munge.socket" --pid-file "$s/munge/munged.pid" \
+        --log-file "$s/munge/munged.log" --seed-file "$s/munge/munged.seed" || {
+        cat "$s/munge/munged.log"
+        return 1
+    }
+    # shellcheck disable=SC2046
+    env $(fl_slurm_env) "$s/sbin/slurmctld" -D -c -i >"$s/slurmctld.out" 2>&1 &
+    for _ in $(seq 1 90); do
+        fl_slurm scontrol ping 2>/dev/null | grep -q UP && break
+        sleep 1
+    done
+    fl_slurm scontrol ping | grep -q UP || {
+        echo "slurmctld did not answer"
+        tail -n 20 "$s/slurmctld.log" "$s/slurmctld.out"
+        return 1
+    }
+    for i in $(seq 0 $((FL_N - 1))); do
+        # shellcheck disable=SC2046
+        ip netns exec "flns$i" env $(fl_slurm_env) "$s/sbin/slurmd" -D -N "node$i" \
+            -d "$s/sbin/slurmstepd" >"$s/slurmd$i.out" 2>&1 &
+    done
+    for _ in $(seq 1 120); do
+        idle=$(fl_slurm sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle$')
+        [ "$idle" = "$FL_N" ] && break
+        sleep 1
+    done
+    fl_slurm sinfo -N
+    [ "$idle" = "$FL_N" ] || {
+        echo "$idle of $FL_N slurmd idle"
+        tail -n 5 "$s"/node*.log "$s"/slurmd*.out
+        return 1
+    }
+}
+
+fl_slurm_down() {
+    pkill -f "$FL_SLURM/sbin/slurm" 2>/dev/null
+    [ -f "$FL_SLURM/munge/munged.pid" ] && kill "$(cat "$FL_SLURM/munge/munged.pid")" 2>/dev/null
+    sleep 1
+    mountpoint -q /etc/hosts 2>/dev/null || grep -q ' /etc/hosts ' /proc/mounts && umount /etc/hosts
+    true
+}
+
+# The task srun starts on each node (in that node's namespace, where its slurmd runs): the rank,
+# the world and rank 0's host come from Slurm's own variables (SLURM_PROCID, SLURM_NTASKS,
+# SLURM_STEP_NODELIST); its exit status goes to a file and the task exits 0, as under Hydra.
+fl_slurm_task() {
+    local rank=$SLURM_PROCID extra=()
+    [ "$SLURMD_NODENAME" = node3 ] && extra=(NVPEER_FLEET_DOCTOR_ROOT="$FL_OUT/not-ready-root")
+    # The node's name: nvpeer's default, SLURMD_NODENAME.
+    env -u LD_LIBRARY_PATH NVPEER_TOKEN="$FL_TOKEN" \
+        "${extra[@]}" "$NVPEER" validate --fleet --mem host -d "flrxe${SLURMD_NODENAME#node}" \
+        --require nvpeer --max-size 256K --xfer-size 16K --link-iters 50 \
+        --join-timeout 120 --pair-timeout 300 --report "$FL_OUT/report" \
+        >"$FL_OUT/rank$rank.out" 2>"$FL_OUT/rank$rank.err"
+    echo $? >"$FL_OUT/rank$rank.rc"
+}
+
+# fl_launch_slurm: the four ranks as one `srun` step on four nodes, one task each; rank 0's exit
+# status.
+fl_launch_slurm() {
+    fl_slurm_up || { fl_slurm_down; return 2; }
+    rm -f "$FL_OUT"/rank*.rc "$FL_OUT"/rank*.out "$FL_OUT"/rank*.err
+    FL_OUT=$FL_OUT FL_TOKEN=$FL_TOKEN NVPEER=$NVPEER fl_slurm srun -N "$FL_N" -n "$FL_N" \
+        --ntasks-per-node=1 --export=ALL --time=10 bash -c \
+        "$(declare -f fl_slurm_task); fl_slurm_task" >"$FL_OUT/srun.out" 2>&1 || {
+        echo "srun failed:"
+        tail -n 20 "$FL_OUT/srun.out"
+        fl_slurm_down
+        return 2
+    }
+    local i
+    for i in $(seq 0 $((FL_N - 1))); do
+        [ -s "$FL_OUT/rank$i.rc" ] || {
+            echo "rank $i did not run under srun"
+            cat "$FL_OUT/srun.out"
+            fl_slurm_down
+            return 2
+        }
+    done
+    echo "Slurm ($(fl_slurm srun --version)): ranks' exit statuses $(cat "$FL_OUT"/rank*.rc | tr '\n' ' ')"
+    fl_slurm_down
+    return "$(cat "$FL_OUT/rank0.rc")"
+}
+
 fleet_named() { # LAUNCH
     fl_up || return 1
     fl_bad_link 1 2 || return 1
@@ -182,9 +342,11 @@ print("write_bw matrix:", json.dumps(next(m for m in r["matrices"] if m["test"] 
 sys.exit(bad)
 PY
 }
-tb_case fleet-named-hydra fleet_named fl_launch_hydra
+tb_case fleet-named-slurm fleet_named fl_launch_slurm
 fl_down
 if [ "${NVPEER_DEPTH:-check}" = full ]; then
+    tb_case fleet-named-hydra fleet_named fl_launch_hydra
+    fl_down
     tb_case fleet-named-indexed-job fleet_named fl_launch_indexed_job
     fl_down
 fi
