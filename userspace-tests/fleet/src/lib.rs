@@ -127,6 +127,24 @@ pub struct ValidateCmd {
     pub args: nvpeer_harness::ValidateArgs,
     #[command(flatten)]
     pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub link_rate: LinkRateArgs,
+}
+
+/// `validate --fleet`: each link's bandwidth judged against its port's line rate, as `nvpeer
+/// bench`'s own `--line-rate` and `--bw-threshold` judge its tests (`bench --fleet` takes those).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LinkRateArgs {
+    /// The ports' line rate in Gb/s, one direction (default: each client's device's, from
+    /// sysfs). Giving it or --bw-threshold names a link below the threshold as an outlier.
+    #[arg(long = "line-rate", value_name = "GBPS", requires = "fleet",
+          value_parser = nvpeer_harness::line_rate::parse_gbps)]
+    pub line_rate: Option<f64>,
+    /// The fraction of the line rate each link's write_bw must reach (default 0.9 with
+    /// --line-rate, NVIDIA's ngc_multinode_perf).
+    #[arg(long = "bw-threshold", value_name = "FRACTION", requires = "fleet",
+          value_parser = nvpeer_harness::line_rate::parse_fraction)]
+    pub bw_threshold: Option<f64>,
 }
 
 /// `nvpeer bench`, with `--fleet`.
@@ -160,7 +178,10 @@ pub fn validate(cmd: ValidateCmd) -> Result<u8, CommandError> {
     if let Some(e) = fleet_conflicts(&cmd.args.common) {
         return Err(CommandError::Args(e.into()));
     }
-    let link = link_bench(&cmd.args.common, cmd.fleet.link_iters).map_err(CommandError::Args)?;
+    let mut link =
+        link_bench(&cmd.args.common, cmd.fleet.link_iters).map_err(CommandError::Args)?;
+    link.line_rate = cmd.link_rate.line_rate;
+    link.bw_threshold = cmd.link_rate.bw_threshold;
     let runner = HarnessRunner::Validate {
         args: Box::new(cmd.args.clone()),
         link: Box::new(link),
@@ -432,6 +453,22 @@ mod tests {
         let v = V::try_parse_from(["x", "--fleet"]).unwrap().v;
         assert!(fleet_conflicts(&v.args.common).is_none());
         let l = link_bench(&v.args.common, 50).unwrap();
+        assert_eq!((l.line_rate, l.bw_threshold), (None, None));
+        let v = V::try_parse_from([
+            "x",
+            "--fleet",
+            "--line-rate",
+            "200",
+            "--bw-threshold",
+            "0.9",
+        ])
+        .unwrap()
+        .v;
+        assert_eq!(
+            (v.link_rate.line_rate, v.link_rate.bw_threshold),
+            (Some(200.0), Some(0.9))
+        );
+        assert!(V::try_parse_from(["x", "--line-rate", "200"]).is_err());
         assert_eq!(l.tests, vec![nvpeer_harness::cli::BenchTest::WriteBw]);
         assert_eq!(l.iters, Some(50));
     }

@@ -37,13 +37,22 @@ pub struct LinkValue {
     pub a: u32,
     pub b: u32,
     pub value: f64,
+    /// The least this link must reach by its port's line rate (`--line-rate-fraction` × the
+    /// line rate its client judged against, GB/s); bandwidth only.
+    pub line_rate_min: Option<f64>,
 }
 
 /// What the outlier rule names.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Suspect {
-    /// One slow link.
-    Link { a: u32, b: u32, value: f64 },
+    /// One slow link, and the threshold it missed (the fleet's, or its port's line rate's when
+    /// that is higher).
+    Link {
+        a: u32,
+        b: u32,
+        value: f64,
+        threshold: f64,
+    },
     /// A node with at least two links, all of them slow: the node, not each link.
     Node { node: u32, values: Vec<f64> },
 }
@@ -92,9 +101,21 @@ fn slow(unit: Unit, v: f64, limit: f64) -> bool {
     }
 }
 
+/// The threshold link `l` is held to: the fleet's (`limit`), raised to its port's line-rate
+/// minimum for bandwidth; none when neither applies.
+fn link_limit(l: &LinkValue, unit: Unit, limit: Option<f64>) -> Option<f64> {
+    match (unit, limit, l.line_rate_min) {
+        (Unit::Micros, limit, _) => limit,
+        (_, Some(x), Some(m)) => Some(x.max(m)),
+        (_, x, m) => x.or(m),
+    }
+}
+
 /// Names the slow links of one test, a node whose links (two or more) are all slow as a node,
-/// and the links of such a node not again. Returns the fleet median, the threshold (none with
-/// fewer than [`MIN_LINKS_FOR_MEDIAN`] links and no `--min-bw`) and the suspects.
+/// and the links of such a node not again. A link is slow against the fleet's threshold and, for
+/// bandwidth, against its port's line rate ([`LinkValue::line_rate_min`]). Returns the fleet
+/// median, the fleet's threshold (none with fewer than [`MIN_LINKS_FOR_MEDIAN`] links and no
+/// `--min-bw`) and the suspects.
 pub fn outliers(
     links: &[LinkValue],
     unit: Unit,
@@ -104,15 +125,16 @@ pub fn outliers(
     let Some(med) = median(&values) else {
         return (None, None, Vec::new());
     };
-    let Some(limit) = threshold(unit, med, links.len(), th) else {
-        return (Some(med), None, Vec::new());
-    };
-    let bad: Vec<&LinkValue> = links
+    let limit = threshold(unit, med, links.len(), th);
+    let bad: Vec<(&LinkValue, f64)> = links
         .iter()
-        .filter(|l| slow(unit, l.value, limit))
+        .filter_map(|l| {
+            let x = link_limit(l, unit, limit)?;
+            slow(unit, l.value, x).then_some((l, x))
+        })
         .collect();
     let pairs: Vec<(u32, u32)> = links.iter().map(|l| (l.a, l.b)).collect();
-    let bad_pairs: Vec<(u32, u32)> = bad.iter().map(|l| (l.a, l.b)).collect();
+    let bad_pairs: Vec<(u32, u32)> = bad.iter().map(|(l, _)| (l.a, l.b)).collect();
     let nodes = all_bad_nodes(&pairs, &bad_pairs);
     let mut out: Vec<Suspect> = nodes
         .iter()
@@ -120,21 +142,22 @@ pub fn outliers(
             node: *n,
             values: bad
                 .iter()
-                .filter(|l| l.a == *n || l.b == *n)
-                .map(|l| l.value)
+                .filter(|(l, _)| l.a == *n || l.b == *n)
+                .map(|(l, _)| l.value)
                 .collect(),
         })
         .collect();
     out.extend(
         bad.iter()
-            .filter(|l| !nodes.contains(&l.a) && !nodes.contains(&l.b))
-            .map(|l| Suspect::Link {
+            .filter(|(l, _)| !nodes.contains(&l.a) && !nodes.contains(&l.b))
+            .map(|(l, x)| Suspect::Link {
                 a: l.a,
                 b: l.b,
                 value: l.value,
+                threshold: *x,
             }),
     );
-    (Some(med), Some(limit), out)
+    (Some(med), limit, out)
 }
 
 /// The nodes with two or more links, all of them in `bad`.
@@ -364,7 +387,12 @@ impl FleetReport {
                                     }
                                 }
                                 (true, Some(v)) if *unit != Unit::PassFail => {
-                                    values.push(LinkValue { a, b, value: v });
+                                    values.push(LinkValue {
+                                        a,
+                                        b,
+                                        value: v,
+                                        line_rate_min: m.line_rate_min,
+                                    });
                                     Cell::Value {
                                         value: v,
                                         slow: false,
@@ -379,10 +407,16 @@ impl FleetReport {
                 cells[b as usize][a as usize] = cell;
             }
             let (med, limit, sus) = outliers(&values, *unit, &th);
+            let values_of = &values;
             for s in sus {
-                let (median, threshold) = (med.unwrap_or(0.0), limit.unwrap_or(0.0));
+                let median = med.unwrap_or(0.0);
                 match s {
-                    Suspect::Link { a, b, value } => {
+                    Suspect::Link {
+                        a,
+                        b,
+                        value,
+                        threshold,
+                    } => {
                         for (x, y) in [(a, b), (b, a)] {
                             if let Cell::Value { slow, .. } = &mut cells[x as usize][y as usize] {
                                 *slow = true;
@@ -399,6 +433,15 @@ impl FleetReport {
                         });
                     }
                     Suspect::Node { node, values } => {
+                        let threshold = limit
+                            .into_iter()
+                            .chain(
+                                values_of
+                                    .iter()
+                                    .filter(|l| l.a == node || l.b == node)
+                                    .filter_map(|l| l.line_rate_min),
+                            )
+                            .fold(0.0, f64::max);
                         for c in cells[node as usize].iter_mut() {
                             if let Cell::Value { slow, .. } = c {
                                 *slow = true;
@@ -641,7 +684,8 @@ impl FleetReport {
                         if m.unit == Unit::Micros {
                             ""
                         } else {
-                            "; --min-bw gives an absolute one"
+                            "; --min-bw gives an absolute one, --line-rate / --bw-threshold \
+                             one by the ports' line rate"
                         }
                     ),
                     _ => String::new(),
@@ -794,7 +838,12 @@ mod tests {
     use crate::runner::Measurement;
 
     fn lv(a: u32, b: u32, value: f64) -> LinkValue {
-        LinkValue { a, b, value }
+        LinkValue {
+            a,
+            b,
+            value,
+            line_rate_min: None,
+        }
     }
 
     /// Every pair of `n` nodes at `fast`, except those `slow` names.
@@ -823,9 +872,57 @@ mod tests {
             vec![Suspect::Link {
                 a: 1,
                 b: 2,
-                value: 2.0
+                value: 2.0,
+                threshold: 8.0
             }]
         );
+    }
+
+    /// ngc_multinode_perf's rule: a link below its share of the port's line rate is slow, even
+    /// where the fleet's median says nothing (two links) or every link is as slow.
+    #[test]
+    fn a_link_below_its_line_rate_is_named() {
+        let at = |a, b, value, min| LinkValue {
+            a,
+            b,
+            value,
+            line_rate_min: Some(min),
+        };
+        // One link at 10 GB/s, which the fleet's median rule (0.8 x 12) passes, under its
+        // line-rate minimum of 11.25 (0.9 x 12.5 GB/s): named, with the threshold it missed.
+        let all = [
+            at(0, 1, 10.0, 11.25),
+            at(2, 3, 12.0, 11.25),
+            at(0, 2, 12.0, 11.25),
+            at(1, 3, 12.0, 11.25),
+        ];
+        let (_, th, s) = outliers(&all, Unit::GBps, &Thresholds::default());
+        assert!(th.is_some());
+        assert_eq!(
+            s,
+            vec![Suspect::Link {
+                a: 0,
+                b: 1,
+                value: 10.0,
+                threshold: 11.25
+            }]
+        );
+        // Two links, no median verdict: the line rate still names the slow one.
+        let two = [at(0, 1, 12.0, 11.25), at(0, 2, 5.0, 11.25)];
+        let (_, th, s) = outliers(&two, Unit::GBps, &Thresholds::default());
+        assert_eq!(th, None);
+        assert_eq!(
+            s,
+            vec![Suspect::Link {
+                a: 0,
+                b: 2,
+                value: 5.0,
+                threshold: 11.25
+            }]
+        );
+        // Latency has no line rate.
+        let (_, _, s) = outliers(&two, Unit::Micros, &Thresholds::default());
+        assert!(s.is_empty());
     }
 
     #[test]
@@ -855,7 +952,9 @@ mod tests {
         assert!(s.contains(&Suspect::Link {
             a: 0,
             b: 1,
-            value: 3.0
+            value: 3.0,
+            // the median of 0.9, 1.0, 1.2, 1.5, 3.0 and five links at 10: 6.5
+            threshold: 0.8 * 6.5
         }));
     }
 
@@ -872,7 +971,8 @@ mod tests {
             vec![Suspect::Link {
                 a: 0,
                 b: 1,
-                value: 2.0
+                value: 2.0,
+                threshold: 5.0
             }]
         );
         let (_, _, s) = outliers(&[lv(0, 1, 2.0)], Unit::GBps, &Thresholds::default());
@@ -905,7 +1005,8 @@ mod tests {
             vec![Suspect::Link {
                 a: 0,
                 b: 2,
-                value: 0.019
+                value: 0.019,
+                threshold: 0.03
             }]
         );
         // Three links: the median is one of them, and the slow one is named.
@@ -917,7 +1018,8 @@ mod tests {
             vec![Suspect::Link {
                 a: 1,
                 b: 2,
-                value: 0.010
+                value: 0.010,
+                threshold: 0.8 * 0.030
             }]
         );
     }
@@ -932,7 +1034,8 @@ mod tests {
             vec![Suspect::Link {
                 a: 0,
                 b: 2,
-                value: 9.0
+                value: 9.0,
+                threshold: 3.75
             }]
         );
     }
@@ -967,6 +1070,7 @@ mod tests {
                 value: None,
                 passed: true,
                 detail: "ok".into(),
+                line_rate_min: None,
             },
             Measurement {
                 test: "write_bw".into(),
@@ -974,6 +1078,7 @@ mod tests {
                 value: Some(v),
                 passed: true,
                 detail: String::new(),
+                line_rate_min: None,
             },
         ]
     }

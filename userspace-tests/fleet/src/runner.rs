@@ -40,6 +40,10 @@ pub struct Measurement {
     pub passed: bool,
     /// What failed, or what was measured (one line).
     pub detail: String,
+    /// A bandwidth test's minimum by its port's line rate, GB/s: `--bw-threshold` × the line
+    /// rate the client judged against (`--line-rate`, else sysfs), when one of those was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_min: Option<f64>,
 }
 
 /// What the client side of a pair found.
@@ -97,6 +101,7 @@ pub fn from_bench_doc(t: &BenchTestDoc) -> Option<Measurement> {
             value: None,
             passed: false,
             detail: e.clone(),
+            line_rate_min: None,
         });
     }
     let last = t.results.iter().max_by_key(|r| r.msg_size())?;
@@ -123,6 +128,14 @@ pub fn from_bench_doc(t: &BenchTestDoc) -> Option<Measurement> {
         value: Some(value),
         passed: true,
         detail,
+        // Only a verdict the command line asked for: sysfs's rate of a software device (rxe,
+        // siw) is its netdev's, not what the link can carry.
+        line_rate_min: t
+            .threshold
+            .as_ref()
+            .filter(|th| th.enforced && unit == Unit::GBps)
+            .and_then(|th| th.required_gbps)
+            .map(|gbps| gbps / 8.0),
     })
 }
 
@@ -148,6 +161,7 @@ pub fn from_validate(o: &nvpeer_harness::validate::Outcome) -> Measurement {
         value: None,
         passed: o.blocked_by.is_none() && failed.is_empty(),
         detail,
+        line_rate_min: None,
     }
 }
 
@@ -227,6 +241,7 @@ impl HarnessRunner {
                     value: None,
                     passed: false,
                     detail: e.to_string(),
+                    line_rate_min: None,
                 })
                 .collect(),
         }
@@ -306,6 +321,23 @@ mod tests {
         assert!(!m.passed && m.value.is_none() && m.detail.contains("refused"));
         let reg = BenchTestDoc::ran("reg", Default::default(), Vec::new());
         assert!(from_bench_doc(&reg).is_none());
+        // The line-rate minimum: only from a verdict the command line asked for.
+        let rate = Ok(nvpeer_harness::line_rate::LineRate {
+            gbps: 100.0,
+            source: "--line-rate".into(),
+            text: "100 Gb/sec".into(),
+        });
+        for (enforced, want) in [(true, Some(90.0 / 8.0)), (false, None)] {
+            let mut t = bw.clone();
+            t.threshold = Some(nvpeer_harness::line_rate::judge(
+                &rate, 0.9, false, 8.4, 65536, enforced,
+            ));
+            assert_eq!(
+                from_bench_doc(&t).unwrap().line_rate_min,
+                want,
+                "{enforced}"
+            );
+        }
         // A latency test whose rows are bandwidth rows measured nothing the fleet reads.
         let odd = doc(json!({"test": "write_lat", "results": [bw_row(2, 1.0)]}));
         assert!(from_bench_doc(&odd).is_none());

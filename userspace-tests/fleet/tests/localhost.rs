@@ -51,6 +51,7 @@ impl PairRunner for Fake {
                     value: None,
                     passed: true,
                     detail: "ok".into(),
+                    line_rate_min: None,
                 },
                 Measurement {
                     test: "write_bw".into(),
@@ -58,6 +59,7 @@ impl PairRunner for Fake {
                     value: Some(v),
                     passed: true,
                     detail: String::new(),
+                    line_rate_min: None,
                 },
             ],
         }
