@@ -305,48 +305,228 @@ pub fn labels(run: &FleetRun) -> Vec<String> {
         .collect()
 }
 
+/// Each root cause that holds nodes back, once, with its nodes.
+fn not_ready(run: &FleetRun, label: &[String]) -> Vec<NotReady> {
+    let mut by_cause: BTreeMap<RootCause, Vec<String>> = BTreeMap::new();
+    for node in &run.nodes {
+        if let Some(r) = node.readiness.as_ref().filter(|r| !r.ready) {
+            let causes = if r.causes.is_empty() {
+                vec![RootCause {
+                    check: "doctor".into(),
+                    summary: format!("verdict {}", r.verdict),
+                    fix: Some("run `nvpeer doctor` on the node".into()),
+                }]
+            } else {
+                r.causes.clone()
+            };
+            for c in causes {
+                by_cause
+                    .entry(c)
+                    .or_default()
+                    .push(label[node.rank as usize].clone());
+            }
+        }
+    }
+    by_cause
+        .into_iter()
+        .map(|(cause, nodes)| NotReady { cause, nodes })
+        .collect()
+}
+
+/// The nodes lost during the run.
+fn lost(run: &FleetRun, label: &[String]) -> Vec<LostNode> {
+    run.nodes
+        .iter()
+        .filter_map(|node| {
+            node.lost.as_ref().map(|l| LostNode {
+                node: label[node.rank as usize].clone(),
+                kind: l.kind,
+                round: l.round,
+                why: l.why.clone(),
+            })
+        })
+        .collect()
+}
+
+/// One test's links: the matrix's cells, the figures of the links that measured one, the links
+/// measured and those that failed.
+struct TestLinks {
+    cells: Vec<Vec<Cell>>,
+    values: Vec<LinkValue>,
+    measured: Vec<(u32, u32)>,
+    failed: Vec<(u32, u32, String)>,
+}
+
+impl TestLinks {
+    fn of(run: &FleetRun, test: &str, unit: Unit) -> Self {
+        let n = run.world as usize;
+        let mut cells = vec![vec![Cell::None; n]; n];
+        let mut values = Vec::new();
+        let mut measured = Vec::new();
+        let mut failed = Vec::new();
+        for p in &run.pairs {
+            let (a, b) = (p.server.min(p.client), p.server.max(p.client));
+            let cell = match &p.status {
+                PairStatus::Skipped { why } => Cell::Skipped { why: why.clone() },
+                PairStatus::Failed { why } => {
+                    measured.push((a, b));
+                    failed.push((a, b, why.clone()));
+                    Cell::Fail {
+                        detail: why.clone(),
+                    }
+                }
+                PairStatus::Ran => match p.measurements.iter().find(|m| m.test == test) {
+                    None => Cell::Skipped {
+                        why: "not measured".into(),
+                    },
+                    Some(m) => {
+                        measured.push((a, b));
+                        match (m.passed, m.value) {
+                            (false, _) => {
+                                failed.push((a, b, m.detail.clone()));
+                                Cell::Fail {
+                                    detail: m.detail.clone(),
+                                }
+                            }
+                            (true, Some(v)) if unit != Unit::PassFail => {
+                                values.push(LinkValue {
+                                    a,
+                                    b,
+                                    value: v,
+                                    line_rate_min: m.line_rate_min,
+                                });
+                                Cell::Value {
+                                    value: v,
+                                    slow: false,
+                                }
+                            }
+                            (true, _) => Cell::Pass,
+                        }
+                    }
+                },
+            };
+            cells[a as usize][b as usize] = cell.clone();
+            cells[b as usize][a as usize] = cell;
+        }
+        TestLinks {
+            cells,
+            values,
+            measured,
+            failed,
+        }
+    }
+}
+
+/// The outliers of one test, named, and their cells marked slow.
+fn name_outliers(
+    t: &mut TestLinks,
+    test: &str,
+    unit: Unit,
+    label: &[String],
+    (med, limit): (Option<f64>, Option<f64>),
+    sus: Vec<Suspect>,
+) -> Vec<Outlier> {
+    let mut named = Vec::new();
+    let cells = &mut t.cells;
+    let values_of = &t.values;
+    for s in sus {
+        let median = med.unwrap_or(0.0);
+        match s {
+            Suspect::Link {
+                a,
+                b,
+                value,
+                threshold,
+            } => {
+                for (x, y) in [(a, b), (b, a)] {
+                    if let Cell::Value { slow, .. } = &mut cells[x as usize][y as usize] {
+                        *slow = true;
+                    }
+                }
+                named.push(Outlier::Link {
+                    test: test.to_string(),
+                    a: label[a as usize].clone(),
+                    b: label[b as usize].clone(),
+                    value,
+                    threshold,
+                    median,
+                    unit,
+                });
+            }
+            Suspect::Node { node, values } => {
+                let threshold = limit
+                    .into_iter()
+                    .chain(
+                        values_of
+                            .iter()
+                            .filter(|l| l.a == node || l.b == node)
+                            .filter_map(|l| l.line_rate_min),
+                    )
+                    .fold(0.0, f64::max);
+                for c in cells[node as usize].iter_mut() {
+                    if let Cell::Value { slow, .. } = c {
+                        *slow = true;
+                    }
+                }
+                for row in cells.iter_mut() {
+                    if let Cell::Value { slow, .. } = &mut row[node as usize] {
+                        *slow = true;
+                    }
+                }
+                named.push(Outlier::Node {
+                    test: test.to_string(),
+                    node: label[node as usize].clone(),
+                    values,
+                    threshold,
+                    median,
+                    unit,
+                });
+            }
+        }
+    }
+    named
+}
+
+/// The failed links of one test, a node all of whose links failed named instead of each.
+fn name_failures(t: &TestLinks, test: &str, label: &[String]) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    let (measured, failed) = (&t.measured, &t.failed);
+    // Failed links: a node all of whose (two or more) links failed is named instead.
+    let bad: Vec<(u32, u32)> = failed.iter().map(|(a, b, _)| (*a, *b)).collect();
+    let nodes = all_bad_nodes(measured, &bad);
+    for node in &nodes {
+        let links = bad.iter().filter(|(a, b)| a == node || b == node).count();
+        let detail = failed
+            .iter()
+            .find(|(a, b, _)| a == node || b == node)
+            .map(|f| f.2.clone())
+            .unwrap_or_default();
+        failures.push(Failure::Node {
+            test: test.to_string(),
+            node: label[*node as usize].clone(),
+            links,
+            detail,
+        });
+    }
+    for (a, b, detail) in failed {
+        if !nodes.contains(a) && !nodes.contains(b) {
+            failures.push(Failure::Link {
+                test: test.to_string(),
+                a: label[*a as usize].clone(),
+                b: label[*b as usize].clone(),
+                detail: detail.clone(),
+            });
+        }
+    }
+    failures
+}
+
 impl FleetReport {
     /// Builds the report of `run` under `th`.
     pub fn new(tool: &str, run: FleetRun, th: Thresholds) -> Self {
         let label = labels(&run);
-        let n = run.world as usize;
-        // Not ready: each root cause once, with its nodes.
-        let mut by_cause: BTreeMap<RootCause, Vec<String>> = BTreeMap::new();
-        for node in &run.nodes {
-            if let Some(r) = node.readiness.as_ref().filter(|r| !r.ready) {
-                let causes = if r.causes.is_empty() {
-                    vec![RootCause {
-                        check: "doctor".into(),
-                        summary: format!("verdict {}", r.verdict),
-                        fix: Some("run `nvpeer doctor` on the node".into()),
-                    }]
-                } else {
-                    r.causes.clone()
-                };
-                for c in causes {
-                    by_cause
-                        .entry(c)
-                        .or_default()
-                        .push(label[node.rank as usize].clone());
-                }
-            }
-        }
-        let not_ready = by_cause
-            .into_iter()
-            .map(|(cause, nodes)| NotReady { cause, nodes })
-            .collect();
-        let lost = run
-            .nodes
-            .iter()
-            .filter_map(|node| {
-                node.lost.as_ref().map(|l| LostNode {
-                    node: label[node.rank as usize].clone(),
-                    kind: l.kind,
-                    round: l.round,
-                    why: l.why.clone(),
-                })
-            })
-            .collect();
+        let not_ready = not_ready(&run, &label);
+        let lost = lost(&run, &label);
         // Tests in the order first seen, with their unit.
         let mut tests: Vec<(String, Unit)> = Vec::new();
         for m in run.pairs.iter().flat_map(|p| &p.measurements) {
@@ -358,145 +538,24 @@ impl FleetReport {
         let mut failures = Vec::new();
         let mut matrices = Vec::new();
         for (test, unit) in &tests {
-            let mut cells = vec![vec![Cell::None; n]; n];
-            let mut values = Vec::new();
-            let mut measured = Vec::new();
-            let mut failed = Vec::new();
-            for p in &run.pairs {
-                let (a, b) = (p.server.min(p.client), p.server.max(p.client));
-                let cell = match &p.status {
-                    PairStatus::Skipped { why } => Cell::Skipped { why: why.clone() },
-                    PairStatus::Failed { why } => {
-                        measured.push((a, b));
-                        failed.push((a, b, why.clone()));
-                        Cell::Fail {
-                            detail: why.clone(),
-                        }
-                    }
-                    PairStatus::Ran => match p.measurements.iter().find(|m| m.test == *test) {
-                        None => Cell::Skipped {
-                            why: "not measured".into(),
-                        },
-                        Some(m) => {
-                            measured.push((a, b));
-                            match (m.passed, m.value) {
-                                (false, _) => {
-                                    failed.push((a, b, m.detail.clone()));
-                                    Cell::Fail {
-                                        detail: m.detail.clone(),
-                                    }
-                                }
-                                (true, Some(v)) if *unit != Unit::PassFail => {
-                                    values.push(LinkValue {
-                                        a,
-                                        b,
-                                        value: v,
-                                        line_rate_min: m.line_rate_min,
-                                    });
-                                    Cell::Value {
-                                        value: v,
-                                        slow: false,
-                                    }
-                                }
-                                (true, _) => Cell::Pass,
-                            }
-                        }
-                    },
-                };
-                cells[a as usize][b as usize] = cell.clone();
-                cells[b as usize][a as usize] = cell;
-            }
-            let (med, limit, sus) = outliers(&values, *unit, &th);
-            let values_of = &values;
-            for s in sus {
-                let median = med.unwrap_or(0.0);
-                match s {
-                    Suspect::Link {
-                        a,
-                        b,
-                        value,
-                        threshold,
-                    } => {
-                        for (x, y) in [(a, b), (b, a)] {
-                            if let Cell::Value { slow, .. } = &mut cells[x as usize][y as usize] {
-                                *slow = true;
-                            }
-                        }
-                        named.push(Outlier::Link {
-                            test: test.clone(),
-                            a: label[a as usize].clone(),
-                            b: label[b as usize].clone(),
-                            value,
-                            threshold,
-                            median,
-                            unit: *unit,
-                        });
-                    }
-                    Suspect::Node { node, values } => {
-                        let threshold = limit
-                            .into_iter()
-                            .chain(
-                                values_of
-                                    .iter()
-                                    .filter(|l| l.a == node || l.b == node)
-                                    .filter_map(|l| l.line_rate_min),
-                            )
-                            .fold(0.0, f64::max);
-                        for c in cells[node as usize].iter_mut() {
-                            if let Cell::Value { slow, .. } = c {
-                                *slow = true;
-                            }
-                        }
-                        for row in cells.iter_mut() {
-                            if let Cell::Value { slow, .. } = &mut row[node as usize] {
-                                *slow = true;
-                            }
-                        }
-                        named.push(Outlier::Node {
-                            test: test.clone(),
-                            node: label[node as usize].clone(),
-                            values,
-                            threshold,
-                            median,
-                            unit: *unit,
-                        });
-                    }
-                }
-            }
-            // Failed links: a node all of whose (two or more) links failed is named instead.
-            let bad: Vec<(u32, u32)> = failed.iter().map(|(a, b, _)| (*a, *b)).collect();
-            let nodes = all_bad_nodes(&measured, &bad);
-            for node in &nodes {
-                let links = bad.iter().filter(|(a, b)| a == node || b == node).count();
-                let detail = failed
-                    .iter()
-                    .find(|(a, b, _)| a == node || b == node)
-                    .map(|f| f.2.clone())
-                    .unwrap_or_default();
-                failures.push(Failure::Node {
-                    test: test.clone(),
-                    node: label[*node as usize].clone(),
-                    links,
-                    detail,
-                });
-            }
-            for (a, b, detail) in failed {
-                if !nodes.contains(&a) && !nodes.contains(&b) {
-                    failures.push(Failure::Link {
-                        test: test.clone(),
-                        a: label[a as usize].clone(),
-                        b: label[b as usize].clone(),
-                        detail,
-                    });
-                }
-            }
+            let mut t = TestLinks::of(&run, test, *unit);
+            let (med, limit, sus) = outliers(&t.values, *unit, &th);
+            named.extend(name_outliers(
+                &mut t,
+                test,
+                *unit,
+                &label,
+                (med, limit),
+                sus,
+            ));
+            failures.extend(name_failures(&t, test, &label));
             matrices.push(Matrix {
                 test: test.clone(),
                 unit: *unit,
                 median: med,
                 threshold: limit,
                 nodes: label.clone(),
-                cells,
+                cells: t.cells,
             });
         }
         let links = {

@@ -134,97 +134,8 @@ pub(super) fn gpu_cmd(c: GpuCmd) -> Result<u8> {
                 r.allocs, r.callbacks
             );
         }
-        GpuCmd::List { pins, json: j } => {
-            if pins {
-                let p = gpu.list_pins()?;
-                if j {
-                    return json(&p).map(|_| 0);
-                }
-                for x in p {
-                    println!(
-                        "pin {} alloc {} va {:#x} len {:#x} tgid {} {} state {} mappings {}",
-                        x.id,
-                        x.alloc_handle,
-                        x.va,
-                        x.len,
-                        x.tgid,
-                        if x.persistent != 0 {
-                            "persistent"
-                        } else {
-                            "callback"
-                        },
-                        x.state,
-                        x.mappings
-                    );
-                }
-            } else {
-                let a = gpu.list_allocs()?;
-                if j {
-                    return json(&a).map(|_| 0);
-                }
-                for x in a {
-                    println!(
-                        "alloc {} va {:#x} size {:#x} tgid {} {} pins {}",
-                        x.handle,
-                        x.va,
-                        x.size,
-                        x.tgid,
-                        if x.state == 0 { "live" } else { "freed" },
-                        x.pins
-                    );
-                }
-            }
-        }
-        GpuCmd::Counters { json: j } => {
-            let s = gpu.stats()?;
-            let calls: serde_json::Map<String, serde_json::Value> = nvp2p::OPS
-                .iter()
-                .enumerate()
-                .map(|(i, o)| {
-                    (
-                        o.to_string(),
-                        serde_json::json!({"calls": s.calls[i], "failures": s.failures[i]}),
-                    )
-                })
-                .collect();
-            let v = serde_json::json!({
-                "calls": calls,
-                "violations_total": s.violations_total,
-                "live_allocs": s.live_allocs, "live_pins": s.live_pins,
-                "live_persistent_pins": s.live_persistent_pins, "pinned_pages": s.pinned_pages,
-                "live_mappings": s.live_mappings, "callbacks": s.callbacks,
-                "put_after_teardown": s.put_after_teardown, "bar1_used": s.bar1_used,
-                "quarantined": s.quarantined, "free_calls_in_callback": s.free_calls_in_callback,
-                "api_window_hits": s.api_window_hits,
-            });
-            if j {
-                return json(&v).map(|_| 0);
-            }
-            for (i, o) in nvp2p::OPS.iter().enumerate() {
-                if s.calls[i] != 0 {
-                    println!(
-                        "{o:<24} calls {:>8} failures {:>6}",
-                        s.calls[i], s.failures[i]
-                    );
-                }
-            }
-            for k in [
-                "violations_total",
-                "live_allocs",
-                "live_pins",
-                "live_persistent_pins",
-                "pinned_pages",
-                "live_mappings",
-                "callbacks",
-                "put_after_teardown",
-                "bar1_used",
-                "quarantined",
-                "free_calls_in_callback",
-                "api_window_hits",
-            ] {
-                println!("{k:<24} {}", v[k]);
-            }
-        }
+        GpuCmd::List { pins, json: j } => return list(&gpu, pins, j),
+        GpuCmd::Counters { json: j } => return counters(&gpu, j),
         GpuCmd::Violations => {
             let s = gpu.stats()?;
             let v = nvp2p::violations(&s);
@@ -249,30 +160,7 @@ pub(super) fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             every,
             skip,
             clear,
-        } => {
-            let ops: Vec<u32> = if op == "all" {
-                (0..nvp2p::FAULT_OPS as u32).collect()
-            } else {
-                vec![nvp2p::op_index(&op)?]
-            };
-            for o in ops {
-                let (mode, n) = match (clear, every) {
-                    (true, _) => (nvp2p::fault_mode::OFF, 0),
-                    (false, Some(n)) => (nvp2p::fault_mode::EVERY_N, n),
-                    (false, None) => (nvp2p::fault_mode::ONCE, 1),
-                };
-                let injected = gpu.set_fault(o, mode, if clear { 0 } else { err }, n, skip)?;
-                println!(
-                    "{}: {} (injected so far {injected})",
-                    nvp2p::OPS[o as usize],
-                    if clear {
-                        "cleared".into()
-                    } else {
-                        format!("fail with {err}")
-                    }
-                );
-            }
-        }
+        } => faults(&gpu, &op, err, every, skip, clear)?,
         GpuCmd::Config {
             pt_abi,
             bar1_budget,
@@ -282,28 +170,194 @@ pub(super) fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             unmap_delay_ms,
             cost_model,
             dilate,
-        } => {
-            let mut c = gpu.config()?;
-            let before = c;
-            if let Some(v) = pt_abi {
-                c.pt_abi = v;
-            }
-            if let Some(v) = bar1_budget {
-                c.bar1_budget = v;
-            }
-            c.cb_delay_ns = ms_to_ns(cb_delay_ms, c.cb_delay_ns);
-            c.cb_after_delay_ns = ms_to_ns(cb_after_delay_ms, c.cb_after_delay_ns);
-            c.reg_window_delay_ns = ms_to_ns(reg_window_delay_ms, c.reg_window_delay_ns);
-            c.unmap_delay_ns = ms_to_ns(unmap_delay_ms, c.unmap_delay_ns);
-            if let Some(name) = cost_model {
-                c = CostModel::preset(&name)?.dilated(dilate)?.apply(c);
-            }
-            if serde_json::to_string(&c).ok() != serde_json::to_string(&before).ok() {
-                gpu.set_config(c)?;
-            }
-            json(&gpu.config()?)?;
-        }
+        } => config(
+            &gpu,
+            ConfigChange {
+                pt_abi,
+                bar1_budget,
+                cb_delay_ms,
+                cb_after_delay_ms,
+                reg_window_delay_ms,
+                unmap_delay_ms,
+                cost_model,
+                dilate,
+            },
+        )?,
         GpuCmd::Reset => gpu.reset()?,
     }
     Ok(0)
+}
+
+/// `gpu list`: the live allocations, or with `--pins` the pins.
+fn list(gpu: &Gpu, pins: bool, j: bool) -> Result<u8> {
+    if pins {
+        let p = gpu.list_pins()?;
+        if j {
+            return json(&p).map(|_| 0);
+        }
+        for x in p {
+            println!(
+                "pin {} alloc {} va {:#x} len {:#x} tgid {} {} state {} mappings {}",
+                x.id,
+                x.alloc_handle,
+                x.va,
+                x.len,
+                x.tgid,
+                if x.persistent != 0 {
+                    "persistent"
+                } else {
+                    "callback"
+                },
+                x.state,
+                x.mappings
+            );
+        }
+    } else {
+        let a = gpu.list_allocs()?;
+        if j {
+            return json(&a).map(|_| 0);
+        }
+        for x in a {
+            println!(
+                "alloc {} va {:#x} size {:#x} tgid {} {} pins {}",
+                x.handle,
+                x.va,
+                x.size,
+                x.tgid,
+                if x.state == 0 { "live" } else { "freed" },
+                x.pins
+            );
+        }
+    }
+
+    Ok(0)
+}
+
+/// `gpu counters`: the provider's calls and failures per entry point and its gauges.
+fn counters(gpu: &Gpu, j: bool) -> Result<u8> {
+    let s = gpu.stats()?;
+    let calls: serde_json::Map<String, serde_json::Value> = nvp2p::OPS
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            (
+                o.to_string(),
+                serde_json::json!({"calls": s.calls[i], "failures": s.failures[i]}),
+            )
+        })
+        .collect();
+    let v = serde_json::json!({
+        "calls": calls,
+        "violations_total": s.violations_total,
+        "live_allocs": s.live_allocs, "live_pins": s.live_pins,
+        "live_persistent_pins": s.live_persistent_pins, "pinned_pages": s.pinned_pages,
+        "live_mappings": s.live_mappings, "callbacks": s.callbacks,
+        "put_after_teardown": s.put_after_teardown, "bar1_used": s.bar1_used,
+        "quarantined": s.quarantined, "free_calls_in_callback": s.free_calls_in_callback,
+        "api_window_hits": s.api_window_hits,
+    });
+    if j {
+        return json(&v).map(|_| 0);
+    }
+    for (i, o) in nvp2p::OPS.iter().enumerate() {
+        if s.calls[i] != 0 {
+            println!(
+                "{o:<24} calls {:>8} failures {:>6}",
+                s.calls[i], s.failures[i]
+            );
+        }
+    }
+    for k in [
+        "violations_total",
+        "live_allocs",
+        "live_pins",
+        "live_persistent_pins",
+        "pinned_pages",
+        "live_mappings",
+        "callbacks",
+        "put_after_teardown",
+        "bar1_used",
+        "quarantined",
+        "free_calls_in_callback",
+        "api_window_hits",
+    ] {
+        println!("{k:<24} {}", v[k]);
+    }
+
+    Ok(0)
+}
+
+/// `gpu faults`: arms (or clears) fault injection at one entry point or all.
+fn faults(gpu: &Gpu, op: &str, err: i32, every: Option<u32>, skip: u32, clear: bool) -> Result<()> {
+    let ops: Vec<u32> = if op == "all" {
+        (0..nvp2p::FAULT_OPS as u32).collect()
+    } else {
+        vec![nvp2p::op_index(op)?]
+    };
+    for o in ops {
+        let (mode, n) = match (clear, every) {
+            (true, _) => (nvp2p::fault_mode::OFF, 0),
+            (false, Some(n)) => (nvp2p::fault_mode::EVERY_N, n),
+            (false, None) => (nvp2p::fault_mode::ONCE, 1),
+        };
+        let injected = gpu.set_fault(o, mode, if clear { 0 } else { err }, n, skip)?;
+        println!(
+            "{}: {} (injected so far {injected})",
+            nvp2p::OPS[o as usize],
+            if clear {
+                "cleared".into()
+            } else {
+                format!("fail with {err}")
+            }
+        );
+    }
+
+    Ok(())
+}
+
+/// What `gpu config` changes (each `None` keeps the provider's value).
+struct ConfigChange {
+    pt_abi: Option<u32>,
+    bar1_budget: Option<u64>,
+    cb_delay_ms: Option<u64>,
+    cb_after_delay_ms: Option<u64>,
+    reg_window_delay_ms: Option<u64>,
+    unmap_delay_ms: Option<u64>,
+    cost_model: Option<String>,
+    dilate: f64,
+}
+
+/// `gpu config`: applies the changes given and prints the configuration.
+fn config(gpu: &Gpu, change: ConfigChange) -> Result<()> {
+    let ConfigChange {
+        pt_abi,
+        bar1_budget,
+        cb_delay_ms,
+        cb_after_delay_ms,
+        reg_window_delay_ms,
+        unmap_delay_ms,
+        cost_model,
+        dilate,
+    } = change;
+    let mut c = gpu.config()?;
+    let before = c;
+    if let Some(v) = pt_abi {
+        c.pt_abi = v;
+    }
+    if let Some(v) = bar1_budget {
+        c.bar1_budget = v;
+    }
+    c.cb_delay_ns = ms_to_ns(cb_delay_ms, c.cb_delay_ns);
+    c.cb_after_delay_ns = ms_to_ns(cb_after_delay_ms, c.cb_after_delay_ns);
+    c.reg_window_delay_ns = ms_to_ns(reg_window_delay_ms, c.reg_window_delay_ns);
+    c.unmap_delay_ns = ms_to_ns(unmap_delay_ms, c.unmap_delay_ns);
+    if let Some(name) = cost_model {
+        c = CostModel::preset(&name)?.dilated(dilate)?.apply(c);
+    }
+    if serde_json::to_string(&c).ok() != serde_json::to_string(&before).ok() {
+        gpu.set_config(c)?;
+    }
+    json(&gpu.config()?)?;
+
+    Ok(())
 }
