@@ -67,35 +67,39 @@ pub(super) enum GpuCmd {
         clear: bool,
     },
     /// Show or change the configuration (page-table ABI, BAR1 budget, delays, costs).
-    Config {
-        /// Page-table ABI: 1 (0x00010002) or 2 (0x00020000).
-        #[arg(long)]
-        pt_abi: Option<u32>,
-        /// BAR1 budget in bytes (0 = unlimited).
-        #[arg(long, value_parser = parse_size)]
-        bar1_budget: Option<u64>,
-        /// Delay before each free callback, ms.
-        #[arg(long)]
-        cb_delay_ms: Option<u64>,
-        /// Delay after each free callback, ms.
-        #[arg(long)]
-        cb_after_delay_ms: Option<u64>,
-        /// get_pages: delay between pinning and callback registration, ms.
-        #[arg(long)]
-        reg_window_delay_ms: Option<u64>,
-        /// dma_unmap_pages: delay after reading the table, ms.
-        #[arg(long)]
-        unmap_delay_ms: Option<u64>,
-        /// RM cost model: set every call's cost from a preset (see `nvpeer emu calibrate
-        /// --help`), optionally dilated by --dilate.
-        #[arg(long)]
-        cost_model: Option<String>,
-        /// Multiply the preset's costs by this factor.
-        #[arg(long, default_value_t = 1.0, requires = "cost_model")]
-        dilate: f64,
-    },
+    Config(ConfigArgs),
     /// Clear faults, counters, violations; restore the default configuration.
     Reset,
+}
+
+/// What `gpu config` changes (each option not given keeps the provider's value).
+#[derive(clap::Args, Debug)]
+pub(super) struct ConfigArgs {
+    /// Page-table ABI: 1 (0x00010002) or 2 (0x00020000).
+    #[arg(long)]
+    pt_abi: Option<u32>,
+    /// BAR1 budget in bytes (0 = unlimited).
+    #[arg(long, value_parser = parse_size)]
+    bar1_budget: Option<u64>,
+    /// Delay before each free callback, ms.
+    #[arg(long)]
+    cb_delay_ms: Option<u64>,
+    /// Delay after each free callback, ms.
+    #[arg(long)]
+    cb_after_delay_ms: Option<u64>,
+    /// get_pages: delay between pinning and callback registration, ms.
+    #[arg(long)]
+    reg_window_delay_ms: Option<u64>,
+    /// dma_unmap_pages: delay after reading the table, ms.
+    #[arg(long)]
+    unmap_delay_ms: Option<u64>,
+    /// RM cost model: set every call's cost from a preset (see `nvpeer emu calibrate
+    /// --help`), optionally dilated by --dilate.
+    #[arg(long)]
+    cost_model: Option<String>,
+    /// Multiply the preset's costs by this factor.
+    #[arg(long, default_value_t = 1.0, requires = "cost_model")]
+    dilate: f64,
 }
 
 fn ms_to_ns(v: Option<u64>, cur: u64) -> u64 {
@@ -161,28 +165,7 @@ pub(super) fn gpu_cmd(c: GpuCmd) -> Result<u8> {
             skip,
             clear,
         } => faults(&gpu, &op, err, every, skip, clear)?,
-        GpuCmd::Config {
-            pt_abi,
-            bar1_budget,
-            cb_delay_ms,
-            cb_after_delay_ms,
-            reg_window_delay_ms,
-            unmap_delay_ms,
-            cost_model,
-            dilate,
-        } => config(
-            &gpu,
-            ConfigChange {
-                pt_abi,
-                bar1_budget,
-                cb_delay_ms,
-                cb_after_delay_ms,
-                reg_window_delay_ms,
-                unmap_delay_ms,
-                cost_model,
-                dilate,
-            },
-        )?,
+        GpuCmd::Config(change) => config(&gpu, change)?,
         GpuCmd::Reset => gpu.reset()?,
     }
     Ok(0)
@@ -315,21 +298,9 @@ fn faults(gpu: &Gpu, op: &str, err: i32, every: Option<u32>, skip: u32, clear: b
     Ok(())
 }
 
-/// What `gpu config` changes (each `None` keeps the provider's value).
-struct ConfigChange {
-    pt_abi: Option<u32>,
-    bar1_budget: Option<u64>,
-    cb_delay_ms: Option<u64>,
-    cb_after_delay_ms: Option<u64>,
-    reg_window_delay_ms: Option<u64>,
-    unmap_delay_ms: Option<u64>,
-    cost_model: Option<String>,
-    dilate: f64,
-}
-
 /// `gpu config`: applies the changes given and prints the configuration.
-fn config(gpu: &Gpu, change: ConfigChange) -> Result<()> {
-    let ConfigChange {
+fn config(gpu: &Gpu, change: ConfigArgs) -> Result<()> {
+    let ConfigArgs {
         pt_abi,
         bar1_budget,
         cb_delay_ms,
