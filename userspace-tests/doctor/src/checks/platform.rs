@@ -105,6 +105,8 @@ fn attachment_line(a: &Attachment) -> String {
 
 /// `pci.topology`: PIX/PXB/C2C/PHB/NODE/SYS for every GPU↔NIC pair, and the dma-buf mapping each
 /// pair needs (crate::c2c).
+/// `pci.topology`: each GPU-NIC pair's path class, each GPU's best NIC, and the dma-buf mapping
+/// each needs (C2C nodes).
 pub fn topology(ctx: &Ctx) -> Check {
     const ID: &str = "pci.topology";
     const T: &str = "GPU↔NIC PCIe path";
@@ -136,76 +138,14 @@ pub fn topology(ctx: &Ctx) -> Check {
         };
         return c.data(serde_json::to_value(&data).unwrap_or_default());
     }
-    let is_coherent = |g: &PciDev| gpus.iter().any(|a| a.gpu == g.bdf && a.coherent);
-    let mut rows = Vec::new();
+    let coherent_gpu = |bdf: &str| gpus.iter().any(|a| a.gpu == bdf && a.coherent);
     let mut details: Vec<String> = gpus.iter().map(attachment_line).collect();
-    for (g, n) in pairs(ctx) {
-        let coh = is_coherent(g);
-        let class = pair_class(g, coh, &n.pci);
-        let m = mapping(coh, class);
-        details.push(format!(
-            "GPU {} ↔ {} ({}): {:?}{}",
-            g.bdf,
-            n.name,
-            n.pci.bdf,
-            class,
-            if coh {
-                format!(", dma-buf {}", m.flag())
-            } else {
-                String::new()
-            }
-        ));
-        rows.push(PairRow {
-            gpu: &g.bdf,
-            nic: &n.name,
-            nic_bdf: &n.pci.bdf,
-            class,
-            pcie_class: classify(g, &n.pci),
-            dmabuf_mapping: m,
-        });
-    }
-    // The best NIC per GPU: the closest path class (NCCL pairs each GPU with its closest NIC);
-    // several at the same distance are all named. A GPU is fine when its best is within NCCL's
-    // default GDR level: PXB, or P2C (our C2C) on C2C platforms (NCCL_NET_GDR_C2C=1, paths.cc).
-    let mut best = Vec::new();
-    let mut far = Vec::new();
-    let mut need_pcie: Vec<String> = Vec::new();
-    for g in &ctx.gpus {
-        let coh = is_coherent(g);
-        let Some(min) = rows
-            .iter()
-            .filter(|r| r.gpu == g.bdf)
-            .map(|r| r.class)
-            .min()
-        else {
-            continue;
-        };
-        let names: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.gpu == g.bdf && r.class == min)
-            .map(|r| r.nic)
-            .collect();
-        let m = mapping(coh, min);
-        details.push(format!(
-            "best NIC for GPU {}: {} ({min:?}), dma-buf {}",
-            g.bdf,
-            names.join(", "),
-            m.flag()
-        ));
-        let cutoff = if coh { PathClass::C2C } else { PathClass::PXB };
-        if min > cutoff {
-            far.push(format!("{}↔{}", g.bdf, names.join("/")));
-        }
-        if m == DmabufMapping::Pcie {
-            need_pcie.push(format!("GPU {} on {}", g.bdf, names.join("/")));
-        }
-        best.push(BestRow {
-            gpu: &g.bdf,
-            nics: names,
-            class: min,
-            dmabuf_mapping: m,
-        });
-    }
+    let rows = pair_rows(ctx, &coherent_gpu, &mut details);
+    let Best {
+        best,
+        far,
+        need_pcie,
+    } = best_nics(ctx, &coherent_gpu, &rows, &mut details);
     // A coherent GPU's NICs reached through the CPU take the default mapping.
     let via_cpu: Vec<String> = rows
         .iter()
@@ -215,27 +155,7 @@ pub fn topology(ctx: &Ctx) -> Check {
     let node = NodeMapping::of(best.iter().map(|b| b.dmabuf_mapping));
     // GPUs with a NIC that are not coherently attached (a mixed node has both kinds).
     let others = best.iter().filter(|b| !coherent.contains(&b.gpu)).count();
-    if coherent.is_empty() {
-        details.push(
-            "dma-buf mapping: the default for every pair (no GPU is coherently attached)".into(),
-        );
-    } else {
-        details.push(format!(
-            "dma-buf mapping the node needs: {}",
-            match node {
-                NodeMapping::Default => "the default (flags 0)",
-                NodeMapping::Pcie => "CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE",
-                NodeMapping::PerNic =>
-                    "per NIC (PCIe under the GPU's switch, the default through the CPU)",
-            }
-        ));
-    }
-    if rows
-        .iter()
-        .any(|r| r.class == PathClass::SYS && coherent.contains(&r.gpu))
-    {
-        details.push("across sockets from a C2C GPU: NCCL uses no GDR there by default; libfabric#12864 calls such a NIC CPU-mediated (default mapping), NCCL with NCCL_NET_GDR_LEVEL=SYS asks for the PCIe one".into());
-    }
+    mapping_details(&rows, &coherent, node, &mut details);
     let data = TopologyData {
         pairs: rows,
         best,
@@ -319,6 +239,135 @@ pub fn topology(ctx: &Ctx) -> Check {
         )
         .details(details)
         .data(data)
+    }
+}
+
+/// The detail lines of the dma-buf mapping the node needs (C2C nodes), and the note on NICs across
+/// sockets from a coherent GPU.
+fn mapping_details(
+    rows: &[PairRow<'_>],
+    coherent: &[&str],
+    node: NodeMapping,
+    details: &mut Vec<String>,
+) {
+    if coherent.is_empty() {
+        details.push(
+            "dma-buf mapping: the default for every pair (no GPU is coherently attached)".into(),
+        );
+    } else {
+        details.push(format!(
+            "dma-buf mapping the node needs: {}",
+            match node {
+                NodeMapping::Default => "the default (flags 0)",
+                NodeMapping::Pcie => "CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE",
+                NodeMapping::PerNic =>
+                    "per NIC (PCIe under the GPU's switch, the default through the CPU)",
+            }
+        ));
+    }
+    if rows
+        .iter()
+        .any(|r| r.class == PathClass::SYS && coherent.contains(&r.gpu))
+    {
+        details.push("across sockets from a C2C GPU: NCCL uses no GDR there by default; libfabric#12864 calls such a NIC CPU-mediated (default mapping), NCCL with NCCL_NET_GDR_LEVEL=SYS asks for the PCIe one".into());
+    }
+}
+
+/// Each GPU-NIC pair's path class and the dma-buf mapping it needs, one detail line each.
+fn pair_rows<'c>(
+    ctx: &'c Ctx,
+    coherent_gpu: &dyn Fn(&str) -> bool,
+    details: &mut Vec<String>,
+) -> Vec<PairRow<'c>> {
+    let mut rows = Vec::new();
+    for (g, n) in pairs(ctx) {
+        let coh = coherent_gpu(&g.bdf);
+        let class = pair_class(g, coh, &n.pci);
+        let m = mapping(coh, class);
+        details.push(format!(
+            "GPU {} ↔ {} ({}): {:?}{}",
+            g.bdf,
+            n.name,
+            n.pci.bdf,
+            class,
+            if coh {
+                format!(", dma-buf {}", m.flag())
+            } else {
+                String::new()
+            }
+        ));
+        rows.push(PairRow {
+            gpu: &g.bdf,
+            nic: &n.name,
+            nic_bdf: &n.pci.bdf,
+            class,
+            pcie_class: classify(g, &n.pci),
+            dmabuf_mapping: m,
+        });
+    }
+    rows
+}
+
+/// Each GPU's best NICs, the GPUs whose best is beyond NCCL's default GDR cutoff (`far`), and
+/// those whose best needs the PCIe dma-buf mapping (`need_pcie`).
+struct Best<'c> {
+    best: Vec<BestRow<'c>>,
+    far: Vec<String>,
+    need_pcie: Vec<String>,
+}
+
+/// The best NIC per GPU: the closest path class (NCCL pairs each GPU with its closest NIC);
+/// several at the same distance are all named. A GPU is fine when its best is within NCCL's
+/// default GDR level: PXB, or P2C (our C2C) on C2C platforms (NCCL_NET_GDR_C2C=1, paths.cc).
+fn best_nics<'c>(
+    ctx: &'c Ctx,
+    coherent_gpu: &dyn Fn(&str) -> bool,
+    rows: &[PairRow<'c>],
+    details: &mut Vec<String>,
+) -> Best<'c> {
+    let mut best = Vec::new();
+    let mut far = Vec::new();
+    let mut need_pcie: Vec<String> = Vec::new();
+    for g in &ctx.gpus {
+        let coh = coherent_gpu(&g.bdf);
+        let Some(min) = rows
+            .iter()
+            .filter(|r| r.gpu == g.bdf)
+            .map(|r| r.class)
+            .min()
+        else {
+            continue;
+        };
+        let names: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.gpu == g.bdf && r.class == min)
+            .map(|r| r.nic)
+            .collect();
+        let m = mapping(coh, min);
+        details.push(format!(
+            "best NIC for GPU {}: {} ({min:?}), dma-buf {}",
+            g.bdf,
+            names.join(", "),
+            m.flag()
+        ));
+        let cutoff = if coh { PathClass::C2C } else { PathClass::PXB };
+        if min > cutoff {
+            far.push(format!("{}↔{}", g.bdf, names.join("/")));
+        }
+        if m == DmabufMapping::Pcie {
+            need_pcie.push(format!("GPU {} on {}", g.bdf, names.join("/")));
+        }
+        best.push(BestRow {
+            gpu: &g.bdf,
+            nics: names,
+            class: min,
+            dmabuf_mapping: m,
+        });
+    }
+    Best {
+        best,
+        far,
+        need_pcie,
     }
 }
 
