@@ -100,8 +100,7 @@ fn pairs_table<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> String {
 /// The whole page.
 pub fn render(p: &PageInput) -> String {
     let d = p.doc;
-    let status = d.exit_status();
-    let (word, class, meaning) = verdict(status);
+    let (word, _, _) = verdict(d.exit_status());
     let host = d.environment.host.as_deref().unwrap_or("");
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -115,6 +114,20 @@ pub fn render(p: &PageInput) -> String {
         escape(host)
     ));
 
+    answer(&mut h, d);
+    environment(&mut h, d);
+    cases(&mut h, d);
+    plots(&mut h, p);
+    files(&mut h, p);
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+/// 1. The answer: the verdict, the counts, what blocked the run, the failed cases.
+fn answer(h: &mut String, d: &ValidateReport) {
+    let status = d.exit_status();
+    let (word, class, meaning) = verdict(status);
+    let host = d.environment.host.as_deref().unwrap_or("");
     // 1. The answer.
     let s = &d.summary;
     h.push_str(&format!(
@@ -163,7 +176,10 @@ pub fn render(p: &PageInput) -> String {
         h.push_str("</ul>\n");
     }
     h.push_str("</section>\n");
+}
 
+/// 2. The environment and the topology.
+fn environment(h: &mut String, d: &ValidateReport) {
     // 2. Environment and topology.
     h.push_str("<section id=\"environment\">\n<h2>Environment and topology</h2>\n");
     let mut rows = vec![
@@ -182,7 +198,10 @@ pub fn render(p: &PageInput) -> String {
         ));
     }
     h.push_str("</section>\n");
+}
 
+/// 3. Every case, in the order it ran, then the ones not run.
+fn cases(h: &mut String, d: &ValidateReport) {
     // 3. Every case, in the order it ran, then the ones not run.
     h.push_str(&format!(
         "<section id=\"cases\">\n<h2>Cases ({})</h2>\n<table>\n<thead><tr><th>case</th>\
@@ -218,7 +237,10 @@ pub fn render(p: &PageInput) -> String {
         ));
     }
     h.push_str("</tbody>\n</table>\n</section>\n");
+}
 
+/// 4. The plots, and the bench documents they come from.
+fn plots(h: &mut String, p: &PageInput) {
     // 4. The plots.
     h.push_str("<section id=\"plots\">\n<h2>Bandwidth and latency against message size</h2>\n");
     h.push_str(
@@ -254,7 +276,10 @@ pub fn render(p: &PageInput) -> String {
         ));
     }
     h.push_str("</section>\n");
+}
 
+/// 5. The files beside the page.
+fn files(h: &mut String, p: &PageInput) {
     // 5. The files beside the page.
     h.push_str("<section id=\"files\">\n<h2>Files</h2>\n<ul>\n");
     for (f, what) in &p.files {
@@ -264,6 +289,5 @@ pub fn render(p: &PageInput) -> String {
             escape(what)
         ));
     }
-    h.push_str("</ul>\n</section>\n</body>\n</html>\n");
-    h
+    h.push_str("</ul>\n</section>\n");
 }
