@@ -84,6 +84,13 @@ tb_edu_dev() {
 # tb_kmsg TEXT: write a line to the kernel log (for attributing reports).
 tb_kmsg() { echo "nvpeer-bench: $*" >/dev/kmsg 2>/dev/null || true; }
 
+# tb_log_mark / tb_log_since: a window on the kernel log. tb_log_since prints the lines written
+# after the last tb_log_mark of this suite. Suites never clear the log (dmesg -C): the run's
+# kernel-log verdict (testbench/lib/report.py) reads it whole, from the boot's first line.
+_TB_LOG_MARK=
+tb_log_mark() { _TB_LOG_MARK=${EPOCHREALTIME/[.,]/}; echo "nvpeer-bench: log-mark $_TB_LOG_MARK" >/dev/kmsg; }
+tb_log_since() { dmesg | sed -n "/nvpeer-bench: log-mark $_TB_LOG_MARK\$/,\$p" | sed 1d; }
+
 # tb_expect_begin REGEX / tb_expect_end: kernel log lines matching REGEX between the two calls are
 # expected (e.g. an emulator VIOLATION line provoked on purpose) and do not fail the run.
 # Other reports (KASAN, lockdep, ...) in between still do.

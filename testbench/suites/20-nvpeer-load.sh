@@ -55,11 +55,11 @@ tb_case load-peerdirect-only load_default_peerdirect
 
 bad_param() { # PARAM VALUE
     local out
-    dmesg -C
+    tb_log_mark
     if modprobe nvpeer "$1=$2" 2>/tmp/np-modprobe.err; then
         np_unload; echo "$1=$2 was accepted"; return 1
     fi
-    out=$(dmesg | grep 'nvpeer:')
+    out=$(tb_log_since | grep 'nvpeer:')
     echo "$out" | grep -q "nvpeer: invalid $1 value $2 (allowed: 0 or 1)" || { echo "message: $out"; return 1; }
     [ ! -d /sys/module/nvpeer ] || { echo "module stayed loaded"; return 1; }
     echo "$1=$2 refused: $out"
@@ -72,10 +72,10 @@ tb_case reject-peerdirect-neg bad_param peerdirect_support -1
 # its module name in /sys/module: nv_peer_mem here (the classic client under that name).
 duplicate_nv_mem() {
     modprobe nv_peer_mem || { echo "nv_peer_mem fixture not available"; return 1; }
-    dmesg -C
+    tb_log_mark
     if modprobe nvpeer 2>/dev/null; then rmmod nvpeer nv_peer_mem; echo "nvpeer loaded beside nv_peer_mem"; return 1; fi
     local out
-    out=$(dmesg | grep 'nvpeer:' | head -n 3)
+    out=$(tb_log_since | grep 'nvpeer:' | head -n 3)
     rmmod nv_peer_mem || return 1
     echo "$out" | grep -q "nv_peer_mem is loaded and serves the nv_mem peer-memory client.*rmmod nv_peer_mem" ||
         { echo "message: $out"; return 1; }
@@ -101,19 +101,19 @@ tb_case debugfs-formats-match-uapi formats
 
 # The KUnit suite lives in a test module of its own (testbench/kunit); nvpeer.ko carries none.
 kunit() {
-    dmesg -C
+    tb_log_mark
     modprobe nvpeer_logic_kunit || return 1
     rmmod nvpeer_logic_kunit || return 1
     local k n
-    k=$(dmesg | sed -n '/# Subtest: nvpeer_logic/,/ok [0-9]* nvpeer_logic/p')
-    [ -n "$k" ] || { echo "no KUnit output for nvpeer_logic"; dmesg | tail -n 20; return 1; }
+    k=$(tb_log_since | sed -n '/# Subtest: nvpeer_logic/,/ok [0-9]* nvpeer_logic/p')
+    [ -n "$k" ] || { echo "no KUnit output for nvpeer_logic"; tb_log_since | tail -n 20; return 1; }
     echo "$k" | grep -q 'not ok' && { echo "$k"; return 1; }
     echo "$k" | grep -qE '(^|[^t] )ok [0-9]+ nvpeer_logic' || { echo "$k"; return 1; }
     n=$(echo "$k" | grep -E ' ok [0-9]+ [a-z0-9_]+$' | grep -vc 'nvpeer_logic$')
     [ "$n" -ge 6 ] || { echo "$k"; return 1; }
-    dmesg -C
+    tb_log_mark
     modprobe nvpeer || return 1
-    dmesg | grep -q 'nvpeer_logic' && { echo "nvpeer.ko ran KUnit tests"; np_unload; return 1; }
+    tb_log_since | grep -q 'nvpeer_logic' && { echo "nvpeer.ko ran KUnit tests"; np_unload; return 1; }
     np_unload
     echo "KUnit nvpeer_logic (nvpeer_logic_kunit.ko): $n test(s), all ok; nvpeer.ko runs none"
 }

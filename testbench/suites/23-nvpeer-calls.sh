@@ -47,14 +47,14 @@ tb_case host-range-falls-through host_fallthrough
 # registration fails cleanly.
 pin_refusal_logged() {
     np_up 5.5 2 || return 1
-    dmesg -C
+    tb_log_mark
     if $NVPEER emu core register --size 256K --mig >/tmp/np-mig.log 2>&1; then
         cat /tmp/np-mig.log; echo "registration on a MIG allocation succeeded"; return 1
     fi
     echo "registration: $(tail -n 1 /tmp/np-mig.log)"
     local line
-    line=$(dmesg | grep 'nvpeer: nvidia_p2p_get_pages_persistent refused to pin' | head -n 1)
-    [ -n "$line" ] || { echo "no kernel-log line"; dmesg | tail -n 5; return 1; }
+    line=$(tb_log_since | grep 'nvpeer: nvidia_p2p_get_pages_persistent refused to pin' | head -n 1)
+    [ -n "$line" ] || { echo "no kernel-log line"; tb_log_since | tail -n 5; return 1; }
     echo "$line"
     echo "$line" | grep -qE "(ENOTSUPP|524).*not supported for this GPU or memory" || return 1
     [ "$(np_stat err_pin)" -ge 1 ] || return 1

@@ -74,6 +74,7 @@ fl_up() {
 
 fl_down() {
     local i
+    fl_slurm_down
     for i in $(seq 0 $((FL_N - 1))); do
         ip netns exec "flns$i" rdma link delete "flrxe$i" 2>/dev/null
         ip netns del "flns$i" 2>/dev/null
@@ -212,7 +213,8 @@ fl_slurm_up() {
     for d in slurmd slurmctld slurmstepd; do ln -s "/slurm/usr/sbin/$d-wlm" "$s/sbin/$d"; done
     ip addr add "$FL_CTLD/24" dev flbr0 || return 1
     {
-        grep -v ' node[0-9]$' /etc/hosts
+        # (the guest's own line for its name goes: that name is slurmctld's, on the bridge)
+        awk -v me="$(hostname -s)" '$NF !~ /^node[0-9]$/ { for (i = 2; i <= NF; i++) if ($i == me && me != "localhost") next; print }' /etc/hosts
         for i in $(seq 0 $((FL_N - 1))); do echo "$(fl_ip "$i") node$i"; done
         echo "$FL_CTLD $(hostname -s)"
     } >"$s/hosts"
@@ -262,7 +264,7 @@ fl_slurm_down() {
     pkill -f "$FL_SLURM/sbin/slurm" 2>/dev/null
     [ -f "$FL_SLURM/munge/munged.pid" ] && kill "$(cat "$FL_SLURM/munge/munged.pid")" 2>/dev/null
     sleep 1
-    mountpoint -q /etc/hosts 2>/dev/null || grep -q ' /etc/hosts ' /proc/mounts && umount /etc/hosts
+    if grep -q ' /etc/hosts ' /proc/mounts; then umount /etc/hosts; fi
     true
 }
 
@@ -284,8 +286,8 @@ fl_slurm_task() {
 # fl_launch_slurm: the four ranks as one `srun` step on four nodes, one task each; rank 0's exit
 # status.
 fl_launch_slurm() {
-    fl_slurm_up || { fl_slurm_down; return 2; }
     rm -f "$FL_OUT"/rank*.rc "$FL_OUT"/rank*.out "$FL_OUT"/rank*.err
+    fl_slurm_up || { fl_slurm_down; return 2; }
     FL_OUT=$FL_OUT FL_TOKEN=$FL_TOKEN NVPEER=$NVPEER fl_slurm srun -N "$FL_N" -n "$FL_N" \
         --ntasks-per-node=1 --export=ALL --time=10 bash -c \
         "$(declare -f fl_slurm_task); fl_slurm_task" >"$FL_OUT/srun.out" 2>&1 || {

@@ -92,7 +92,7 @@ pub fn render(m: &Matrix, path: &Path) -> std::io::Result<()> {
                 Cell::Pass => (RGBColor(80, 200, 100), "pass".into(), false),
                 Cell::Fail { .. } => (RGBColor(220, 50, 50), "FAIL".into(), true),
                 Cell::Skipped { .. } => (RGBColor(190, 190, 190), "skip".into(), false),
-                Cell::Value { value, slow } => (
+                Cell::Value { value, slow, .. } => (
                     shade(*value, lo, hi, m.unit != Unit::Micros),
                     fmt(*value),
                     *slow,

@@ -159,9 +159,9 @@ pub struct BenchCmd {
 /// Why the fleet mode refuses the command line.
 fn fleet_conflicts(c: &nvpeer_harness::cli::CommonArgs) -> Option<&'static str> {
     if c.server || c.client.is_some() {
-        Some("--fleet pairs the nodes itself: no --server or --client")
+        Some("it pairs the nodes itself: no --server or --client")
     } else if c.json {
-        Some("--fleet writes its JSON into --report DIR (fleet.json): no --json")
+        Some("it writes its JSON into --report DIR (fleet.json): no --json")
     } else {
         None
     }

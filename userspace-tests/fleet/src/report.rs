@@ -37,7 +37,7 @@ pub struct LinkValue {
     pub a: u32,
     pub b: u32,
     pub value: f64,
-    /// The least this link must reach by its port's line rate (`--line-rate-fraction` × the
+    /// The least this link must reach by its port's line rate (`--bw-threshold` × the
     /// line rate its client judged against, GB/s); bandwidth only.
     pub line_rate_min: Option<f64>,
 }
@@ -245,6 +245,9 @@ pub enum Cell {
     Value {
         value: f64,
         slow: bool,
+        /// The threshold this link is held to: the fleet's, raised to its port's line-rate
+        /// minimum for bandwidth (none when neither applies).
+        threshold: Option<f64>,
     },
     Pass,
     Fail {
@@ -265,6 +268,23 @@ pub struct Matrix {
     /// Row and column labels, in rank order.
     pub nodes: Vec<String>,
     pub cells: Vec<Vec<Cell>>,
+}
+
+impl Matrix {
+    /// Whether a link of this matrix is held to a threshold although the fleet has none: its
+    /// port's line-rate minimum.
+    fn line_rate_held(&self) -> bool {
+        self.threshold.is_none()
+            && self.cells.iter().flatten().any(|c| {
+                matches!(
+                    c,
+                    Cell::Value {
+                        threshold: Some(_),
+                        ..
+                    }
+                )
+            })
+    }
 }
 
 /// The whole report.
@@ -398,6 +418,7 @@ impl TestLinks {
                                 Cell::Value {
                                     value: v,
                                     slow: false,
+                                    threshold: None,
                                 }
                             }
                             (true, _) => Cell::Pass,
@@ -429,6 +450,14 @@ fn name_outliers(
     let mut named = Vec::new();
     let cells = &mut t.cells;
     let values_of = &t.values;
+    for l in values_of {
+        let held_to = link_limit(l, unit, limit);
+        for (x, y) in [(l.a, l.b), (l.b, l.a)] {
+            if let Cell::Value { threshold, .. } = &mut cells[x as usize][y as usize] {
+                *threshold = held_to;
+            }
+        }
+    }
     for s in sus {
         let median = med.unwrap_or(0.0);
         match s {
@@ -736,6 +765,11 @@ impl FleetReport {
                 m.unit.symbol(),
                 match (m.median, m.threshold) {
                     (Some(md), Some(t)) => format!(" median {} threshold {}", fmt(md), fmt(t)),
+                    (Some(md), None) if m.line_rate_held() => format!(
+                        " median {} (no fleet threshold: fewer than {MIN_LINKS_FOR_MEDIAN} links \
+                         measured; each link held to its port's line-rate minimum)",
+                        fmt(md)
+                    ),
                     (Some(md), None) => format!(
                         " median {} (no outlier threshold: fewer than {MIN_LINKS_FOR_MEDIAN} \
                          links measured{})",
@@ -802,17 +836,24 @@ impl FleetReport {
                     match c {
                         Cell::None => {}
                         Cell::Pass => cases.push(CaseResult::pass(&name, "passed")),
-                        Cell::Value { value, slow: false } => cases.push(CaseResult::pass(
+                        Cell::Value {
+                            value, slow: false, ..
+                        } => cases.push(CaseResult::pass(
                             &name,
                             format!("{} {}", fmt(*value), m.unit.symbol()),
                         )),
-                        Cell::Value { value, slow: true } => cases.push(CaseResult::fail(
+                        Cell::Value {
+                            value,
+                            slow: true,
+                            threshold,
+                        } => cases.push(CaseResult::fail(
                             &name,
                             format!("{} {}", fmt(*value), m.unit.symbol()),
                             format!(
-                                "outlier: threshold {} {} (fleet median {})",
-                                fmt(m.threshold.unwrap_or(0.0)),
-                                m.unit.symbol(),
+                                "outlier: {} (fleet median {})",
+                                threshold.map_or("below its node's threshold".into(), |t| {
+                                    format!("threshold {} {}", fmt(t), m.unit.symbol())
+                                }),
                                 fmt(m.median.unwrap_or(0.0))
                             ),
                         )),
@@ -882,7 +923,9 @@ pub fn fmt(v: f64) -> String {
 fn cell_text(c: &Cell) -> String {
     match c {
         Cell::None => "·".into(),
-        Cell::Value { value, slow } => format!("{}{}", fmt(*value), if *slow { "!" } else { "" }),
+        Cell::Value { value, slow, .. } => {
+            format!("{}{}", fmt(*value), if *slow { "!" } else { "" })
+        }
         Cell::Pass => "pass".into(),
         Cell::Fail { .. } => "FAIL".into(),
         Cell::Skipped { .. } => "skip".into(),
@@ -1238,6 +1281,57 @@ mod tests {
         assert!(x.contains(r#"name="doctor n3""#), "{x}");
         // 5 doctor cases + 3 links × 2 tests ran, 1 pair × 2 tests skipped.
         assert!(x.contains(r#"tests="13""#), "{x}");
+    }
+
+    /// Two links, too few for a fleet threshold, but both held to their ports' line rate: the
+    /// slow one's JUnit case and the matrix's line say the threshold it missed.
+    #[test]
+    fn a_line_rate_outlier_reports_its_own_threshold() {
+        let nodes: Vec<NodeRecord> = (0..3).map(|r| node(r, true)).collect();
+        let pairs = [(0, 1, 10.0), (0, 2, 5.0)]
+            .into_iter()
+            .map(|(a, b, v)| PairRecord {
+                round: 0,
+                server: a,
+                client: b,
+                status: PairStatus::Ran,
+                measurements: bw(v)
+                    .into_iter()
+                    .map(|m| Measurement {
+                        line_rate_min: m.value.map(|_| 9.0),
+                        ..m
+                    })
+                    .collect(),
+            })
+            .collect();
+        let run = FleetRun {
+            world: 3,
+            pairing: Pairing::All,
+            rounds: 3,
+            nodes,
+            pairs,
+            elapsed_s: 1.0,
+            messages: 12,
+        };
+        let r = FleetReport::new("nvpeer validate --fleet", run, Thresholds::default());
+        let m = r.matrices.iter().find(|m| m.test == "write_bw").unwrap();
+        assert_eq!(m.threshold, None);
+        assert!(matches!(
+            m.cells[0][2],
+            Cell::Value {
+                slow: true,
+                threshold: Some(t),
+                ..
+            } if t == 9.0
+        ));
+        let text = r.text();
+        assert!(
+            text.contains("each link held to its port's line-rate minimum"),
+            "{text}"
+        );
+        let x = String::from_utf8(r.junit().unwrap()).unwrap();
+        assert!(x.contains("outlier: threshold 9"), "{x}");
+        assert!(!x.contains("threshold 0"), "{x}");
     }
 
     #[test]

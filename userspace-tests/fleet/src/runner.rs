@@ -122,20 +122,37 @@ pub fn from_bench_doc(t: &BenchTestDoc) -> Option<Measurement> {
         }
         _ => return None,
     };
+    // Only a verdict the command line asked for: sysfs's rate of a software device (rxe, siw) is
+    // its netdev's, not what the link can carry.
+    let asked = t
+        .threshold
+        .as_ref()
+        .filter(|th| th.enforced && unit == Unit::GBps);
+    // Asked for, but this port's line rate is unknown: the link fails, as a single run's would
+    // (`Threshold::fails_run`), rather than go unjudged.
+    if let Some(th) = asked.filter(|th| th.required_gbps.is_none()) {
+        return Some(Measurement {
+            test,
+            unit,
+            value: Some(value),
+            passed: false,
+            detail: format!(
+                "{detail}; --bw-threshold given but no line rate to judge against{}",
+                th.note
+                    .as_ref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
+            ),
+            line_rate_min: None,
+        });
+    }
     Some(Measurement {
         test,
         unit,
         value: Some(value),
         passed: true,
         detail,
-        // Only a verdict the command line asked for: sysfs's rate of a software device (rxe,
-        // siw) is its netdev's, not what the link can carry.
-        line_rate_min: t
-            .threshold
-            .as_ref()
-            .filter(|th| th.enforced && unit == Unit::GBps)
-            .and_then(|th| th.required_gbps)
-            .map(|gbps| gbps / 8.0),
+        line_rate_min: asked.and_then(|th| th.required_gbps).map(|gbps| gbps / 8.0),
     })
 }
 
@@ -338,6 +355,21 @@ mod tests {
                 "{enforced}"
             );
         }
+        // Asked for, with no line rate to judge against: the link fails, its figure kept.
+        let mut t = bw.clone();
+        t.threshold = Some(nvpeer_harness::line_rate::judge(
+            &Err("no rate in sysfs".into()),
+            0.9,
+            false,
+            8.4,
+            65536,
+            true,
+        ));
+        let m = from_bench_doc(&t).unwrap();
+        assert!(!m.passed && m.value.is_some(), "{m:?}");
+        assert!(m.detail.contains("no line rate to judge against"), "{m:?}");
+        t.threshold.as_mut().unwrap().enforced = false;
+        assert!(from_bench_doc(&t).unwrap().passed);
         // A latency test whose rows are bandwidth rows measured nothing the fleet reads.
         let odd = doc(json!({"test": "write_lat", "results": [bw_row(2, 1.0)]}));
         assert!(from_bench_doc(&odd).is_none());

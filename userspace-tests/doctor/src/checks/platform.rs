@@ -103,10 +103,8 @@ fn attachment_line(a: &Attachment) -> String {
     }
 }
 
-/// `pci.topology`: PIX/PXB/C2C/PHB/NODE/SYS for every GPU↔NIC pair, and the dma-buf mapping each
-/// pair needs (crate::c2c).
-/// `pci.topology`: each GPU-NIC pair's path class, each GPU's best NIC, and the dma-buf mapping
-/// each needs (C2C nodes).
+/// `pci.topology`: each GPU↔NIC pair's path class (PIX/PXB/C2C/PHB/NODE/SYS), each GPU's best
+/// NIC, and the dma-buf mapping each pair needs (C2C nodes: crate::c2c).
 pub fn topology(ctx: &Ctx) -> Check {
     const ID: &str = "pci.topology";
     const T: &str = "GPU↔NIC PCIe path";

@@ -32,8 +32,9 @@ pub struct BenchTestDoc {
     pub test: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_info: Option<PerftestInfo>,
-    /// One row per size measured (none for a test that could not run).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// One row per size measured (empty for a test that could not run: always written, so that
+    /// a test that ran and measured nothing still says so).
+    #[serde(default)]
     pub results: Vec<Row>,
     /// A bandwidth test's line-rate verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -461,8 +462,15 @@ mod tests {
         }
         let v = serde_json::to_value(&failed).unwrap();
         assert!(
-            v.get("results").is_none() && v.get("test_info").is_none(),
+            v["results"] == json!([]) && v.get("test_info").is_none(),
             "{v}"
+        );
+        // A test that ran and measured nothing says so: empty results, no error.
+        let none = serde_json::to_value(BenchTestDoc::ran("write_bw", Default::default(), vec![]))
+            .unwrap();
+        assert!(
+            none["results"] == json!([]) && none.get("error").is_none(),
+            "{none}"
         );
         // A document with only some of perftest's keys (an older nvpeer's, or hand-made).
         let old: BenchTestDoc = serde_json::from_value(json!({"test": "write_bw",

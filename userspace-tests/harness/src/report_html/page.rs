@@ -128,7 +128,6 @@ fn answer(h: &mut String, d: &ValidateReport) {
     let status = d.exit_status();
     let (word, class, meaning) = verdict(status);
     let host = d.environment.host.as_deref().unwrap_or("");
-    // 1. The answer.
     let s = &d.summary;
     h.push_str(&format!(
         "<section id=\"verdict\" class=\"verdict {class}\">\n<h1>nvpeer validate: {word}</h1>\n"
@@ -180,7 +179,6 @@ fn answer(h: &mut String, d: &ValidateReport) {
 
 /// 2. The environment and the topology.
 fn environment(h: &mut String, d: &ValidateReport) {
-    // 2. Environment and topology.
     h.push_str("<section id=\"environment\">\n<h2>Environment and topology</h2>\n");
     let mut rows = vec![
         ("memory backend".to_string(), d.mem.clone()),
@@ -202,7 +200,6 @@ fn environment(h: &mut String, d: &ValidateReport) {
 
 /// 3. Every case, in the order it ran, then the ones not run.
 fn cases(h: &mut String, d: &ValidateReport) {
-    // 3. Every case, in the order it ran, then the ones not run.
     h.push_str(&format!(
         "<section id=\"cases\">\n<h2>Cases ({})</h2>\n<table>\n<thead><tr><th>case</th>\
          <th>verdict</th><th>duration</th><th>details</th></tr></thead>\n<tbody>\n",
@@ -241,7 +238,6 @@ fn cases(h: &mut String, d: &ValidateReport) {
 
 /// 4. The plots, and the bench documents they come from.
 fn plots(h: &mut String, p: &PageInput) {
-    // 4. The plots.
     h.push_str("<section id=\"plots\">\n<h2>Bandwidth and latency against message size</h2>\n");
     h.push_str(
         "<p class=\"note\">validate is a conformance suite, not a benchmark: each <code>xfer.*</code> \
@@ -280,7 +276,6 @@ fn plots(h: &mut String, p: &PageInput) {
 
 /// 5. The files beside the page.
 fn files(h: &mut String, p: &PageInput) {
-    // 5. The files beside the page.
     h.push_str("<section id=\"files\">\n<h2>Files</h2>\n<ul>\n");
     for (f, what) in &p.files {
         h.push_str(&format!(
