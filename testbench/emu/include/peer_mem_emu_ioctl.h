@@ -67,8 +67,7 @@ enum pme_model {
 	 */
 	PME_MODEL_DOCA3 = 5,
 };
-/* Models at or after 5.5 share its registration path. */
-#define PME_MODEL_IS_55(m) ((m) == PME_MODEL_5_5 || (m) == PME_MODEL_DOCA3)
+/* What each model does its own way: struct pme_model_traits (peer_mem/pme.h). */
 
 /* pme_config.flags */
 #define PME_CFG_STOP_NOTIFIER_BUG (1u << 0) /* pre-25.04 inverted lock condition */

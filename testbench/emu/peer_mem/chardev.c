@@ -124,7 +124,7 @@ static int pme_ioc_set_config(void __user *arg)
 
 	if (copy_from_user(&c, arg, sizeof(c)))
 		return -EFAULT;
-	if (c.model < PME_MODEL_4_9 || c.model > PME_MODEL_DOCA3 ||
+	if (!pme_model_valid(c.model) ||
 	    c.flags & ~PME_CFG_ALL_FLAGS || c.hang_timeout_ms > 600000 ||
 	    c.hold_timeout_ms > 600000)
 		return -EINVAL;

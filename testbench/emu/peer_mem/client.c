@@ -80,7 +80,7 @@ static const char *pme_missing_op(const struct peer_memory_client *p, u32 model)
 	if (!p->dma_unmap)
 		return "dma_unmap";
 	/* OFED 4.x also demanded get_page_size; 5.x calls it unchecked. */
-	if (model == PME_MODEL_4_9 && !p->get_page_size)
+	if (pme_model(model)->page_size_mandatory && !p->get_page_size)
 		return "get_page_size";
 	return NULL;
 }
@@ -150,7 +150,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 
 	mutex_lock(&pme_peer_memory_mutex);
 	/* DOCA-OFED on kernels without the mm_kobj export: no sysfs, no name check. */
-	if ((cfg_flags & PME_CFG_SYSFS) && model != PME_MODEL_DOCA3 && pme_sysfs_available()) {
+	if ((cfg_flags & PME_CFG_SYSFS) && pme_model(model)->memory_peers && pme_sysfs_available()) {
 		ret = pme_sysfs_add_client(c);
 		if (ret) {
 			mutex_unlock(&pme_peer_memory_mutex);

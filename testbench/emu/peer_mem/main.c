@@ -37,18 +37,38 @@ MODULE_PARM_DESC(hold_timeout_ms, "how long a PME_REG_HOLD registration waits fo
 struct pme_cfg pme_cfg;
 DEFINE_MUTEX(pme_cfg_lock);
 
+static const struct pme_model_traits pme_models[] = {
+	[PME_MODEL_4_9] = { .name = "4.9", .tickets = true, .page_size_mandatory = true,
+			    .memory_peers = true, .stop_notifier_bug = true },
+	[PME_MODEL_5_1] = { .name = "5.1", .memory_peers = true },
+	[PME_MODEL_5_4HF] = { .name = "5.4hf", .invalidate_unmaps = true, .memory_peers = true,
+			      .stop_notifier_bug = true },
+	[PME_MODEL_5_5] = { .name = "5.5", .page_size_after_map = true, .invalidate_unmaps = true,
+			    .memory_peers = true, .stop_notifier_bug = true },
+	[PME_MODEL_DOCA3] = { .name = "doca3", .page_size_after_map = true,
+			      .invalidate_unmaps = true, .stop_notifier_bug = true },
+};
+
+bool pme_model_valid(u32 model)
+{
+	return model < ARRAY_SIZE(pme_models) && pme_models[model].name;
+}
+
+const struct pme_model_traits *pme_model(u32 model)
+{
+	/* pme_cfg.model and every MR's model were checked when set */
+	if (WARN_ON_ONCE(!pme_model_valid(model)))
+		model = PME_MODEL_DOCA3;
+	return &pme_models[model];
+}
+
 static int pme_parse_model(const char *s, u32 *out)
 {
-	static const struct { const char *name; u32 model; } models[] = {
-		{ "4.9", PME_MODEL_4_9 }, { "5.1", PME_MODEL_5_1 },
-		{ "5.4hf", PME_MODEL_5_4HF }, { "5.5", PME_MODEL_5_5 },
-		{ "doca3", PME_MODEL_DOCA3 },
-	};
-	size_t i;
+	u32 m;
 
-	for (i = 0; i < ARRAY_SIZE(models); i++) {
-		if (sysfs_streq(s, models[i].name)) {
-			*out = models[i].model;
+	for (m = 0; m < ARRAY_SIZE(pme_models); m++) {
+		if (pme_models[m].name && sysfs_streq(s, pme_models[m].name)) {
+			*out = m;
 			return 0;
 		}
 	}

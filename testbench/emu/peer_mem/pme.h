@@ -146,6 +146,28 @@ struct pme_cfg {
 extern struct pme_cfg pme_cfg;
 extern struct mutex pme_cfg_lock;
 
+/*
+ * What each OFED core model (enum pme_model) does its own way, one row per model (main.c): the
+ * emulator's paths ask these, never the model's number.
+ */
+struct pme_model_traits {
+	const char *name;		/* the model= parameter's value */
+	/*
+	 * 4.x: u64 tickets on a list, and the HCA's invalidation deregisters the whole MR (else
+	 * xarray ids, 5.x and later)
+	 */
+	bool tickets;
+	bool page_size_mandatory;	/* get_page_size refused when missing, at registration */
+	bool page_size_after_map;	/* get_page_size after dma_map, the SGL trimmed (5.5+) */
+	bool invalidate_unmaps;		/* the 3-state machine honours INVALIDATE_UNMAPS */
+	bool memory_peers;		/* /sys/kernel/mm/memory_peers exists (mm_kobj exported) */
+	bool stop_notifier_bug;		/* PME_CFG_STOP_NOTIFIER_BUG can apply (not 5.1's path) */
+};
+
+/* The row of a valid model (pme_model_valid). */
+const struct pme_model_traits *pme_model(u32 model);
+bool pme_model_valid(u32 model);
+
 /* global core state (client.c) */
 extern struct mutex pme_peer_memory_mutex;	/* the core's global mutex */
 extern struct list_head pme_clients;

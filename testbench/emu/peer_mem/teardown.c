@@ -149,7 +149,7 @@ void pme_unmap_peer(struct pme_mr *mr, u32 to_state)
 static void pme_stop_notifier(struct pme_mr *mr, bool held_by_reg)
 {
 	bool bug = (mr->cfg_flags & PME_CFG_STOP_NOTIFIER_BUG) &&
-		   mr->model != PME_MODEL_5_1;
+		   pme_model(mr->model)->stop_notifier_bug;
 	bool need_lock, locked = held_by_reg;
 	u32 snapshot;
 
@@ -279,7 +279,7 @@ static void pme_teardown_49(struct pme_mr *mr)
 /* Error path after a successful map: the HCA object could not be created. */
 void pme_mr_fail_after_map(struct pme_mr *mr)
 {
-	if (mr->model == PME_MODEL_4_9) {
+	if (pme_model(mr->model)->tickets) {
 		if (mr->on_ticket_list) {
 			mutex_lock(&mr->client->lock49);
 			list_del(&mr->ticket_node);
@@ -324,7 +324,7 @@ void pme_mr_destroy(struct pme_mr *mr)
 	if (!mr->is_peer) {
 		unpin_user_pages_dirty_lock(mr->pages, mr->npinned, mr->writable);
 		mr->npinned = 0;
-	} else if (mr->model == PME_MODEL_4_9) {
+	} else if (pme_model(mr->model)->tickets) {
 		pme_dereg_49(mr);
 	} else {
 		/* mlx5: revoke the mkey, stop the notifier, destroy, release */
@@ -412,7 +412,7 @@ int pme_invalidate_peer_memory(void *reg_handle, u64 core_context)
 	}
 	atomic64_inc(&pme_cnt.invalidate_calls);
 	/* the model cannot change while MRs exist */
-	if (READ_ONCE(pme_cfg.model) == PME_MODEL_4_9)
+	if (pme_model(READ_ONCE(pme_cfg.model))->tickets)
 		return pme_invalidate_49(c, core_context);
 
 	xa_lock(&c->umem_xa);
@@ -446,7 +446,7 @@ int pme_invalidate_peer_memory(void *reg_handle, u64 core_context)
 	 * down), every xarray core (5.1 through DOCA 3.x) dereferences NULL here. No client can
 	 * prevent it; only a persistent client never gets here. Counted as a core defect.
 	 */
-	if (mr->model != PME_MODEL_4_9 && READ_ONCE(mr->released)) {
+	if (!pme_model(mr->model)->tickets && READ_ONCE(mr->released)) {
 		pme_core_bug("MR %u: invalidate after ib_peer_umem_release cleared ib_peer_client (the real core dereferences NULL here)",
 			     mr->handle);
 		pme_unlock_mapping(mr);

@@ -296,7 +296,7 @@ static struct pme_client *pme_get_peer_client(struct pme_mr *mr)
 			continue;
 		if (c->invalidating && !(mr->peer_flags & PME_IB_PEER_MEM_INVAL_SUPP))
 			continue;
-		if (mr->model == PME_MODEL_4_9 && c->hooks49)
+		if (pme_model(mr->model)->tickets && c->hooks49)
 			continue;
 		ctx = NULL;
 		pme_call_enter(&call, c, NULL, "acquire");
@@ -458,7 +458,7 @@ static int pme_register_peer_5x(struct pme_mr *mr)
 	if (ret)
 		goto out_xa;
 	pme_delay(PME_DP_AFTER_GET_PAGES);
-	if (!PME_MODEL_IS_55(mr->model)) {
+	if (!pme_model(mr->model)->page_size_after_map) {
 		/* 5.1-5.4: page_shift from get_page_size before dma_map */
 		ps = pme_call_page_size(mr);
 		mr->page_size = ps;
@@ -471,13 +471,13 @@ static int pme_register_peer_5x(struct pme_mr *mr)
 	sg_ok = pme_check_sgl(mr);
 	if (sg_ok)
 		pme_probe_track(mr);
-	if (sg_ok && PME_MODEL_IS_55(mr->model)) {
+	if (sg_ok && pme_model(mr->model)->page_size_after_map) {
 		ps = pme_call_page_size(mr);
 		mr->page_size = ps;
 		mr->page_shift = PAGE_SHIFT;
 		if (ps != PAGE_SIZE && is_power_of_2(ps) && ps > PAGE_SIZE)
 			pme_trim_sgl(mr, ps);
-	} else if (PME_MODEL_IS_55(mr->model)) {
+	} else if (pme_model(mr->model)->page_size_after_map) {
 		mr->page_size = pme_call_page_size(mr);
 		mr->page_shift = PAGE_SHIFT;
 	}
@@ -646,14 +646,14 @@ int pme_mr_register(struct pme_file *f, struct pme_reg *r)
 	mr->is_peer = true;
 	mr->invalidating = mr->client->invalidating;
 	mr->unmaps = mr->client->unmaps &&
-		     (mr->model == PME_MODEL_5_4HF || PME_MODEL_IS_55(mr->model));
+		     pme_model(mr->model)->invalidate_unmaps;
 	if (pme_fault(PME_FP_PEER_UMEM_ALLOC)) {
 		/* the ib_umem_peer allocation failed after acquire */
 		pme_release_ctx(mr);
 		ret = -ENOMEM;
 		goto fail;
 	}
-	if (mr->model == PME_MODEL_4_9)
+	if (pme_model(mr->model)->tickets)
 		ret = pme_register_peer_49(mr);
 	else
 		ret = pme_register_peer_5x(mr);
@@ -664,7 +664,7 @@ done:
 	atomic64_inc(&pme_cnt.regs_ok);
 	r->handle = mr->handle;
 	r->state = mr->state;
-	r->core_context = mr->model == PME_MODEL_4_9 ? mr->ticket49 : mr->xa_id;
+	r->core_context = pme_model(mr->model)->tickets ? mr->ticket49 : mr->xa_id;
 	/*
 	 * Set by the client walk (0 for a host MR, which never walks): taking the global mutex
 	 * again here would make every registration wait for the next one's acquire (a cost no real
@@ -688,7 +688,7 @@ void pme_mr_query(struct pme_mr *mr, struct pme_query *q)
 		   (READ_ONCE(mr->held) ? PME_QF_HELD : 0) |
 		   (mr->invalidating ? PME_QF_INVALIDATING : 0);
 	q->nmap = mr->nmap;
-	q->core_context = mr->model == PME_MODEL_4_9 ? mr->ticket49 : mr->xa_id;
+	q->core_context = pme_model(mr->model)->tickets ? mr->ticket49 : mr->xa_id;
 	q->page_size = mr->page_size;
 	q->dma_stopped_ns = READ_ONCE(mr->dma_stopped_ns);
 	q->addr = mr->addr;

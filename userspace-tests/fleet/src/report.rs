@@ -271,6 +271,48 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// The matrix as text: its title line (median, threshold) and its table.
+    pub fn text(&self) -> String {
+        let title = format!(
+            "{} [{}]{}",
+            self.test,
+            self.unit.symbol(),
+            match (self.median, self.threshold) {
+                (Some(md), Some(t)) => format!(" median {} threshold {}", fmt(md), fmt(t)),
+                (Some(md), None) if self.line_rate_held() => format!(
+                    " median {} (no fleet threshold: fewer than {MIN_LINKS_FOR_MEDIAN} links \
+                     measured; each link held to its port's line-rate minimum)",
+                    fmt(md)
+                ),
+                (Some(md), None) => format!(
+                    " median {} (no outlier threshold: fewer than {MIN_LINKS_FOR_MEDIAN} \
+                     links measured{})",
+                    fmt(md),
+                    if self.unit == Unit::Micros {
+                        ""
+                    } else {
+                        "; --min-bw gives an absolute one, --line-rate / --bw-threshold \
+                         one by the ports' line rate"
+                    }
+                ),
+                _ => String::new(),
+            }
+        );
+        let mut header = vec![String::new()];
+        header.extend(self.nodes.iter().cloned());
+        let rows: Vec<Vec<String>> = self
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let mut r = vec![self.nodes[i].clone()];
+                r.extend(row.iter().map(cell_text));
+                r
+            })
+            .collect();
+        format!("{title}\n{}", nvpeer_harness::report::table(&header, &rows))
+    }
+
     /// Whether a link of this matrix is held to a threshold although the fleet has none: its
     /// port's line-rate minimum.
     fn line_rate_held(&self) -> bool {
@@ -759,44 +801,7 @@ impl FleetReport {
         }
         for m in &self.matrices {
             o.push(String::new());
-            o.push(format!(
-                "{} [{}]{}",
-                m.test,
-                m.unit.symbol(),
-                match (m.median, m.threshold) {
-                    (Some(md), Some(t)) => format!(" median {} threshold {}", fmt(md), fmt(t)),
-                    (Some(md), None) if m.line_rate_held() => format!(
-                        " median {} (no fleet threshold: fewer than {MIN_LINKS_FOR_MEDIAN} links \
-                         measured; each link held to its port's line-rate minimum)",
-                        fmt(md)
-                    ),
-                    (Some(md), None) => format!(
-                        " median {} (no outlier threshold: fewer than {MIN_LINKS_FOR_MEDIAN} \
-                         links measured{})",
-                        fmt(md),
-                        if m.unit == Unit::Micros {
-                            ""
-                        } else {
-                            "; --min-bw gives an absolute one, --line-rate / --bw-threshold \
-                             one by the ports' line rate"
-                        }
-                    ),
-                    _ => String::new(),
-                }
-            ));
-            let mut header = vec![String::new()];
-            header.extend(m.nodes.iter().cloned());
-            let rows: Vec<Vec<String>> = m
-                .cells
-                .iter()
-                .enumerate()
-                .map(|(i, row)| {
-                    let mut r = vec![m.nodes[i].clone()];
-                    r.extend(row.iter().map(cell_text));
-                    r
-                })
-                .collect();
-            o.push(nvpeer_harness::report::table(&header, &rows));
+            o.push(m.text());
         }
         let (p, f, s) = self.counts();
         o.push(String::new());

@@ -5,8 +5,12 @@
 //! an error, completed successfully, never completed), and whether bytes still landed at the
 //! destination.
 
-use crate::verbs::{self, Completion};
+use crate::verbs::{self, Completion, Endpoint, Op, VerbsError};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long the write posted after the free may take to complete.
+const AFTER_FREE_WAIT: Duration = Duration::from_secs(20);
 
 /// What became of the write posted from the MR after the free.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +51,53 @@ fn status_text(status: u32, vendor_err: u32) -> String {
         format!("'{name}' (status {status}, vendor_err {vendor_err:#x})")
     } else {
         format!("'{name}' (status {status})")
+    }
+}
+
+impl PostAfterFree {
+    /// Posts `op` (work request `wr_id`) from the freed MR (`lkey`, `laddr`, `len`) and waits for
+    /// its completion. Completions of the in-flight batch that arrive meanwhile (a NIC may flush
+    /// them late) are theirs, not this request's: they go to `seen`, and the wait goes on until
+    /// this request's completion or the deadline.
+    pub fn wait(
+        ep: &mut Endpoint,
+        (op, wr_id): (Op, u64),
+        (lkey, laddr, len): (u32, u64, u64),
+        seen: &mut Vec<Completion>,
+    ) -> Self {
+        let no_completion = |late: usize| {
+            Self::NoCompletion(format!(
+                "no completion within {} s ({late} of the in-flight batch's arrived in all, none \
+                 for this request)",
+                AFTER_FREE_WAIT.as_secs()
+            ))
+        };
+        if let Err(e) = ep.post(op, wr_id, lkey, laddr, len) {
+            return Self::Refused(e.to_string());
+        }
+        let deadline = Instant::now() + AFTER_FREE_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ep.poll(1, left) {
+                Ok(cs) => {
+                    let (mine, late): (Vec<_>, Vec<_>) =
+                        cs.into_iter().partition(|c| c.wr_id == wr_id);
+                    seen.extend(late);
+                    if let Some(c) = mine.first() {
+                        return Self::Completed {
+                            status: c.status,
+                            vendor_err: c.vendor_err,
+                        };
+                    }
+                    if left.is_zero() {
+                        return no_completion(seen.len());
+                    }
+                }
+                // (the deadline: what arrived meanwhile is said, not the poll's remainder)
+                Err(VerbsError::Timeout(_)) => return no_completion(seen.len()),
+                Err(e) => return Self::NoCompletion(e.to_string()),
+            }
+        }
     }
 }
 

@@ -8,7 +8,6 @@ use crate::peer::Req;
 use crate::reg::RegPath;
 use crate::report::CaseResult;
 use crate::verbs::Op;
-use std::time::{Duration, Instant};
 
 /// The work request posted on the MR after the free (the in-flight batch's are 0..32).
 const AFTER_FREE_WR: u64 = 999;
@@ -218,45 +217,13 @@ impl Suite {
                 seed,
             })
         });
-        // The MR must stop working: a new transfer from it must not succeed. Completions of the
-        // in-flight batch that arrive meanwhile (a NIC may flush them late) are theirs, not this
-        // request's: the poll goes on until this request's completion or the deadline.
-        let no_completion = |late: usize| {
-            PostAfterFree::NoCompletion(format!(
-                "no completion within 20 s ({late} of the in-flight batch's arrived in all, none \
-                 for this request)"
-            ))
-        };
-        let post = match ep.post(op, AFTER_FREE_WR, lmr.lkey(), lmr.addr, len) {
-            Err(e) => PostAfterFree::Refused(e.to_string()),
-            Ok(()) => {
-                let deadline = Instant::now() + Duration::from_secs(20);
-                loop {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    match ep.poll(1, left) {
-                        Ok(cs) => {
-                            let (mine, late): (Vec<_>, Vec<_>) =
-                                cs.into_iter().partition(|c| c.wr_id == AFTER_FREE_WR);
-                            seen.extend(late);
-                            if let Some(c) = mine.first() {
-                                break PostAfterFree::Completed {
-                                    status: c.status,
-                                    vendor_err: c.vendor_err,
-                                };
-                            }
-                            if left.is_zero() {
-                                break no_completion(seen.len());
-                            }
-                        }
-                        // (the deadline: what arrived meanwhile is said, not the poll's remainder)
-                        Err(crate::verbs::VerbsError::Timeout(_)) => {
-                            break no_completion(seen.len())
-                        }
-                        Err(e) => break PostAfterFree::NoCompletion(e.to_string()),
-                    }
-                }
-            }
-        };
+        // The MR must stop working: a new transfer from it must not succeed.
+        let post = PostAfterFree::wait(
+            &mut ep,
+            (op, AFTER_FREE_WR),
+            (lmr.lkey(), lmr.addr, len),
+            &mut seen,
+        );
         let landed = match (filled, self.peer.as_mut()) {
             (Some(Ok(())), Some(p)) => match p.verify(rbuf.id, 0, len, seed) {
                 Ok(None) => Landed::Untouched,
@@ -278,20 +245,27 @@ impl Suite {
             post,
             landed,
         };
+        Ok(self.verdict(name, path, &seen, cb))
+    }
+
+    /// The verdict on what the NIC did after the free (`seen`), given the free callbacks the peer
+    /// client counted (`cb`).
+    fn verdict(&self, name: &str, path: RegPath, seen: &AfterFree, cb: Option<u64>) -> CaseResult {
+        let fail = |d: String, c: &str| CaseResult::fail(name, d, c);
         let what = seen.text();
         let cbs = cb
             .map(|c| format!("; free callbacks counted by the peer client +{c}"))
             .unwrap_or_default();
         if let PostAfterFree::NoCompletion(_) = seen.post {
-            return Ok(fail(
+            return fail(
                 format!("{what}{cbs}"),
                 "the NIC neither completed nor failed a request on a revoked or freed MR: the QP \
                  is stuck (expected: the post refused, or a completion with an error such as \
                  'local protection error'); look at the driver's handling of invalidated MRs",
-            ));
+            );
         }
         if seen.kept_working() {
-            return Ok(match path {
+            return match path {
                 RegPath::DmaBuf => CaseResult::pass(
                     name,
                     format!("{what}: the dma-buf importer keeps the pages until dereg (no revoke, by design){cbs}; process alive"),
@@ -313,25 +287,25 @@ impl Suite {
                      did not honour the invalidation (the NIC may DMA into reused memory); expected only for \
                      a persistent client (persistent_api_support=1)",
                 ),
-            });
+            };
         }
         if let Landed::Changed(_) = seen.landed {
-            return Ok(fail(
+            return fail(
                 format!("{what}{cbs}"),
                 "the request failed, but the NIC had already fetched from the freed pages and sent \
                  them: the MR's translation must be gone before the free callback returns (the \
                  driver's invalidate must fence in-flight DMA)",
-            ));
+            );
         }
         if self.counted(path) && cb == Some(0) {
-            return Ok(fail(
+            return fail(
                 format!("{what}, but no free callback was counted"),
                 "revocation happened outside the peer client's free callback",
-            ));
+            );
         }
-        Ok(CaseResult::pass(
+        CaseResult::pass(
             name,
             format!("{what}: the MR stopped working after the free{cbs}; process alive, dereg ok"),
-        ))
+        )
     }
 }
