@@ -32,16 +32,20 @@ pub struct SymbolError {
     pub kind: SymbolErrorKind,
 }
 
+/// Why the kernel log could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("/dev/kmsg: {0}")]
+pub struct KmsgError(#[from] std::io::Error);
+
 /// Reads the kernel log: `/dev/kmsg` records until the end of the buffer (non-blocking; a record
 /// overwritten while reading is skipped). A fixture tree's `dev/kmsg` is a plain text file, read to
 /// its end. `Err` carries why the log could not be read (`dmesg_restrict` for non-root users).
-pub fn read(root: &SysRoot) -> Result<String, String> {
+pub fn read(root: &SysRoot) -> Result<String, KmsgError> {
     let path = root.path("/dev/kmsg");
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(O_NONBLOCK)
-        .open(&path)
-        .map_err(|e| format!("/dev/kmsg: {e}"))?;
+        .open(&path)?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 8192];
     while out.len() < MAX {
@@ -57,7 +61,7 @@ pub fn read(root: &SysRoot) -> Result<String, String> {
             // EPIPE: the record was overwritten while we read; the next read gets the next one.
             Err(e) if e.raw_os_error() == Some(32) => continue,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("/dev/kmsg: {e}")),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(String::from_utf8_lossy(&out).into_owned())

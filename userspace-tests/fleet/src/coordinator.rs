@@ -229,7 +229,9 @@ impl Coordinator<'_> {
                 Err(why) => {
                     self.say(&format!("refused {}: {why}", peer.ip()));
                     self.messages += 1;
-                    let _ = ch.send(&ToRank::Refused { why });
+                    let _ = ch.send(&ToRank::Refused {
+                        why: why.to_string(),
+                    });
                 }
             }
         }
@@ -248,7 +250,7 @@ impl Coordinator<'_> {
         &self,
         join: Result<ToCoordinator, OobError>,
         peer: &SocketAddr,
-    ) -> Result<(u32, NodeRecord), String> {
+    ) -> Result<(u32, NodeRecord), JoinRefusal> {
         let ToCoordinator::Join {
             proto,
             token,
@@ -257,29 +259,25 @@ impl Coordinator<'_> {
             name,
             addr,
             readiness,
-        } = join.map_err(|e| format!("no join: {e}"))?
+        } = join.map_err(JoinRefusal::NoJoin)?
         else {
-            return Err("the first message was not a join".into());
+            return Err(JoinRefusal::NotAJoin);
         };
-        nvpeer_harness::server::admit(&self.cfg.serve, peer, token.as_deref())
-            .map_err(|e| e.to_string())?;
+        nvpeer_harness::server::admit(&self.cfg.serve, peer, token.as_deref())?;
         if proto != FLEET_PROTO {
-            return Err(format!(
-                "fleet protocol {proto}, this rank 0 speaks {FLEET_PROTO}: run the same nvpeer \
-                 on every node"
-            ));
+            return Err(JoinRefusal::Protocol(proto));
         }
         if world != self.cfg.world {
-            return Err(format!(
-                "world size {world}, rank 0's is {}: the ranks come from different launches",
-                self.cfg.world
-            ));
+            return Err(JoinRefusal::World {
+                got: world,
+                want: self.cfg.world,
+            });
         }
         if rank >= world {
-            return Err(format!("rank {rank} is not below the world size {world}"));
+            return Err(JoinRefusal::RankOutside { rank, world });
         }
         if self.slots[rank as usize].ch.is_some() {
-            return Err(format!("rank {rank} has joined already"));
+            return Err(JoinRefusal::Twice(rank));
         }
         Ok((
             rank,
@@ -533,13 +531,45 @@ pub struct WorkerConfig {
     pub order_wait: Duration,
 }
 
+/// Why a side of a pair gave no result (what the coordinator reports for the link).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SideError {
+    #[error("cannot start the pair's thread: {0}")]
+    Spawn(String),
+    #[error("did not finish within {} s", .0.as_secs_f64())]
+    Timeout(Duration),
+    #[error("the pair's thread panicked")]
+    Panicked,
+}
+
+/// Why rank 0 refused a rank's join (sent to that rank, which ends with it).
+#[derive(Debug, thiserror::Error)]
+pub enum JoinRefusal {
+    #[error("no join: {0}")]
+    NoJoin(OobError),
+    #[error("the first message was not a join")]
+    NotAJoin,
+    #[error(transparent)]
+    Peer(#[from] nvpeer_harness::server::Refusal),
+    #[error(
+        "fleet protocol {0}, this rank 0 speaks {FLEET_PROTO}: run the same nvpeer on every node"
+    )]
+    Protocol(u32),
+    #[error("world size {got}, rank 0's is {want}: the ranks come from different launches")]
+    World { got: u32, want: u32 },
+    #[error("rank {rank} is not below the world size {world}")]
+    RankOutside { rank: u32, world: u32 },
+    #[error("rank {0} has joined already")]
+    Twice(u32),
+}
+
 /// Runs one side of a pair on its own thread, bounded by `limit`: a side that does not finish
 /// (a peer that never connects, a wedged device) is left behind and reported as timed out; its
 /// port is never used again (each round has its own).
 fn bounded<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, SideError> {
     let (tx, rx) = mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("nvpeer-fleet-pair".into())
@@ -547,14 +577,12 @@ fn bounded<T: Send + 'static>(
             let _ = tx.send(f());
         });
     if let Err(e) = spawned {
-        return Err(format!("cannot start the pair's thread: {e}"));
+        return Err(SideError::Spawn(e.to_string()));
     }
     match rx.recv_timeout(limit) {
         Ok(v) => Ok(v),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            Err(format!("did not finish within {} s", limit.as_secs_f64()))
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err("the pair's thread panicked".into()),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(SideError::Timeout(limit)),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(SideError::Panicked),
     }
 }
 
@@ -604,7 +632,12 @@ pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<u8, Fleet
                     port,
                 };
                 let r = runner.clone();
-                let result = bounded(cfg.pair_timeout, move || r.serve(&job)).and_then(|r| r);
+                // (on the wire as text: the coordinator reports it for the link)
+                let result = match bounded(cfg.pair_timeout, move || r.serve(&job)) {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
                 ToCoordinator::Served { round, result }
             }
             Task::Connect { peer, host, port } => {
@@ -615,7 +648,8 @@ pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<u8, Fleet
                     port,
                 };
                 let r = runner.clone();
-                let outcome = bounded(cfg.pair_timeout, move || r.connect(&job));
+                let outcome =
+                    bounded(cfg.pair_timeout, move || r.connect(&job)).map_err(|e| e.to_string());
                 ToCoordinator::Measured { round, outcome }
             }
         };
@@ -639,9 +673,14 @@ mod tests {
         let r = bounded(Duration::from_millis(50), || {
             std::thread::sleep(Duration::from_secs(5));
         });
-        assert!(r.unwrap_err().contains("did not finish"));
+        let e = r.unwrap_err();
+        assert_eq!(e, SideError::Timeout(Duration::from_millis(50)));
+        assert!(
+            e.to_string().contains("did not finish within 0.05 s"),
+            "{e}"
+        );
         assert_eq!(bounded(Duration::from_secs(5), || 7), Ok(7));
-        let r: Result<(), String> = bounded(Duration::from_secs(5), || panic!("boom"));
-        assert!(r.unwrap_err().contains("panicked"));
+        let r: Result<(), SideError> = bounded(Duration::from_secs(5), || panic!("boom"));
+        assert_eq!(r.unwrap_err(), SideError::Panicked);
     }
 }

@@ -70,11 +70,24 @@ pub struct ConnectJob {
     pub port: u16,
 }
 
+/// Why the serving side of a pair could not serve (what the coordinator reports for the link).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeFailure {
+    #[error("validate server ended: exit {0}")]
+    ValidateEnded(u8),
+    #[error("validate server: {0}")]
+    Validate(#[from] nvpeer_harness::ValidateError),
+    #[error("bench server ended: exit {0}")]
+    BenchEnded(u8),
+    #[error("bench server: {0}")]
+    Bench(#[from] nvpeer_harness::SetupError),
+}
+
 /// Runs one side of a pair. Both calls block until that side is done; the coordinator bounds
 /// them with its pair timeout (a call that never returns makes its rank "hung" for that round).
 pub trait PairRunner: Send + Sync {
     /// Serves the one client of `job`; an error is why the server could not run.
-    fn serve(&self, job: &ServeJob) -> Result<(), String>;
+    fn serve(&self, job: &ServeJob) -> Result<(), ServeFailure>;
     /// Connects and runs the tests.
     fn connect(&self, job: &ConnectJob) -> PairOutcome;
 }
@@ -216,13 +229,12 @@ fn as_client(c: &mut nvpeer_harness::cli::CommonArgs, host: &str, port: u16) {
 }
 
 impl HarnessRunner {
-    fn bench_serve(args: &nvpeer_harness::BenchArgs, job: &ServeJob) -> Result<(), String> {
+    fn bench_serve(args: &nvpeer_harness::BenchArgs, job: &ServeJob) -> Result<(), ServeFailure> {
         let mut a = args.clone();
         as_server(&mut a.common, &job.bind, job.port);
-        match nvpeer_harness::bench(a) {
-            Ok(nvpeer_harness::Verdict::Passed) => Ok(()),
-            Ok(v) => Err(format!("bench server ended: exit {}", v.exit_status())),
-            Err(e) => Err(e.to_string()),
+        match nvpeer_harness::bench(a)? {
+            nvpeer_harness::Verdict::Passed => Ok(()),
+            v => Err(ServeFailure::BenchEnded(v.exit_status())),
         }
     }
 
@@ -266,17 +278,14 @@ impl HarnessRunner {
 }
 
 impl PairRunner for HarnessRunner {
-    fn serve(&self, job: &ServeJob) -> Result<(), String> {
+    fn serve(&self, job: &ServeJob) -> Result<(), ServeFailure> {
         match self {
             HarnessRunner::Validate { args, link } => {
                 let mut a = (**args).clone();
                 as_server(&mut a.common, &job.bind, job.port);
-                match nvpeer_harness::validate(a) {
-                    Ok(nvpeer_harness::Verdict::Passed) => {}
-                    Ok(v) => {
-                        return Err(format!("validate server ended: exit {}", v.exit_status()))
-                    }
-                    Err(e) => return Err(format!("validate server: {e}")),
+                match nvpeer_harness::validate(a)? {
+                    nvpeer_harness::Verdict::Passed => {}
+                    v => return Err(ServeFailure::ValidateEnded(v.exit_status())),
                 }
                 Self::bench_serve(link, job)
             }
@@ -358,7 +367,7 @@ mod tests {
         // Asked for, with no line rate to judge against: the link fails, its figure kept.
         let mut t = bw.clone();
         t.threshold = Some(nvpeer_harness::line_rate::judge(
-            &Err("no rate in sysfs".into()),
+            &Err(nvpeer_harness::line_rate::NoLineRate::NoDevice),
             0.9,
             false,
             8.4,

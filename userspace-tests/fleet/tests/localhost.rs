@@ -32,7 +32,7 @@ struct Fake {
 }
 
 impl PairRunner for Fake {
-    fn serve(&self, _job: &ServeJob) -> Result<(), String> {
+    fn serve(&self, _job: &ServeJob) -> Result<(), nvpeer_fleet::runner::ServeFailure> {
         Ok(())
     }
     fn connect(&self, job: &ConnectJob) -> PairOutcome {

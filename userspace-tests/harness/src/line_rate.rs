@@ -45,11 +45,30 @@ pub fn rate_path(dev: &str, port: u8) -> String {
     format!("/sys/class/infiniband/{dev}/ports/{port}/rate")
 }
 
+/// Why a port has no line rate to judge against.
+#[derive(Debug, thiserror::Error)]
+pub enum NoLineRate {
+    #[error("no RDMA device")]
+    NoDevice,
+    #[error("{path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a rate: {text:?}")]
+    NotARate { path: String, text: String },
+}
+
 /// Reads `dev`'s `port` rate under `root`; `Err` says why there is none.
-pub fn read(root: &Path, dev: &str, port: u8) -> Result<LineRate, String> {
-    let p = rate_path(dev, port);
-    let text = std::fs::read_to_string(root.join(p.trim_start_matches('/')))
-        .map_err(|e| format!("{p}: {e}"))?;
+pub fn read(root: &Path, dev: &str, port: u8) -> Result<LineRate, NoLineRate> {
+    let path = rate_path(dev, port);
+    let text =
+        std::fs::read_to_string(root.join(path.trim_start_matches('/'))).map_err(|source| {
+            NoLineRate::Unreadable {
+                path: path.clone(),
+                source,
+            }
+        })?;
     let text = text.trim().to_string();
     match parse_rate(&text) {
         Some(gbps) => Ok(LineRate {
@@ -57,7 +76,7 @@ pub fn read(root: &Path, dev: &str, port: u8) -> Result<LineRate, String> {
             source: "sysfs".into(),
             text,
         }),
-        None => Err(format!("{p}: not a rate: {text:?}")),
+        None => Err(NoLineRate::NotARate { path, text }),
     }
 }
 
@@ -135,7 +154,7 @@ pub struct Threshold {
 
 /// Judges `measured_gbps` (BW_average at `msg_size`) against `rate`.
 pub fn judge(
-    rate: &Result<LineRate, String>,
+    rate: &Result<LineRate, NoLineRate>,
     fraction: f64,
     bidirectional: bool,
     measured_gbps: f64,
@@ -283,6 +302,7 @@ mod tests {
         let r = FakeRoot::new();
         assert!(read(r.path(), "mlx5_0", 1)
             .unwrap_err()
+            .to_string()
             .contains("/sys/class/infiniband/mlx5_0/ports/1/rate"));
         r.file(&rate_path("mlx5_0", 1), "100 Gb/sec (4X EDR)\n");
         let rate = read(r.path(), "mlx5_0", 1).unwrap();
@@ -290,9 +310,10 @@ mod tests {
         assert_eq!(rate.text, "100 Gb/sec (4X EDR)");
         assert_eq!(rate.source, "sysfs");
         r.file(&rate_path("mlx5_0", 2), "garbage\n");
-        assert!(read(r.path(), "mlx5_0", 2)
-            .unwrap_err()
-            .contains("not a rate"));
+        assert!(matches!(
+            read(r.path(), "mlx5_0", 2),
+            Err(NoLineRate::NotARate { .. })
+        ));
         assert!(!software_device(r.path(), "mlx5_0"));
         r.file("/sys/class/infiniband/rxe0/parent", "veth0\n");
         assert!(software_device(r.path(), "rxe0"));
@@ -312,7 +333,7 @@ mod tests {
         }
     }
 
-    fn rate(gbps: f64) -> Result<LineRate, String> {
+    fn rate(gbps: f64) -> Result<LineRate, NoLineRate> {
         Ok(LineRate {
             gbps,
             source: "sysfs".into(),
@@ -350,19 +371,19 @@ mod tests {
         let t = judge(&rate(100.0), 0.9, true, 181.0, 65536, true);
         assert_eq!(t.verdict, RateVerdict::Pass);
         // No line rate: no verdict; advisory, it fails nothing.
-        let t = judge(&Err("no such file".into()), 0.9, false, 1.0, 2, false);
+        let t = judge(&Err(NoLineRate::NoDevice), 0.9, false, 1.0, 2, false);
         assert_eq!(t.verdict, RateVerdict::NoThreshold);
         assert!(!t.fails_run());
         assert!(t.line().contains("NO THRESHOLD") && t.line().contains("--line-rate"));
         // ... but --bw-threshold asked for a verdict: the run fails, saying why and what to give.
-        let t = judge(&Err("no such file".into()), 0.9, false, 1.0, 2, true);
+        let t = judge(&Err(NoLineRate::NoDevice), 0.9, false, 1.0, 2, true);
         assert_eq!(t.verdict, RateVerdict::NoThreshold);
         assert!(t.fails_run());
         assert!(
             t.line()
                 .contains("FAIL: --bw-threshold given but NO LINE RATE")
                 && t.line()
-                    .contains("no line rate: no such file; give --line-rate GBPS"),
+                    .contains("no line rate: no RDMA device; give --line-rate GBPS"),
             "{}",
             t.line()
         );

@@ -437,7 +437,7 @@ impl Target {
                 Some(half) => Resp::Bw { half: *half },
                 None => err("bidirectional run: no result", None),
             },
-            Err(e) => err(e, None),
+            Err(e) => err(e.to_string(), None),
         }
     }
 

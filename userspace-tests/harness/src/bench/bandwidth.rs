@@ -300,7 +300,8 @@ impl Bench {
             Some(Peer::Local(t)) => {
                 let mut lanes = own_lanes(eps, op.op(), local.0, local.1);
                 lanes.extend(t.lanes(far_id, back.op(), 1).map_err(BenchError)?);
-                match run_lanes(&mut lanes, size, plan).map_err(BenchError)?[..] {
+                match run_lanes(&mut lanes, size, plan).map_err(|e| BenchError(e.to_string()))?[..]
+                {
                     [mine, theirs] => Ok((mine, theirs)),
                     _ => Err(BenchError("bidirectional run: not two sides".into())),
                 }
@@ -508,7 +509,7 @@ fn run_bw(
     plan: &BwPlan,
 ) -> Result<SideResult, BenchError> {
     let mut lanes = own_lanes(eps, op, lkey, addr);
-    let r = run_lanes(&mut lanes, size, plan).map_err(BenchError)?;
+    let r = run_lanes(&mut lanes, size, plan).map_err(|e| BenchError(e.to_string()))?;
     r.first()
         .copied()
         .ok_or_else(|| BenchError("no result".into()))

@@ -9,6 +9,25 @@ use crate::verbs::{self, Completion, Endpoint, Op, VerbsError};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
+/// Why [`run_lanes`] stopped before its plan was done.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("no QP to post on")]
+    NoQp,
+    #[error("post: {0}")]
+    Post(VerbsError),
+    #[error("poll: {0}")]
+    Poll(VerbsError),
+    #[error("{op} of {size} bytes completed with '{status}'")]
+    Completion {
+        op: &'static str,
+        size: u64,
+        status: &'static str,
+    },
+    #[error("timed out waiting for completions")]
+    Timeout,
+}
+
 /// Above this many iterations perftest does not compute the peak (its `-N` is implied).
 pub const PEAK_MAX_ITERS: u64 = 20000;
 
@@ -129,7 +148,7 @@ pub fn run_lanes(
     lanes: &mut [Lane<'_>],
     size: u64,
     plan: &BwPlan,
-) -> Result<Vec<SideResult>, String> {
+) -> Result<Vec<SideResult>, LoopError> {
     let mut run = Run::new(lanes, size, plan)?;
     loop {
         let any_posting = run.post(lanes)?;
@@ -142,7 +161,7 @@ pub fn run_lanes(
                 > (POLL * 4)
                     .saturating_add(Duration::from_secs(plan.duration.map_or(0, |d| d.0 as u64)))
         {
-            return Err("timed out waiting for completions".into());
+            return Err(LoopError::Timeout);
         }
     }
     Ok(run.results())
@@ -168,14 +187,14 @@ struct Run<'p> {
 }
 
 impl<'p> Run<'p> {
-    fn new(lanes: &[Lane<'_>], size: u64, plan: &'p BwPlan) -> Result<Self, String> {
+    fn new(lanes: &[Lane<'_>], size: u64, plan: &'p BwPlan) -> Result<Self, LoopError> {
         let nsides = lanes.iter().map(|l| l.side + 1).max().unwrap_or(0);
         let mut sides: Vec<Side> = (0..nsides).map(|_| Side::default()).collect();
         for l in lanes {
             sides[l.side].qps += 1;
         }
         if sides.is_empty() || sides.iter().any(|s| s.qps == 0) {
-            return Err("no QP to post on".into());
+            return Err(LoopError::NoQp);
         }
         let depth = plan.depth.max(1);
         if plan.peak {
@@ -203,7 +222,7 @@ impl<'p> Run<'p> {
     }
 
     /// Tops up every lane to `depth` requests in flight; whether any lane is still posting.
-    fn post(&mut self, lanes: &mut [Lane<'_>]) -> Result<bool, String> {
+    fn post(&mut self, lanes: &mut [Lane<'_>]) -> Result<bool, LoopError> {
         let (plan, m) = (self.plan, self.m);
         let mut any_posting = false;
         for (k, l) in lanes.iter_mut().enumerate() {
@@ -227,7 +246,7 @@ impl<'p> Run<'p> {
                     s.tposted.push(tp);
                 }
                 l.qp.post_flagged(l.op, n, l.lkey, l.addr, self.size, signaled)
-                    .map_err(|e| format!("post: {e}"))?;
+                    .map_err(LoopError::Post)?;
                 self.posted[k] += 1;
                 if self.endless
                     && self.posted[k].is_multiple_of(m)
@@ -242,22 +261,20 @@ impl<'p> Run<'p> {
 
     /// Polls every lane once; whether any completion arrived. A completion with an error ends
     /// the run; a receive is counted, not taken for a request.
-    fn poll(&mut self, lanes: &[Lane<'_>]) -> Result<bool, String> {
+    fn poll(&mut self, lanes: &[Lane<'_>]) -> Result<bool, LoopError> {
         let mut polled = false;
         for (k, l) in lanes.iter().enumerate() {
             self.cs.clear();
-            l.qp.poll_now(&mut self.cs)
-                .map_err(|e| format!("poll: {e}"))?;
+            l.qp.poll_now(&mut self.cs).map_err(LoopError::Poll)?;
             polled |= !self.cs.is_empty();
             for i in 0..self.cs.len() {
                 let c = self.cs[i];
                 if !c.ok() {
-                    return Err(format!(
-                        "{} of {} bytes completed with '{}'",
-                        l.op.name(),
-                        self.size,
-                        verbs::wc_status_name(c.status)
-                    ));
+                    return Err(LoopError::Completion {
+                        op: l.op.name(),
+                        size: self.size,
+                        status: verbs::wc_status_name(c.status),
+                    });
                 }
                 let t = self.now();
                 let s = &mut self.sides[l.side];
@@ -560,6 +577,7 @@ mod tests {
             ..Default::default()
         }];
         let e = run_lanes(&mut lanes(&mut qps, &[0]), 4096, &plan(10, 4, 1, false)).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("RDMA_WRITE of 4096 bytes completed with"), "{e}");
         // A failed post.
         let mut qps = vec![FakeQp {
@@ -567,9 +585,12 @@ mod tests {
             ..Default::default()
         }];
         let e = run_lanes(&mut lanes(&mut qps, &[0]), 4096, &plan(10, 4, 1, false)).unwrap_err();
-        assert!(e.starts_with("post:"), "{e}");
+        assert!(matches!(e, LoopError::Post(_)), "{e}");
         // No lanes, or a side without a QP.
-        assert!(run_lanes(&mut [], 4096, &plan(10, 4, 1, false)).is_err());
+        assert!(matches!(
+            run_lanes(&mut [], 4096, &plan(10, 4, 1, false)),
+            Err(LoopError::NoQp)
+        ));
         let mut qps: Vec<FakeQp> = (0..2).map(|_| FakeQp::default()).collect();
         assert!(run_lanes(&mut lanes(&mut qps, &[0, 2]), 4096, &plan(10, 4, 1, false)).is_err());
         assert!(qps.iter().all(|q| q.posted == 0));

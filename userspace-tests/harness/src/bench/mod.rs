@@ -57,7 +57,7 @@ struct Bench {
     reg: Registrar,
     peer: Option<Peer>,
     /// The port's line rate (`--line-rate`, else sysfs), or why there is none.
-    line_rate: Result<crate::line_rate::LineRate, String>,
+    line_rate: Result<crate::line_rate::LineRate, crate::line_rate::NoLineRate>,
     /// The device is rxe or siw (its rate is the netdev's).
     software_device: bool,
     /// A bandwidth test fell below an enforced threshold (`--bw-threshold` / `--line-rate`).
@@ -306,7 +306,7 @@ impl Bench {
                 text: format!("{gbps} Gb/s"),
             }),
             (None, Some(d)) => crate::line_rate::read(root, &d.name, d.port),
-            (None, None) => Err("no RDMA device".into()),
+            (None, None) => Err(crate::line_rate::NoLineRate::NoDevice),
         };
         let software_device = dev
             .as_ref()

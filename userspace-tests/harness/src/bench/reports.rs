@@ -221,7 +221,14 @@ mod tests {
         );
         // No line rate: no case, unless --bw-threshold asked for a verdict.
         let no_rate = |enforced: bool| {
-            let t = crate::line_rate::judge(&Err("none".into()), 0.9, false, 1.0, 2, enforced);
+            let t = crate::line_rate::judge(
+                &Err(crate::line_rate::NoLineRate::NoDevice),
+                0.9,
+                false,
+                1.0,
+                2,
+                enforced,
+            );
             BenchTestDoc {
                 threshold: Some(t),
                 ..BenchTestDoc::ran("read_bw", Default::default(), Vec::new())
