@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""make check's stage table against its recorded budgets (testbench/budgets.txt).
+"""make check's stage table against its recorded budgets (testbench/budgets.txt, and each suite's
+in its header: "# bench: budget[-full] KERNEL CACHED FIRST").
 
 Usage:
   budget.py BUDGETS TIMINGS cached|first RESULTS
@@ -25,6 +26,7 @@ column (empty cache), "cached" the cached one.
 """
 import json
 import os
+import re
 import sys
 import time
 
@@ -59,9 +61,37 @@ def is_vm(name):
     return name.startswith(("boot[", "suite[")) or name in VM_STAGES
 
 
+# A suite's budget, in its own header: "# bench: budget KERNEL CACHED FIRST" (make check) or
+# "# bench: budget-full KERNEL CACHED FIRST" (make check-full), one line per kernel it runs on in
+# that depth; KERNEL is "-" for the bench kernel (row suite[NAME]), else the row's tag (stock,
+# stock+oldest, stock-7.3: row suite[NAME@KERNEL]).
+SUITE_BUDGET = re.compile(r"^# bench: (budget|budget-full) (\S+) (\d+) (\d+)\s*$")
+
+
+def suite_budgets(suites_dir, key):
+    """{suite[...] row: (cached, first)} from the suites' headers, for key budget or budget-full."""
+    out = {}
+    for f in sorted(os.listdir(suites_dir)):
+        if not f.endswith(".sh"):
+            continue
+        for line in open(os.path.join(suites_dir, f)):
+            m = SUITE_BUDGET.match(line)
+            if m and m.group(1) == key:
+                tag = m.group(2)
+                row = f"suite[{f[:-3]}{'' if tag == '-' else '@' + tag}]"
+                if row in out:
+                    raise ValueError(f"{f}: two '# bench: {key} {tag}' lines")
+                out[row] = (int(m.group(3)), int(m.group(4)))
+    return out
+
+
 def read_budgets(path):
-    """Returns ({stage: (cached, first)}, {calibration kind: reference seconds})."""
+    """Returns ({stage: (cached, first)}, {calibration kind: reference seconds}): the stages of
+    PATH, and the suites' own budgets from testbench/suites/*.sh beside it (budget-full for
+    budgets-full.txt, else budget). A suite row in PATH for a suite that has a file is an error:
+    its budget belongs in its header."""
     budgets, ref = {}, {}
+    suites_dir = os.path.join(os.path.dirname(os.path.abspath(path)), "suites")
     for line in open(path):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -70,7 +100,14 @@ def read_budgets(path):
             ref[line.split()[0]] = float(line.split()[1])
             continue
         name, cached, first = line.rsplit(None, 2)
+        m = re.match(r"suite\[([^]@]+)", name)
+        if m and os.path.exists(os.path.join(suites_dir, m.group(1) + ".sh")):
+            raise ValueError(f"{path}: {name}: a suite's budget belongs in its header "
+                             f"(testbench/suites/{m.group(1)}.sh: '# bench: budget ...')")
         budgets[name] = (int(cached), int(first))
+    key = "budget-full" if os.path.basename(path) == "budgets-full.txt" else "budget"
+    if os.path.isdir(suites_dir):
+        budgets.update(suite_budgets(suites_dir, key))
     return budgets, ref
 
 
@@ -156,6 +193,28 @@ def selftest():
         failed += not ok
         cases.append(None)
         print(f"{'ok  ' if ok else 'FAIL'} a row without a budget: {name} -> {'fails' if got else 'passes'}")
+    # A suite's budget comes from its header, by depth and kernel; one left in the table fails.
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        os.mkdir(os.path.join(d, "suites"))
+        with open(os.path.join(d, "suites", "99-new.sh"), "w") as f:
+            f.write("# a suite\n# bench: budget stock 20 30\n# bench: budget-full - 40 50\n")
+        for txt, body, want in (
+                ("budgets.txt", "lint 5 6\n", {"lint": (5, 6), "suite[99-new@stock]": (20, 30)}),
+                ("budgets-full.txt", "lint 5 6\n", {"lint": (5, 6), "suite[99-new]": (40, 50)}),
+                ("budgets.txt", "suite[99-new@stock] 20 30\n", ValueError)):
+            with open(os.path.join(d, txt), "w") as f:
+                f.write(body)
+            try:
+                got = read_budgets(os.path.join(d, txt))[0]
+            except ValueError as e:
+                got = ValueError
+                err = str(e)
+            ok = got == want
+            failed += not ok
+            cases.append(None)
+            print(f"{'ok  ' if ok else 'FAIL'} suite budgets from headers, {txt} with {body.strip()!r}: "
+                  f"{err if got is ValueError else got}")
     print(f"budget guard selftest: {len(cases) - failed} passed, {failed} failed")
     return failed
 
@@ -169,7 +228,14 @@ def main(argv):
     if len(argv) != 5 or argv[3] not in ("cached", "first"):
         print(__doc__, file=sys.stderr)
         return 2
-    budgets, ref = read_budgets(argv[1])
+    try:
+        budgets, ref = read_budgets(argv[1])
+    except ValueError as e:
+        print(f"budgets: {e}", file=sys.stderr)
+        with open(argv[4], "a") as f:
+            f.write(json.dumps({"suite": "budget", "case": "budgets-readable", "status": "fail",
+                                "duration": 0, "details": str(e)}) + "\n")
+        return 0
     rows, cal = read_timings(argv[2])
     host, host_how = speed_factor(ref.get("calibration"), cal.get("calibration"), "host calibration")
     tcg, tcg_how = speed_factor(ref.get("tcg-calibration"), cal.get("tcg-calibration"), "TCG calibration")

@@ -1,5 +1,7 @@
 # Bench smoke suite: the bench itself works (Rust module, vIOMMU, DMA peer, rxe + perftest).
 # bench: check-kernel stock
+# bench: budget stock 10 10
+# bench: budget-full - 65 65
 
 smoke_rust_module() {
     modprobe nvpeer_hello || return 1

@@ -3,6 +3,8 @@
 # Cases live in testbench/emu/nvp2p/test_nvp2p.py; they run in one Python process per group
 # (Python starts slowly in the TCG+KASAN guest) and each prints "RESULT case status secs details".
 # bench: check-kernel stock
+# bench: budget stock 25 25
+# bench: budget-full - 45 45
 
 NVP2P_TEST=/src/testbench/emu/nvp2p/test_nvp2p.py
 

@@ -5,6 +5,8 @@
 # invalidate, dereg, sysfs counters), and the client-struct modification check. Clients come from
 # testbench/emu/peer_mem/selftest (pme_selftest.ko, driven by module parameters).
 # bench: check-kernel stock
+# bench: budget stock 40 40
+# bench: budget-full - 145 145
 
 PMECTL="python3 -S /src/testbench/emu/peer_mem/selftest/pmectl.py"
 MP=/sys/kernel/mm/memory_peers

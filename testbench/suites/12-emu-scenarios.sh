@@ -15,6 +15,10 @@
 # Depth (NVPEER_DEPTH): "check" runs every scenario in the 5.5 model for both client kinds and a
 # cross-section in the other models / ABIs, 2 iterations; "full" (make check-full) the whole
 # cross-section set per model, 6 iterations.
+# bench: budget stock 75 75
+# bench: budget - 30 30
+# bench: budget-full - 300 300
+# bench: budget-full stock 95 95
 
 CLIENT=${CLIENT:-classic_peer}
 EMU_DELAY_MS=${EMU_DELAY_MS:-1200}

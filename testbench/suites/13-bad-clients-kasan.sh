@@ -3,6 +3,8 @@
 # every suite that expects no report (testbench/vm): a KASAN report turns lockdep off for the rest
 # of a boot.
 # bench: expect-dmesg BUG: KASAN: (double-free|slab-use-after-free|use-after-free|invalid-free)
+# bench: budget - 20 20
+# bench: budget-full - 15 15
 
 BAD=bad_peer
 

@@ -7,6 +7,8 @@
 # mapping_lock in a trylock loop that lockdep does not see, and records "deadlock" after
 # --hang-timeout-ms instead of hanging the machine).
 # bench: check-kernel stock
+# bench: budget stock 30 30
+# bench: budget-full - 105 105
 
 BAD=bad_peer
 

@@ -6,6 +6,8 @@
 # a kernel report, it runs at the end of the shared boot (testbench/vm), with the canary and the
 # bad clients' KASAN cases: a KASAN report turns lockdep off for the rest of a boot.
 # bench: expect-dmesg BUG: KASAN: slab-use-after-free in (nv_get_p2p_free_callback|nv_mem_dummy_callback|nv_dma_map)\+
+# bench: budget - 30 30
+# bench: budget-full - 20 20
 
 NVR=nvidia_peermem_real
 

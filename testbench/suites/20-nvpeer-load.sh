@@ -2,6 +2,8 @@
 # peer_mem_emu): client registration as the core sees it, load-time diagnostics, version strings,
 # debugfs formats (uapi/), KUnit suite, refusal of a second nv_mem provider. It runs in the debug
 # kernel's shared boot (the KUnit case needs CONFIG_KUNIT) and unloads everything it loaded.
+# bench: budget - 75 75
+# bench: budget-full - 40 40
 
 PEERS=/sys/kernel/mm/memory_peers
 DBG=/sys/kernel/debug/nvpeer

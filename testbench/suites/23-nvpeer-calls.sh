@@ -3,6 +3,8 @@
 # a free under a live MR takes the callback path once, rmmod with live MRs is refused, a foreign
 # process release leaves the pin to the callback (H5), non-PCI DMA devices are refused (H6).
 # Fault injection and the race stress run in 25-nvpeer-faults-stress.
+# bench: budget - 130 130
+# bench: budget-full - 75 75
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 gpu_calls() { # OP: provider emulator call count

@@ -11,6 +11,12 @@
 #   time: the suite took 300-360 s there, most of it the two stresses under KASAN and TCG.)
 # Two CPUs online while it runs (the race stresses: four threads on two CPUs):
 # bench: cpus 2
+# bench: budget stock 70 70
+# bench: budget stock+oldest 60 60
+# bench: budget - 250 250
+# bench: budget-full stock 20 20
+# bench: budget-full - 705 705
+# bench: budget-full stock+oldest 20 20
 . /src/testbench/suites/nvpeer-lib.sh.inc
 if [ -n "${NVPEER_KERNEL_TAG:-}" ]; then
     NP_ITER_PERSISTENT=25000 NP_ITER_INVALIDATING=25000

@@ -11,6 +11,12 @@
 #     /sys/module, since this core accepts a second "nv_mem" and gives every registration to the
 #     first.
 # bench: check-kernel stock
+# bench: budget stock 20 20
+# bench: budget stock+oldest 15 15
+# bench: budget stock-7.3 15 15
+# bench: budget-full - 50 50
+# bench: budget-full stock-7.3 10 10
+# bench: budget-full stock+oldest 15 15
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 DROPIN=nvidia-peermem

@@ -12,6 +12,8 @@
 #   - UCX_IB_GPU_DIRECT_RDMA=no beside the drop-in: no cuda (UCX's switch, the control).
 # Run by hand: NVPEER_UCX=$(testbench/lib/ucx-fetch.sh) NVPEER_VM_KERNEL=stock testbench/vm run --suite 27-ucx
 # bench: check-kernel stock
+# bench: budget stock 15 15
+# bench: budget-full - 60 60
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 UCX=/ucx

@@ -15,6 +15,8 @@
 # bench: kernel bench
 # Two CPUs online while it runs (its thread bursts race a free on two CPUs):
 # bench: cpus 2
+# bench: budget - 100 100
+# bench: budget-full - 700 700
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 seed=${NP_FUZZ_SEED:-$(od -An -N6 -tu8 /dev/urandom | tr -d ' ')}

@@ -9,6 +9,8 @@
 # labels say what `nvpeer doctor --json` says, and a node without nvpeer still gets valid output
 # (nvpeer_up 0, one gauge per doctor check).
 # bench: check-kernel stock
+# bench: budget stock 60 180
+# bench: budget-full - 120 120
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 MX=/bench/metrics

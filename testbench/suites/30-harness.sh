@@ -5,6 +5,8 @@
 # each --alloc kind as the provider emulator models it, in both client modes). Sizes and iteration
 # counts are small: the guest moves about 1 MiB/s over rxe.
 # bench: check-kernel stock
+# bench: budget stock 145 145
+# bench: budget-full - 150 150
 
 HV_A=10.99.0.1
 HV_B=10.99.0.2

@@ -5,6 +5,8 @@
 # case passes when both tools produced a figure; the figures and their ratio are in the details
 # and in /bench/harness/bw-vs-perftest.txt.
 # bench: check-kernel stock
+# bench: budget stock 90 90
+# bench: budget-full - 210 210
 
 hbw_run() {
     # Five rounds in make check-full, three in make check (the stock kernel), one in a sampled

@@ -13,6 +13,8 @@
 # modules was loaded yet; 50-dkms, which installs nvpeer into the module tree, comes last.
 # bench: boot system
 # bench: check-kernel stock
+# bench: budget stock 70 70
+# bench: budget-full - 150 150
 
 DOC_JSON=/bench/doctor.json
 

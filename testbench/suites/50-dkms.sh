@@ -13,6 +13,8 @@
 # under TCG (300-700 s).
 # bench: boot system
 # bench: check-kernel stock
+# bench: budget stock 25 25
+# bench: budget-full - 540 540
 
 KREL=$(uname -r)
 SRCTREE=/tmp/nvpeer-dkms-src

@@ -13,6 +13,8 @@
 # must hold nothing but apt's and dpkg's own records (and DKMS's signing key, the node's).
 # Run by hand: NVPEER_DEBS=$(testbench/lib/deb-build.sh) NVPEER_VM_KERNEL=stock testbench/vm run --suite 55-deb
 # bench: kernel stock
+# bench: budget stock 200 200
+# bench: budget-full stock 200 200
 
 O=/tmp/deb-node
 . /src/testbench/suites/node-root.sh.inc

@@ -18,6 +18,7 @@
 # (the line naming NVIDIA_SRC), each followed by `make dkms-uninstall` leaving nothing behind.
 # Run by hand: NVPEER_VM_KERNEL=stock testbench/vm run --suite 56-rehearsal
 # bench: kernel stock
+# bench: budget-full stock 140 140
 
 O=/tmp/rehearsal-node
 . /src/testbench/suites/node-root.sh.inc

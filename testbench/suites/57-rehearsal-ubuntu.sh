@@ -29,6 +29,8 @@
 # (635 s under the debug kernel on 2026-11-27).
 # Run by hand: testbench/vm run --suite 57-rehearsal-ubuntu
 # bench: kernel bench
+# bench: budget - 450 450
+# bench: budget-full - 900 900
 
 O=/tmp/ubuntu-node
 NODE_KBUILD=/kernel/obj

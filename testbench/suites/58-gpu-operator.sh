@@ -26,6 +26,8 @@
 # Without that file (make check-full, this suite by hand) the script compiles nvpeer in the guest.
 # Run by hand: NVPEER_VM_KERNEL=stock testbench/vm run --suite 58-gpu-operator
 # bench: kernel stock
+# bench: budget stock 170 170
+# bench: budget-full stock 700 700
 
 O=/tmp/gpu-operator
 KREL=$(uname -r)

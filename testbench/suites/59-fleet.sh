@@ -29,6 +29,8 @@
 # NVPEER_MPICH=$(testbench/lib/deb-fetch.sh mpich-hydra trixie mpich libhwloc15 libslurm42t64)
 # NVPEER_VM_KERNEL=stock testbench/vm run --suite 59-fleet.
 # bench: kernel stock
+# bench: budget stock 150 150
+# bench: budget-full stock 400 400
 
 FL_OUT=/bench/fleet
 FL_N=4

@@ -7,6 +7,11 @@
 # bench: check-kernel stock
 # Two CPUs online while it runs (its 2-thread cells):
 # bench: cpus 2
+# bench: budget stock 25 25
+# bench: budget stock-7.3 25 25
+# bench: budget-full stock 25 25
+# bench: budget-full - 60 60
+# bench: budget-full stock-7.3 25 25
 # shellcheck disable=SC2034 # (the RP_* settings are read by testbench/bench/regpath-lib.sh)
 . /src/testbench/bench/regpath-lib.sh
 

@@ -3,6 +3,8 @@
 # step what the peer-memory core (/sys/kernel/mm/memory_peers/nv_mem/*) and nvpeer
 # (/sys/kernel/debug/nvpeer/) report. Also recorded as a result, so `make check` keeps it working.
 # bench: check-kernel stock
+# bench: budget stock 10 10
+# bench: budget-full - 30 30
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 say() { printf '\n=== %s\n' "$*"; }

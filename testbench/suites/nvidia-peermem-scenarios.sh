@@ -19,6 +19,7 @@
 # bench: own-boot
 # Two CPUs online while it runs (its race-stress cells):
 # bench: cpus 2
+# bench: budget-full stock 145 145
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 NVR=nvidia_peermem_real
