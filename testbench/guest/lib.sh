@@ -85,11 +85,17 @@ tb_edu_dev() {
 tb_kmsg() { echo "nvpeer-bench: $*" >/dev/kmsg 2>/dev/null || true; }
 
 # tb_log_mark / tb_log_since: a window on the kernel log. tb_log_since prints the lines written
-# after the last tb_log_mark of this suite. Suites never clear the log (dmesg -C): the run's
-# kernel-log verdict (testbench/lib/report.py) reads it whole, from the boot's first line.
+# after the last tb_log_mark of this suite, and fails (saying so) when that mark is not in the log:
+# a check for a line that must not appear then cannot pass on an empty window. Suites never clear
+# the log (dmesg -C): the run's kernel-log verdict (testbench/lib/report.py) reads it whole, from
+# the boot's first line.
 _TB_LOG_MARK=
 tb_log_mark() { _TB_LOG_MARK=${EPOCHREALTIME/[.,]/}; echo "nvpeer-bench: log-mark $_TB_LOG_MARK" >/dev/kmsg; }
-tb_log_since() { dmesg | sed -n "/nvpeer-bench: log-mark $_TB_LOG_MARK\$/,\$p" | sed 1d; }
+tb_log_since() {
+    [ -n "$_TB_LOG_MARK" ] || { echo "tb_log_since: no tb_log_mark before it" >&2; return 1; }
+    dmesg | awk -v m="nvpeer-bench: log-mark $_TB_LOG_MARK" 'f { print } index($0, m) && substr($0, length($0) - length(m) + 1) == m { f = 1 }
+        END { if (!f) { print "tb_log_since: mark " m " not in the kernel log" > "/dev/stderr"; exit 1 } }'
+}
 
 # tb_expect_begin REGEX / tb_expect_end: kernel log lines matching REGEX between the two calls are
 # expected (e.g. an emulator VIOLATION line provoked on purpose) and do not fail the run.

@@ -65,7 +65,7 @@ def is_vm(name):
 # "# bench: budget-full KERNEL CACHED FIRST" (make check-full), one line per kernel it runs on in
 # that depth; KERNEL is "-" for the bench kernel (row suite[NAME]), else the row's tag (stock,
 # stock+oldest, stock-7.3: row suite[NAME@KERNEL]).
-SUITE_BUDGET = re.compile(r"^# bench: (budget|budget-full) (\S+) (\d+) (\d+)\s*$")
+SUITE_BUDGET = re.compile(r"^# bench: (budget|budget-full) (-|stock|stock\+oldest|stock-[0-9.]+) (\d+) (\d+)\s*$")
 
 
 def suite_budgets(suites_dir, key):
@@ -75,6 +75,9 @@ def suite_budgets(suites_dir, key):
         if not f.endswith(".sh"):
             continue
         for line in open(os.path.join(suites_dir, f)):
+            if line.startswith("# bench: budget") and not SUITE_BUDGET.match(line):
+                raise ValueError(f"testbench/suites/{f}: {line.strip()!r} is not '# bench: "
+                                 f"budget[-full] -|stock|stock+oldest|stock-VERSION CACHED FIRST'")
             m = SUITE_BUDGET.match(line)
             if m and m.group(1) == key:
                 tag = m.group(2)

@@ -57,7 +57,7 @@ tb_case load-peerdirect-only load_default_peerdirect
 
 bad_param() { # PARAM VALUE
     local out
-    tb_log_mark
+    tb_log_mark || return 1
     if modprobe nvpeer "$1=$2" 2>/tmp/np-modprobe.err; then
         np_unload; echo "$1=$2 was accepted"; return 1
     fi
@@ -74,7 +74,7 @@ tb_case reject-peerdirect-neg bad_param peerdirect_support -1
 # its module name in /sys/module: nv_peer_mem here (the classic client under that name).
 duplicate_nv_mem() {
     modprobe nv_peer_mem || { echo "nv_peer_mem fixture not available"; return 1; }
-    tb_log_mark
+    tb_log_mark || return 1
     if modprobe nvpeer 2>/dev/null; then rmmod nvpeer nv_peer_mem; echo "nvpeer loaded beside nv_peer_mem"; return 1; fi
     local out
     out=$(tb_log_since | grep 'nvpeer:' | head -n 3)
@@ -103,7 +103,7 @@ tb_case debugfs-formats-match-uapi formats
 
 # The KUnit suite lives in a test module of its own (testbench/kunit); nvpeer.ko carries none.
 kunit() {
-    tb_log_mark
+    tb_log_mark || return 1
     modprobe nvpeer_logic_kunit || return 1
     rmmod nvpeer_logic_kunit || return 1
     local k n
@@ -113,9 +113,10 @@ kunit() {
     echo "$k" | grep -qE '(^|[^t] )ok [0-9]+ nvpeer_logic' || { echo "$k"; return 1; }
     n=$(echo "$k" | grep -E ' ok [0-9]+ [a-z0-9_]+$' | grep -vc 'nvpeer_logic$')
     [ "$n" -ge 6 ] || { echo "$k"; return 1; }
-    tb_log_mark
+    tb_log_mark || return 1
     modprobe nvpeer || return 1
-    tb_log_since | grep -q 'nvpeer_logic' && { echo "nvpeer.ko ran KUnit tests"; np_unload; return 1; }
+    k=$(tb_log_since) || { np_unload; return 1; }
+    echo "$k" | grep -q 'nvpeer_logic' && { echo "nvpeer.ko ran KUnit tests"; np_unload; return 1; }
     np_unload
     echo "KUnit nvpeer_logic (nvpeer_logic_kunit.ko): $n test(s), all ok; nvpeer.ko runs none"
 }

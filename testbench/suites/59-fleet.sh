@@ -215,8 +215,12 @@ fl_slurm_up() {
     for d in slurmd slurmctld slurmstepd; do ln -s "/slurm/usr/sbin/$d-wlm" "$s/sbin/$d"; done
     ip addr add "$FL_CTLD/24" dev flbr0 || return 1
     {
-        # (the guest's own line for its name goes: that name is slurmctld's, on the bridge)
-        awk -v me="$(hostname -s)" '$NF !~ /^node[0-9]$/ { for (i = 2; i <= NF; i++) if ($i == me && me != "localhost") next; print }' /etc/hosts
+        # (the guest's own name leaves the lines that give it: that name is slurmctld's, on the bridge)
+        awk -v me="$(hostname -s)" '$NF ~ /^node[0-9]$/ { next }
+            me != "localhost" { line = $1; n = 0
+                for (i = 2; i <= NF; i++) if ($i != me) { line = line " " $i; n++ }
+                if (n == 0 && NF > 1) next; $0 = line }
+            { print }' /etc/hosts
         for i in $(seq 0 $((FL_N - 1))); do echo "$(fl_ip "$i") node$i"; done
         echo "$FL_CTLD $(hostname -s)"
     } >"$s/hosts"
@@ -265,6 +269,7 @@ fl_slurm_up() {
 fl_slurm_down() {
     pkill -f "$FL_SLURM/sbin/slurm" 2>/dev/null
     [ -f "$FL_SLURM/munge/munged.pid" ] && kill "$(cat "$FL_SLURM/munge/munged.pid")" 2>/dev/null
+    rm -f "$FL_SLURM/munge/munged.pid"
     sleep 1
     if grep -q ' /etc/hosts ' /proc/mounts; then umount /etc/hosts; fi
     true
