@@ -33,6 +33,8 @@ V='violation recorded:'
 # The core emulator's hang-detector line (testbench/emu/peer_mem/teardown.c), whole: its own text
 # holds a '; ', so the usual 'one violation' pattern [^;]* cannot take it.
 DL='deadlock: [^;(]+ waited [0-9]+ ms for mapping_lock of MR [0-9]+ held by pid -?[0-9]+ in [^(;]+ \([^)]*\); call abandoned'
+# H2: the provider called on a table the free callback tore down (one violation line).
+H2='(freed_table|unmap_races_teardown): [^;]*'
 NVR_EXPECT=(
     # H5: nv_mem_put_pages_common calls nvidia_p2p_put_pages (nvidia-peermem.c:349) from whatever
     # process deregisters; NVIDIA finds the pin by the caller's process, so a forked child's or a
@@ -68,8 +70,11 @@ NVR_EXPECT=(
     "4.9|hold-free-fail|fails|$V freed_table: [^;]*|4.9 core unwinds a registration after the callback freed its table (nvidia-peermem.c:164, then :314/:349)"
     # The same H2 window under load and in the failed-activation path: hit or missed by timing.
     "5.4hf doca3|hold-free-fail|racy|$V unmap_races_teardown: [^;]*|H2 on the failed activation's dma_unmap (nvidia-peermem.c:314) vs the callback's teardown (:160-164)"
-    "4.9 5.4hf doca3|race-stress|racy|$V ((freed_table|unmap_races_teardown): [^;]*(; )?)+|H2 under load: dereg's dma_unmap/put_pages (nvidia-peermem.c:314, :349) vs the callback's teardown (:160-164)"
-    "5.1|race-stress|racy|$V $DL(; $DL)*|lock inversion with the 5.1 core under load (nvidia-peermem.c:349 vs :157)"
+    "4.9 5.4hf doca3|race-stress|racy|$V ($H2(; )?)+|H2 under load: dereg's dma_unmap/put_pages (nvidia-peermem.c:314, :349) vs the callback's teardown (:160-164)"
+    # On the 5.1 core the same load meets the lock inversion or, when the interleaving misses it,
+    # H2 (seen in make check-full at 06dd695 with a third guest on the two cores): both are the
+    # module's, whichever the timing reaches first.
+    "5.1|race-stress|racy|$V ($DL|$H2)(; ($DL|$H2))*|lock inversion with the 5.1 core under load (nvidia-peermem.c:349 vs :157), or H2 where the race misses it: dereg's dma_unmap/put_pages (:314, :349) vs the callback's teardown (:160-164)"
 )
 
 # nvr_expect MODEL SCENARIO: sets NVR_MODE (none, fails, racy), NVR_RE and NVR_WHY.
