@@ -18,6 +18,8 @@
 mod cell;
 mod check;
 mod cli;
+#[cfg(test)]
+mod fixture_tests;
 mod floor;
 mod inval_scale;
 mod invalidation;
