@@ -2,30 +2,31 @@
 //! cycle, with where the time went.
 
 use super::cli::MeasureArgs;
+use super::document::{CellDoc, ProviderCalls, TimeSplit};
 use super::path::Path;
 use super::stats::{ns, summary};
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{abi, Gpu, OPS};
-use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
-/// Provider calls per registration, from the counters' growth over `regs` registrations.
-fn calls_per_reg(grown: &abi::Stats, regs: u64) -> Value {
-    let mut m = Map::new();
-    let mut total = 0u64;
-    for (i, name) in OPS.iter().enumerate().take(6) {
-        total += grown.calls[i];
-        m.insert(
-            (*name).into(),
-            json!(grown.calls[i] as f64 / regs.max(1) as f64),
-        );
+/// Provider calls per registration, from the counters' growth over `regs` registrations (the
+/// first six of [`OPS`]: get, put, persistent get and put, DMA map and unmap).
+fn calls_per_reg(grown: &abi::Stats, regs: u64) -> ProviderCalls {
+    let per = |op: &str| {
+        OPS.iter()
+            .position(|o| *o == op)
+            .map_or(0.0, |i| grown.calls[i] as f64 / regs.max(1) as f64)
+    };
+    ProviderCalls {
+        get_pages: per("get_pages"),
+        get_pages_persistent: per("get_pages_persistent"),
+        put_pages: per("put_pages"),
+        put_pages_persistent: per("put_pages_persistent"),
+        dma_map_pages: per("dma_map_pages"),
+        dma_unmap_pages: per("dma_unmap_pages"),
+        total: grown.calls[..6].iter().sum::<u64>() as f64 / regs.max(1) as f64,
+        failures: grown.failures[..6].iter().sum::<u64>(),
     }
-    m.insert("total".into(), json!(total as f64 / regs.max(1) as f64));
-    m.insert(
-        "failures".into(),
-        json!(grown.failures[..6].iter().sum::<u64>()),
-    );
-    Value::Object(m)
 }
 
 /// Cycles for one cell: `ops` at 64 KiB, scaled down with the square root of the size ratio.
@@ -138,7 +139,7 @@ pub(super) fn measure_cell(
     floor: Option<&Path>,
     gpu: &Gpu,
     cell: Cell,
-) -> Result<(Value, Option<Value>)> {
+) -> Result<(CellDoc, Option<CellDoc>)> {
     let Cell { size, threads, .. } = cell;
     let ops = cell_ops(m, size).max(threads);
     let budget = Duration::from_secs(m.cell_budget_s);
@@ -154,14 +155,18 @@ pub(super) fn measure_cell(
         samples(&mut floor_samples, f, gpu, cell, per_round, round_budget)?;
         samples(&mut client, path, gpu, cell, per_round, round_budget)?;
     }
-    let mut floor_value = cell_value(size, threads, floor_samples);
-    floor_value["rounds"] = json!(rounds);
-    let mut client_value = cell_value(size, threads, client);
-    client_value["rounds"] = json!(rounds);
+    let floor_value = CellDoc {
+        rounds: Some(rounds),
+        ..cell_value(size, threads, floor_samples)
+    };
+    let client_value = CellDoc {
+        rounds: Some(rounds),
+        ..cell_value(size, threads, client)
+    };
     Ok((client_value, Some(floor_value)))
 }
 
-fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
+fn cell_value(size: u64, threads: u32, s: Samples) -> CellDoc {
     let Samples {
         reg,
         dereg,
@@ -171,18 +176,29 @@ fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
     } = s;
     let cycles: Vec<u64> = reg.iter().zip(&dereg).map(|(a, b)| a + b).collect();
     let n = reg.len() as u64;
-    let mut split = time_split(&cycles, grown.api_ns, client_ns);
     // Of the provider's time, what the cost model asked for and how far its waits overshot it.
     let per = n.max(1) as f64;
-    split["provider_model"] = json!(grown.model_ns as f64 / per);
-    split["model_overshoot"] = json!((grown.delay_ns as f64 - grown.model_ns as f64) / per);
-    json!({
-        "size": size, "threads": threads, "cycles": n, "wall_s": wall.as_secs_f64(),
-        "regs_per_s": n as f64 / wall.as_secs_f64().max(1e-9),
-        "reg": summary(reg), "dereg": summary(dereg), "cycle": summary(cycles),
-        "provider_calls_per_reg": calls_per_reg(&grown, n),
-        "time_split_ns_per_cycle": split,
-    })
+    let split = TimeSplit {
+        provider_model: Some(grown.model_ns as f64 / per),
+        model_overshoot: Some((grown.delay_ns as f64 - grown.model_ns as f64) / per),
+        ..time_split(&cycles, grown.api_ns, client_ns)
+    };
+    CellDoc {
+        size,
+        threads,
+        cycles: n,
+        wall_s: wall.as_secs_f64(),
+        regs_per_s: n as f64 / wall.as_secs_f64().max(1e-9),
+        reg: summary(reg),
+        dereg: summary(dereg),
+        cycle: summary(cycles),
+        provider_calls_per_reg: calls_per_reg(&grown, n),
+        time_split_ns_per_cycle: Some(split),
+        rounds: None,
+        adjacent_floor: None,
+        live_mrs: None,
+        ratios: None,
+    }
 }
 
 /// Where a cell's mean registration + deregistration time went, per cycle: inside the provider's
@@ -192,17 +208,19 @@ fn cell_value(size: u64, threads: u32, s: Samples) -> Value {
 /// bookkeeping for the floor). With several threads, lock waits count where they happen.
 /// The cell adds `provider_model` and `model_overshoot`: the part of `provider` that the cost
 /// model asked for, and how much longer than that its waits took.
-pub(super) fn time_split(cycles: &[u64], provider_ns: u64, client_ns: Option<u64>) -> Value {
+pub(super) fn time_split(cycles: &[u64], provider_ns: u64, client_ns: Option<u64>) -> TimeSplit {
     let n = cycles.len().max(1) as f64;
     let mean = cycles.iter().sum::<u64>() as f64 / n;
     let provider = provider_ns as f64 / n;
-    match client_ns {
-        Some(c) => {
-            let client = c as f64 / n;
-            json!({"mean": mean, "provider": provider, "client_own": client - provider,
-                   "rest": mean - client})
-        }
-        None => json!({"mean": mean, "provider": provider, "rest": mean - provider}),
+    // Core paths: the client's callbacks include the provider's calls.
+    let client = client_ns.map(|c| c as f64 / n);
+    TimeSplit {
+        mean,
+        provider,
+        client_own: client.map(|c| c - provider),
+        rest: mean - client.unwrap_or(provider),
+        provider_model: None,
+        model_overshoot: None,
     }
 }
 
@@ -213,10 +231,20 @@ mod tests {
     #[test]
     fn time_split_parts_add_up() {
         let t = time_split(&[100, 300], 200, Some(300));
-        assert_eq!(t["mean"], json!(200.0));
-        assert_eq!(t["provider"], json!(100.0));
-        assert_eq!(t["client_own"], json!(50.0));
-        assert_eq!(t["rest"], json!(50.0));
-        assert!(time_split(&[100], 50, None).get("client_own").is_none());
+        assert_eq!(
+            (t.mean, t.provider, t.client_own, t.rest),
+            (200.0, 100.0, Some(50.0), 50.0)
+        );
+        let floor = time_split(&[100], 50, None);
+        assert_eq!((floor.client_own, floor.rest), (None, 50.0));
+    }
+
+    #[test]
+    fn provider_calls_are_the_first_six_ops() {
+        // The document's field names are the provider's op names the counters are indexed by.
+        let v = serde_json::to_value(ProviderCalls::default()).unwrap_or_default();
+        for op in &OPS[..6] {
+            assert!(v.get(op).is_some(), "{op}");
+        }
     }
 }

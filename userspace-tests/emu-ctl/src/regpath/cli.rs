@@ -1,12 +1,14 @@
 //! The `nvpeer emu regpath` command line: its arguments and what each subcommand runs.
 
 use super::check::check;
+use super::document::Via;
+use super::document::{PathDoc, Report};
 use super::json_file::{read_json, write_json};
 use super::measure::measure;
-use super::report::{malformed, report};
+use super::report::report;
 use super::tables::tables;
 use crate::cli::parse_size;
-use crate::error::{EmuError, Result};
+use crate::error::Result;
 use std::path::PathBuf;
 
 /// Arguments of `nvpeer emu regpath`.
@@ -52,8 +54,8 @@ pub(super) struct MeasureArgs {
     #[arg(long)]
     pub(super) path: String,
     /// `floor` (rawfloor.ko) or `core` (peer_mem_emu REGISTER through the loaded client).
-    #[arg(long, value_parser = ["floor", "core"])]
-    pub(super) via: String,
+    #[arg(long, value_enum)]
+    pub(super) via: Via,
     /// Floor: use the persistent pin API. Core paths: the API of the adjacent floor.
     #[arg(long)]
     pub(super) persistent: bool,
@@ -163,26 +165,22 @@ pub fn run(args: Args) -> Result<u8> {
             out,
             machine,
         } => {
-            let paths = inputs.iter().map(read_json).collect::<Result<Vec<_>>>()?;
-            for (file, doc) in inputs.iter().zip(&paths) {
-                if let Some(why) = malformed(doc) {
-                    return Err(EmuError::Invalid(format!(
-                        "{}: not a `regpath measure` output: {why}",
-                        file.display()
-                    )));
-                }
-            }
+            // A file that is not a `measure` output fails here, naming the file and the field.
+            let paths = inputs
+                .iter()
+                .map(|f| read_json::<PathDoc>(f))
+                .collect::<Result<Vec<_>>>()?;
             let doc = report(paths, &machine);
             write_json(&out, &doc)?;
             print!("{}", tables(&doc));
             Ok(0)
         }
         Cmd::Table { file } => {
-            print!("{}", tables(&read_json(&file)?));
+            print!("{}", tables(&read_json::<Report>(&file)?));
             Ok(0)
         }
         Cmd::Check { file, pins } => {
-            let problems = check(&read_json(&file)?, &pins);
+            let problems = check(&read_json::<Report>(&file)?, &pins);
             for p in &problems {
                 println!("{p}");
             }

@@ -1,8 +1,9 @@
 //! `report`, `table` and `check` on a small committed run (tests/fixtures/regpath), against what
-//! they print for it; and the same run as documents of earlier versions, without the fields those
-//! did not write.
+//! they print for it (as they printed it when they read the documents untyped); and the same run
+//! as documents of earlier versions, without the fields those did not write.
 
 use super::check::check;
+use super::document::{PathDoc, Report};
 use super::report::report;
 use super::tables::tables;
 use serde_json::Value;
@@ -52,8 +53,12 @@ fn without(mut v: Value, keys: &[&str]) -> Value {
     v
 }
 
-fn merged(docs: Vec<Value>) -> Value {
-    report(docs, MACHINE)
+fn merged(docs: Vec<Value>) -> Report {
+    let paths = docs
+        .into_iter()
+        .map(|v| serde_json::from_value::<PathDoc>(v).expect("a measure output"))
+        .collect();
+    report(paths, MACHINE)
 }
 
 #[test]
@@ -63,8 +68,19 @@ fn tables_as_printed_before() {
     assert!(check(&doc, &["floor=1".into(), "classic=2".into()]).is_empty());
     // As `table` reads the merged file back.
     let text = serde_json::to_string(&doc).expect("serializes");
-    let back: Value = serde_json::from_str(&text).expect("reads back");
+    let back: Report = serde_json::from_str(&text).expect("reads back");
     assert_eq!(tables(&back), TABLES);
+}
+
+#[test]
+fn a_measure_output_is_written_as_read() {
+    for text in PATHS {
+        let doc: PathDoc = serde_json::from_str(text).expect("a measure output");
+        assert_eq!(
+            serde_json::to_value(&doc).expect("serializes"),
+            fixture(text)
+        );
+    }
 }
 
 #[test]

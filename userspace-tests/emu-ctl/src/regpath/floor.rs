@@ -1,9 +1,9 @@
 //! The raw floor: `/dev/nvpeer_rawfloor` (testbench/bench/rawfloor), NVIDIA's P2P API called
 //! directly, one syscall per registration; its ABI, an open handle and its kernel-side timings.
 
+use super::document::FloorBreakdown;
 use super::stats::summary;
 use crate::error::{ioctl_res, EmuError, Result};
-use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 
@@ -86,7 +86,7 @@ impl Floor {
 }
 
 /// Kernel-side provider times of the floor (rawfloor's own ktime around each NVIDIA call).
-pub(super) fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<Value> {
+pub(super) fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<FloorBreakdown> {
     let (mut get, mut map, mut unmap, mut put) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         let reg = f.reg(va, size)?;
@@ -96,10 +96,13 @@ pub(super) fn floor_breakdown(f: &Floor, va: u64, size: u64, n: u32) -> Result<V
         unmap.push(dereg.unmap_ns);
         put.push(dereg.put_ns);
     }
-    Ok(
-        json!({"size": size, "get_pages": summary(get), "dma_map_pages": summary(map),
-              "dma_unmap_pages": summary(unmap), "put_pages": summary(put)}),
-    )
+    Ok(FloorBreakdown {
+        size,
+        get_pages: summary(get),
+        dma_map_pages: summary(map),
+        dma_unmap_pages: summary(unmap),
+        put_pages: summary(put),
+    })
 }
 
 #[cfg(test)]

@@ -6,47 +6,14 @@
 //! pins outlive the free until deregistration): `regpath check` holds every path to that.
 
 use super::cli::MeasureArgs;
+use super::document::{ConcurrentFrees, InvalScale, OneFree};
 use super::path::{Handle, Path};
 use super::stats::ns;
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{Gpu, GPU_PAGE_SIZE};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Barrier;
 use std::time::Instant;
-
-/// One free of an allocation carrying `mrs` live MRs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct OneFree {
-    pub(super) mrs: u32,
-    /// Until the free returned (its callbacks included).
-    pub(super) free_ns: u64,
-    pub(super) free_ns_per_mr: f64,
-    /// Free callbacks the provider ran for it.
-    pub(super) callbacks: u32,
-    /// Deregistering the N MRs afterwards.
-    pub(super) dereg_after_ns: u64,
-    /// The core's state of each MR after the free, counted (core paths).
-    pub(super) mr_state_after_free: BTreeMap<String, u32>,
-}
-
-/// `threads` frees at once, each of an allocation carrying `mrs_each` MRs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct ConcurrentFrees {
-    pub(super) threads: u32,
-    pub(super) mrs_each: u32,
-    /// Each free's time until it returned, in thread order.
-    pub(super) free_ns: Vec<u64>,
-    pub(super) callbacks: u32,
-}
-
-/// The series of one path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct InvalScale {
-    pub(super) frees: Vec<OneFree>,
-    #[serde(default)]
-    pub(super) concurrent: Option<ConcurrentFrees>,
-}
 
 /// Allocates `mrs` GPU pages and registers each as an MR; on an error, undoes what it did.
 fn carrying(path: &Path, gpu: &Gpu, mrs: u32) -> Result<(u64, Vec<Handle>)> {

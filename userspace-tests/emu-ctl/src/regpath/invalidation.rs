@@ -1,17 +1,17 @@
 //! Invalidation latency: a free ("cudaFree") under a live MR.
 
 use super::cli::MeasureArgs;
+use super::document::InvalRow;
 use super::path::Path;
 use super::stats::{ns, summary};
 use crate::error::Result;
 use crate::nvp2p::Gpu;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Free ("cudaFree") of a fresh allocation with one live MR on it, then deregistration; and the
 /// same free without an MR, for reference.
-pub(super) fn invalidation(m: &MeasureArgs, path: &Path, gpu: &Gpu, size: u64) -> Result<Value> {
+pub(super) fn invalidation(m: &MeasureArgs, path: &Path, gpu: &Gpu, size: u64) -> Result<InvalRow> {
     let (mut with, mut without, mut dereg_after) = (Vec::new(), Vec::new(), Vec::new());
     let (mut callbacks, mut states) = (0u64, BTreeMap::<String, u32>::new());
     let iters = if size >= 64 << 20 {
@@ -35,10 +35,13 @@ pub(super) fn invalidation(m: &MeasureArgs, path: &Path, gpu: &Gpu, size: u64) -
         path.dereg(h)?;
         dereg_after.push(ns(t.elapsed()));
     }
-    Ok(json!({
-        "size": size, "free_with_live_mr": summary(with), "free_without_mr": summary(without),
-        "dereg_after_free": summary(dereg_after),
-        "callbacks_per_free": callbacks as f64 / f64::from(iters.max(1)),
-        "mr_state_after_free": states,
-    }))
+    Ok(InvalRow {
+        size,
+        free_with_live_mr: summary(with),
+        free_without_mr: summary(without),
+        dereg_after_free: summary(dereg_after),
+        callbacks_per_free: callbacks as f64 / f64::from(iters.max(1)),
+        mr_state_after_free: states,
+        ratios: None,
+    })
 }

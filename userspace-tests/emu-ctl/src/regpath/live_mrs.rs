@@ -6,11 +6,11 @@
 
 use super::cell::{measure_cell, Cell};
 use super::cli::MeasureArgs;
+use super::document::{CellDoc, LiveMrRow, NotReached};
 use super::path::{Handle, Path};
 use super::slab::meminfo_kb;
 use crate::error::Result;
 use crate::nvp2p::{Gpu, GPU_PAGE_SIZE};
-use serde_json::{json, Value};
 
 /// Raises the live registrations on `va` to `n`; false (with fewer held) when `MemAvailable`
 /// fell below `--scale-min-avail-mb` first, as the scale test stops.
@@ -32,7 +32,7 @@ pub(super) fn live_mrs(
     path: &Path,
     floor: Option<&Path>,
     gpu: &Gpu,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<LiveMrRow>> {
     let mut targets = m.live_mrs.clone();
     targets.sort_unstable();
     targets.dedup();
@@ -55,8 +55,11 @@ pub(super) fn live_mrs(
                     live.len(),
                     m.scale_min_avail_mb
                 );
-                rows.push(json!({"live_mrs": n, "not_reached": live.len(),
-                    "stopped_by": format!("MemAvailable below {} MiB", m.scale_min_avail_mb)}));
+                rows.push(LiveMrRow::NotReached(NotReached {
+                    live_mrs: n,
+                    not_reached: live.len() as u64,
+                    stopped_by: format!("MemAvailable below {} MiB", m.scale_min_avail_mb),
+                }));
                 break;
             }
             let cell = Cell {
@@ -64,17 +67,17 @@ pub(super) fn live_mrs(
                 size: GPU_PAGE_SIZE,
                 threads: 1,
             };
-            let (mut c, adjacent) = measure_cell(m, path, floor, gpu, cell)?;
-            c["live_mrs"] = json!(n);
-            if let Some(f) = adjacent {
-                c["adjacent_floor"] = f;
-            }
+            let (c, adjacent) = measure_cell(m, path, floor, gpu, cell)?;
             eprintln!(
                 "regpath: {} with {n} live MRs: reg median {} us",
                 m.path,
-                c["reg"]["median_ns"].as_u64().unwrap_or(0) / 1000
+                c.reg.median_ns / 1000
             );
-            rows.push(c);
+            rows.push(LiveMrRow::Measured(Box::new(CellDoc {
+                live_mrs: Some(n),
+                adjacent_floor: adjacent.map(Box::new),
+                ..c
+            })));
         }
         Ok(())
     };

@@ -2,6 +2,7 @@
 
 use super::cell::{cell_ops, measure_cell, Cell};
 use super::cli::MeasureArgs;
+use super::document::{ClientDoc, CostModelDoc, PathDoc, Skipped, SlabFigures};
 use super::floor::{floor_breakdown, Floor};
 use super::inval_scale::inval_scale;
 use super::invalidation::invalidation;
@@ -12,9 +13,8 @@ use super::path::{open_path, Path};
 use crate::cost_model::CostModel;
 use crate::error::{EmuError, Result};
 use crate::nvp2p::{abi, Gpu};
-use serde_json::{json, Value};
 
-pub(super) fn measure(m: &MeasureArgs) -> Result<Value> {
+pub(super) fn measure(m: &MeasureArgs) -> Result<PathDoc> {
     let gpu = Gpu::open()?;
     let path = open_path(m)?;
     // Fresh counters, no faults, load-time configuration.
@@ -39,12 +39,17 @@ pub(super) fn measure(m: &MeasureArgs) -> Result<Value> {
             m.path, st.live_pins, st.live_mappings
         )));
     }
-    doc["cost_model"] = json!({"preset": m.cost_model, "preset_ns": base,
-        "dilate": m.dilate, "dilate_source": m.dilate_source, "applied_ns": model});
+    doc.cost_model = Some(CostModelDoc {
+        preset: Some(m.cost_model.clone()),
+        preset_ns: Some(base),
+        dilate: Some(m.dilate),
+        dilate_source: Some(m.dilate_source.clone()),
+        applied_ns: Some(model),
+    });
     Ok(doc)
 }
 
-fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
+fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<PathDoc> {
     let adj = match path {
         Path::Core(_) if m.adjacent_floor => Some(Path::Floor(Floor::open(m.persistent)?)),
         _ => None,
@@ -53,9 +58,11 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         Path::Core(c) => c
             .clients()?
             .into_iter()
-            .map(|c| {
-                json!({"name": c.name, "version": c.version,
-            "invalidating": c.invalidating, "unmaps": c.unmaps})
+            .map(|c| ClientDoc {
+                name: c.name,
+                version: c.version,
+                invalidating: c.invalidating,
+                unmaps: c.unmaps,
             })
             .collect(),
         Path::Floor(_) => Vec::new(),
@@ -69,7 +76,11 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
             "regpath: {} size {size} threads {t:?}: {what} failed: {e}",
             m.path
         );
-        json!({"size": size, "threads": t, "why": format!("{what}: {e}")})
+        Skipped {
+            size,
+            threads: t,
+            why: format!("{what}: {e}"),
+        }
     };
     let sizes: &[u64] = if m.mem_only { &[] } else { &m.sizes };
     for &size in sizes {
@@ -82,8 +93,11 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         };
         for &t in &m.threads {
             if size.saturating_mul(u64::from(t)) > m.max_mapped {
-                skipped.push(json!({"size": size, "threads": t,
-                    "why": format!("size x threads above --max-mapped {} bytes", m.max_mapped)}));
+                skipped.push(Skipped {
+                    size,
+                    threads: Some(t),
+                    why: format!("size x threads above --max-mapped {} bytes", m.max_mapped),
+                });
                 continue;
             }
             let cell = Cell {
@@ -93,16 +107,14 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
             };
             match measure_cell(m, path, adj.as_ref(), gpu, cell) {
                 Ok((mut c, adjacent)) => {
-                    if let Some(f) = adjacent {
-                        c["adjacent_floor"] = f;
-                    }
+                    c.adjacent_floor = adjacent.map(Box::new);
                     eprintln!(
                         "regpath: {} size {} threads {}: {} cycles, reg median {} us",
                         m.path,
                         size,
                         t,
-                        c["cycles"],
-                        c["reg"]["median_ns"].as_u64().unwrap_or(0) / 1000
+                        c.cycles,
+                        c.reg.median_ns / 1000
                     );
                     cells.push(c);
                 }
@@ -124,22 +136,30 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         }
     }
     let mem = if let Some(f) = &m.memory_from {
-        let earlier = read_json(f)?;
-        if earlier["path"] != json!(m.path) {
+        let earlier: PathDoc = read_json(f)?;
+        if earlier.path != m.path {
             return Err(EmuError::Invalid(format!(
-                "{} holds the memory of path {}, not {}",
+                "{} holds the memory of path {:?}, not {}",
                 f.display(),
-                earlier["path"],
+                earlier.path,
                 m.path
             )));
         }
-        let mut v = earlier["memory"].clone();
-        v["measured"] = json!("first, in a pass of its own before any cell of any path");
-        v
+        let Some(memory) = earlier.memory else {
+            return Err(EmuError::Invalid(format!(
+                "{} holds no memory figures of path {}",
+                f.display(),
+                m.path
+            )));
+        };
+        Some(SlabFigures {
+            measured: Some("first, in a pass of its own before any cell of any path".into()),
+            ..memory
+        })
     } else if m.mem_mrs > 0 {
-        memory(path, gpu, m.mem_mrs, m.settle_s)?
+        Some(memory(path, gpu, m.mem_mrs, m.settle_s)?)
     } else {
-        Value::Null
+        None
     };
     // Registration cost against live MRs, with the cost model as the cells had it.
     let live = if m.mem_only || m.live_mrs.is_empty() {
@@ -155,13 +175,13 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     };
     // Invalidation at scale, with the path's cost model as the cells had it.
     let inval_at_scale = if m.mem_only || (m.inval_mrs.is_empty() && m.inval_concurrent == 0) {
-        Value::Null
+        None
     } else {
         match inval_scale(m, path, gpu) {
-            Ok(s) => serde_json::to_value(s).unwrap_or(Value::Null),
+            Ok(s) => Some(s),
             Err(e) => {
                 skipped.push(fail(0, None, "invalidation at scale", e));
-                Value::Null
+                None
             }
         }
     };
@@ -171,15 +191,25 @@ fn measure_all(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
         gpu.set_config(CostModel::default().apply(cfg))?;
         let r = scale(m, path, gpu);
         gpu.set_config(cfg)?;
-        r?
+        Some(r?)
     } else {
-        Value::Null
+        None
     };
-    Ok(json!({
-        "path": m.path, "via": m.via, "persistent_api": m.persistent, "floor_ref": m.floor_ref,
-        "classic_ref": m.classic_ref,
-        "clients": clients, "cells": cells, "skipped": skipped, "floor_breakdown": breakdown,
-        "invalidation": inval, "inval_scale": inval_at_scale, "live_mrs": live, "memory": mem,
-        "scale": sc,
-    }))
+    Ok(PathDoc {
+        path: m.path.clone(),
+        via: m.via,
+        persistent_api: m.persistent,
+        floor_ref: m.floor_ref.clone(),
+        classic_ref: m.classic_ref.clone(),
+        clients,
+        cells,
+        skipped,
+        floor_breakdown: breakdown,
+        invalidation: inval,
+        inval_scale: Some(inval_at_scale),
+        live_mrs: Some(live),
+        memory: mem,
+        scale: sc,
+        cost_model: None,
+    })
 }

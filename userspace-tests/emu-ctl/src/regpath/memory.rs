@@ -1,15 +1,15 @@
 //! The memory pass (slab memory per live MR) and the live-MR scale test.
 
 use super::cli::MeasureArgs;
+use super::document::SlabFigures;
 use super::path::Path;
 use super::slab::{meminfo_kb, settle, SlabSnap};
 use crate::error::Result;
 use crate::nvp2p::Gpu;
-use serde_json::{json, Value};
 use std::time::Instant;
 
 /// Slab growth over `n` live 64 KiB registrations of one range.
-pub(super) fn memory(path: &Path, gpu: &Gpu, n: u32, settle_s: u64) -> Result<Value> {
+pub(super) fn memory(path: &Path, gpu: &Gpu, n: u32, settle_s: u64) -> Result<SlabFigures> {
     settle(settle_s);
     let a = gpu.alloc(65536, 0)?;
     // One warm-up cycle so that first-use allocations (caches, xarray nodes) are not counted.
@@ -33,14 +33,15 @@ pub(super) fn memory(path: &Path, gpu: &Gpu, n: u32, settle_s: u64) -> Result<Va
         path.dereg(h)?;
     }
     gpu.free(a.va)?;
-    let mut v = before.per_mr(&after, held);
-    v["mrs"] = json!(held);
-    v["error"] = json!(err);
-    Ok(v)
+    Ok(SlabFigures {
+        mrs: Some(held),
+        error: Some(err),
+        ..before.per_mr(&after, held)
+    })
 }
 
 /// As many live 64 KiB MRs as the guest allows (up to `target`), then all freed.
-pub(super) fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
+pub(super) fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<SlabFigures> {
     settle(m.settle_s);
     let a = gpu.alloc(65536, 0)?;
     let before = SlabSnap::take();
@@ -76,14 +77,15 @@ pub(super) fn scale(m: &MeasureArgs, path: &Path, gpu: &Gpu) -> Result<Value> {
     let dereg_s = t.elapsed().as_secs_f64();
     gpu.free(a.va)?;
     let end = SlabSnap::take();
-    let mut v = before.per_mr(&after, reached);
-    v["target"] = json!(m.scale);
-    v["reached"] = json!(reached);
-    v["stopped_by"] = json!(stopped);
-    v["reg_us_per_mr"] = json!(reg_s * 1e6 / reached.max(1) as f64);
-    v["dereg_us_per_mr"] = json!(dereg_s * 1e6 / reached.max(1) as f64);
-    v["memavailable_drop_bytes_per_mr"] =
-        json!((avail0 as f64 - avail1 as f64) * 1024.0 / reached.max(1) as f64);
-    v["slab_kb_left_after_free"] = json!(end.slab_kb as i64 - before.slab_kb as i64);
-    Ok(v)
+    let per_mr = reached.max(1) as f64;
+    Ok(SlabFigures {
+        target: Some(m.scale),
+        reached: Some(reached),
+        stopped_by: Some(stopped),
+        reg_us_per_mr: Some(reg_s * 1e6 / per_mr),
+        dereg_us_per_mr: Some(dereg_s * 1e6 / per_mr),
+        memavailable_drop_bytes_per_mr: Some((avail0 as f64 - avail1 as f64) * 1024.0 / per_mr),
+        slab_kb_left_after_free: Some(end.slab_kb as i64 - before.slab_kb as i64),
+        ..before.per_mr(&after, reached)
+    })
 }

@@ -12,12 +12,15 @@
 //! counters); per size the latency of a free ("cudaFree") under a live MR, which runs the
 //! invalidation; kernel slab memory per live MR; and a live-MR scale test. `report` merges the
 //! paths' files into one JSON document with ratios to the floor and prints markdown tables.
+//! The documents' types are in `document`: the writers build them, `report`, `table` and `check`
+//! read them back with them.
 //!
 //! These are benchmark numbers: nothing here asserts a target.
 
 mod cell;
 mod check;
 mod cli;
+mod document;
 #[cfg(test)]
 mod fixture_tests;
 mod floor;
@@ -36,4 +39,3 @@ mod tables;
 
 pub use cli::{run, Args};
 pub use floor::FLOOR_DEVICE;
-pub use tables::tables;

@@ -1,6 +1,7 @@
 //! The registration path under test: the raw floor or the core with its loaded client.
 
 use super::cli::MeasureArgs;
+use super::document::Via;
 use super::floor::Floor;
 use crate::error::{EmuError, Result};
 use crate::peer_mem::{Core, RegParams};
@@ -57,7 +58,7 @@ impl Path {
 }
 
 pub(super) fn open_path(m: &MeasureArgs) -> Result<Path> {
-    Ok(if m.via == "floor" {
+    Ok(if m.via == Via::Floor {
         Path::Floor(Floor::open(m.persistent)?)
     } else {
         Path::Core(Core::open()?)

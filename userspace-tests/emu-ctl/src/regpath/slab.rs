@@ -1,6 +1,6 @@
 //! Kernel memory as /proc shows it: meminfo, slabinfo and the slab growth per live MR.
 
-use serde_json::{json, Value};
+use super::document::{SlabFigures, TopCache};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl SlabSnap {
     }
 
     /// Per-MR growth from `self` to `after` over `n` MRs.
-    pub(super) fn per_mr(&self, after: &SlabSnap, n: u64) -> Value {
+    pub(super) fn per_mr(&self, after: &SlabSnap, n: u64) -> SlabFigures {
         let n = n.max(1) as f64;
         let mut rows: Vec<(String, i64, i64, i64)> = Vec::new();
         for (name, (a, s)) in &after.caches {
@@ -94,11 +94,18 @@ impl SlabSnap {
             .map(|r| r.1 * r.3)
             .sum();
         // The ten largest changes, plus every kmalloc cache that moved by 0.2 objects per MR.
-        let top: Vec<Value> = rows
+        let top = rows
             .iter()
             .enumerate()
-            .filter(|(i, r)| *i < 10 || (r.0.starts_with("kmalloc") && (r.1 as f64 / n).abs() >= 0.2))
-            .map(|(_, r)| json!({"cache": r.0, "objs_per_mr": r.1 as f64 / n, "objsize": r.2, "nominal": r.3}))
+            .filter(|(i, r)| {
+                *i < 10 || (r.0.starts_with("kmalloc") && (r.1 as f64 / n).abs() >= 0.2)
+            })
+            .map(|(_, r)| TopCache {
+                cache: r.0.clone(),
+                objs_per_mr: r.1 as f64 / n,
+                objsize: r.2,
+                nominal: r.3,
+            })
             .collect();
         // Allocation profile: kmalloc caches whose growth is a whole number of objects per MR
         // (within 0.25); a background free or allocation elsewhere rarely lands on a whole
@@ -112,16 +119,19 @@ impl SlabSnap {
                 (whole >= 1.0 && (per - whole).abs() <= 0.25).then_some(whole as i64 * r.3)
             })
             .sum();
-        json!({
-            "meminfo_slab_bytes_per_mr": (after.slab_kb as f64 - self.slab_kb as f64) * 1024.0 / n,
-            "meminfo_sunreclaim_bytes_per_mr": (after.unrecl_kb as f64 - self.unrecl_kb as f64) * 1024.0 / n,
-            "slabinfo_bytes_per_mr": bytes as f64 / n,
-            "kmalloc_nominal_bytes_per_mr": nominal_bytes as f64 / n,
-            "kernel_allocations_per_mr": kmemleak.map(|k| k as f64 / n),
-            "kmalloc_profile_bytes_per_mr": profile,
-            "slabinfo_available": !after.caches.is_empty(),
-            "top_caches": top,
-        })
+        SlabFigures {
+            meminfo_slab_bytes_per_mr: (after.slab_kb as f64 - self.slab_kb as f64) * 1024.0 / n,
+            meminfo_sunreclaim_bytes_per_mr: (after.unrecl_kb as f64 - self.unrecl_kb as f64)
+                * 1024.0
+                / n,
+            slabinfo_bytes_per_mr: bytes as f64 / n,
+            slabinfo_available: !after.caches.is_empty(),
+            top_caches: top,
+            kmalloc_nominal_bytes_per_mr: Some(nominal_bytes as f64 / n),
+            kernel_allocations_per_mr: Some(kmemleak.map(|k| k as f64 / n)),
+            kmalloc_profile_bytes_per_mr: Some(profile),
+            ..SlabFigures::default()
+        }
     }
 }
 
