@@ -401,6 +401,18 @@ static int api_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 			 NULL, NULL, flags);
 }
 
+static const char *end_name(enum emu_end how)
+{
+	switch (how) {
+	case EMU_END_CALLBACK:
+		return "by the free callback teardown";
+	case EMU_END_FORCED:
+		return "at unload";
+	default:
+		return "by put";
+	}
+}
+
 /* Report a call with a table that is not live; returns true if it was ours once. */
 static bool report_dead_table(const char *what, const void *pt)
 {
@@ -410,7 +422,7 @@ static bool report_dead_table(const char *what, const void *pt)
 		emu_violation(NVP2P_EMU_V_FREED_TABLE,
 			      "%s on page table %px of pin %llu, already freed (%s)",
 			      what, pt, t->id,
-			      t->how == EMU_END_CALLBACK ? "by the free callback teardown" : "by put");
+			      end_name(t->how));
 		return true;
 	}
 	emu_violation(NVP2P_EMU_V_UNKNOWN_TABLE,
@@ -579,19 +591,45 @@ static int api_put_pages_persistent(uint64_t virtual_address,
  * ran that teardown (a free, then a map, one after the other: no race): then
  * it is a freed-table error of the client. Called with tbl_lock held.
  */
+/* A map met the API's window: its pin's free callback ran on another thread. */
+static void window_hit(const void *pt, u64 id, const char *when)
+{
+	spin_lock(&emu.stat_lock);
+	emu.api_window_hits++;
+	spin_unlock(&emu.stat_lock);
+	emu_violation(NVP2P_EMU_V_DMA_MAP_UAF,
+		      "dma_map_pages on table %px of pin %llu, freed by another thread's free callback %s: real driver reads it, then writes into it (nv_p2p_insert_dma_mapping); -EINVAL here",
+		      pt, id, when);
+}
+
 static bool map_window_uaf(const void *pt, const char *when)
 {
 	struct emu_tomb *t = emu_tomb_lookup((unsigned long)pt, EMU_TOMB_PT);
 
 	if (!t || t->how != EMU_END_CALLBACK || t->ender == current->pid)
 		return false;
-	spin_lock(&emu.stat_lock);
-	emu.api_window_hits++;
-	spin_unlock(&emu.stat_lock);
-	emu_violation(NVP2P_EMU_V_DMA_MAP_UAF,
-		      "dma_map_pages on table %px of pin %llu, freed by another thread's free callback %s: real driver reads it, then writes into it (nv_p2p_insert_dma_mapping); -EINVAL here",
-		      pt, t->id, when);
+	window_hit(pt, t->id, when);
 	return true;
+}
+
+/* The map's own pin ended while the call waited for the RM lock. */
+static void map_wait_ended(const struct emu_map_wait *w, const void *pt)
+{
+	if (w->how == EMU_END_CALLBACK && w->ender != current->pid) {
+		window_hit(pt, w->id, "while the call waited for the RM lock");
+		return;
+	}
+	emu_violation(NVP2P_EMU_V_FREED_TABLE,
+		      "dma_map_pages (released while it waited for the RM lock) on page table %px of pin %llu, already freed (%s)",
+		      pt, w->id, end_name(w->how));
+}
+
+/* A map that gives up before its RM lock stops waiting. */
+static void map_wait_drop(struct emu_map_wait *w)
+{
+	mutex_lock(&emu.tbl_lock);
+	list_del(&w->node);
+	mutex_unlock(&emu.tbl_lock);
 }
 
 /*
@@ -609,6 +647,7 @@ static int api_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
 	const unsigned int op = NVP2P_EMU_OP_DMA_MAP;
+	struct emu_map_wait wait = {};
 	struct emu_map *mp;
 	struct emu_pin *p;
 	u32 i, first, entries;
@@ -648,23 +687,28 @@ static int api_dma_map_pages(struct pci_dev *peer,
 		return map_fail(dma_mapping, -EINVAL);
 	}
 	entries = page_table->entries;
+	wait.pin = p;
+	wait.id = p->id;
+	list_add_tail(&wait.node, &emu.map_waits);
 	mutex_unlock(&emu.tbl_lock);
 	/* RM's map call: refused from inside a callback, or an injected failure. */
 	if (reentered(op, "nvidia_p2p_dma_map_pages")) {
+		map_wait_drop(&wait);
 		*dma_mapping = NULL;
 		return -EIO;
 	}
 	ret = emu_fault_check(op);
-	if (ret)
+	if (ret) {
+		map_wait_drop(&wait);
 		return map_fail(dma_mapping, ret);
+	}
 
 	rm_lock_cost(RM_MAP, entries);
 	mutex_lock(&emu.tbl_lock);
-	if (emu_pin_lookup(page_table) != p) {
-		/* Freed while we waited for the lock. */
-		if (!map_window_uaf(page_table, "while the call waited for the RM lock"))
-			report_dead_table("dma_map_pages (released while it waited for the RM lock)",
-					  page_table);
+	list_del(&wait.node);
+	if (wait.ended) {
+		/* Torn down while we waited for the lock. */
+		map_wait_ended(&wait, page_table);
 		mutex_unlock(&emu.tbl_lock);
 		mutex_unlock(&emu.rm_lock);
 		return map_fail(dma_mapping, -EINVAL);

@@ -145,6 +145,23 @@ struct emu_tomb {
 	u64 id;
 };
 
+/*
+ * A dma_map_pages between its read of the table and its RM lock: how its pin
+ * ended if a put or a free callback tore it down meanwhile. Kept by pin, not
+ * by table address, so that a table address a newer pin took over in the
+ * meantime does not hide how the call's own pin ended.
+ * Invariants: linked in emu.map_waits (tbl_lock) while the call waits; `pin`
+ * is compared, never dereferenced, once `ended` is set.
+ */
+struct emu_map_wait {
+	struct list_head node;          /* emu.map_waits */
+	const struct emu_pin *pin;
+	u64 id;
+	bool ended;
+	enum emu_end how;
+	pid_t ender;
+};
+
 struct emu_fault {
 	u32 mode, n, skip;
 	s32 err;
@@ -163,6 +180,7 @@ struct emu_state {
 	struct list_head pins;
 	struct list_head tombs;
 	u64 nr_tombs;
+	struct list_head map_waits;     /* struct emu_map_wait */
 	DECLARE_HASHTABLE(pt_hash, 10);
 	DECLARE_HASHTABLE(map_hash, 10);
 	DECLARE_HASHTABLE(tomb_hash, 10);

@@ -39,6 +39,7 @@ struct emu_state emu = {
 	.allocs = LIST_HEAD_INIT(emu.allocs),
 	.pins = LIST_HEAD_INIT(emu.pins),
 	.tombs = LIST_HEAD_INIT(emu.tombs),
+	.map_waits = LIST_HEAD_INIT(emu.map_waits),
 };
 
 static const char *const rule_names[NVP2P_EMU_V_COUNT] = {

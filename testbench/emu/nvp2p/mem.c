@@ -374,6 +374,7 @@ static void emu_pin_free_table(struct emu_pin *p)
 void emu_teardown_pin(struct emu_pin *p, enum emu_end how)
 {
 	struct emu_map *mp, *tmp;
+	struct emu_map_wait *w;
 	LIST_HEAD(maps);
 	unsigned long key = (unsigned long)p->pt;
 
@@ -400,6 +401,13 @@ void emu_teardown_pin(struct emu_pin *p, enum emu_end how)
 		emu.live_maps--;
 	}
 	emu_tomb_add(key, EMU_TOMB_PT, how, p->tgid, p->id);
+	list_for_each_entry(w, &emu.map_waits, node) {
+		if (w->pin == p && !w->ended) {
+			w->ended = true;
+			w->how = how;
+			w->ender = current->pid;
+		}
+	}
 	emu.bar1_used -= p->len;
 	emu.live_pins--;
 	if (p->persistent)
