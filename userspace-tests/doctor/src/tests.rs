@@ -4,7 +4,8 @@
 //! tests are in tests/ by the area they cover: `verdicts`, `nvidia` (driver, CUDA, BAR1), `rdma`
 //! (the RDMA stack and peer clients, what the libraries detect, dma-buf), `platform` (PCIe topology,
 //! ACS, IOMMU, link), `kernel` (kernel build and signing), `paths` (one verdict per path and the
-//! checks added with them) and `props` (property tests of the parsers).
+//! checks added with them), `props` (property tests of the parsers) and `golden` (the JSON report
+//! byte for byte).
 
 use crate::probes::{CudaProbe, DmabufProbe, GpuAttrs, Probes, VerbsProbe};
 use crate::report::{Report, Require, Status, Verdict};
@@ -13,6 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
+mod golden;
 mod kernel;
 mod nvidia;
 mod operator;

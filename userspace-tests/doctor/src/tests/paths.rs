@@ -453,7 +453,7 @@ fn dkms_state_for_the_running_kernel() {
 
 // ---------------------------------------------------------------- NVML: BAR1, MIG
 
-fn nvml_gpu(free: u64, mig: Result<Mig, String>) -> NvmlProbe {
+pub(super) fn nvml_gpu(free: u64, mig: Result<Mig, String>) -> NvmlProbe {
     NvmlProbe::Ok {
         driver: Some("580.95.05".into()),
         gpus: vec![NvmlGpu {
@@ -471,7 +471,7 @@ fn nvml_gpu(free: u64, mig: Result<Mig, String>) -> NvmlProbe {
 }
 
 /// nvpeer's debugfs `stats` with `pinned` bytes pinned.
-fn pinned_stats(f: &Fx, pinned: u64) {
+pub(super) fn pinned_stats(f: &Fx, pinned: u64) {
     f.file(
         "/sys/kernel/debug/nvpeer/stats",
         format!("acquire_calls 3\nlive_mrs 1\npinned_bytes {pinned}\n"),
