@@ -1,8 +1,8 @@
 //! Check results, the overall verdict, and the two output formats (table and JSON).
 
+use crate::checks::data::CheckData;
 use crate::paths::{LibraryUse, Path, PathVerdict, State};
-use serde::Serialize;
-use serde_json::Value;
+use serde::{Serialize, Serializer};
 use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Padding, Style};
@@ -60,9 +60,19 @@ pub struct Check {
     /// An earlier check whose failure this one follows from (its fix comes first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub because_of: Option<&'static str>,
-    /// Machine-readable facts behind the finding.
-    #[serde(skip_serializing_if = "Value::is_null")]
-    pub data: Value,
+    /// Machine-readable facts behind the finding: one typed document per check kind
+    /// ([`CheckData`]); absent when the check has none.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "sorted")]
+    pub data: Option<CheckData>,
+}
+
+/// `data` with the keys of every object in alphabetical order, at every level: the order the
+/// doctor has always printed (users' tools and testbench/suites/40-doctor.sh read this JSON), kept
+/// whatever order a data struct declares its fields in.
+fn sorted<S: Serializer>(data: &Option<CheckData>, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(data)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(s)
 }
 
 impl Check {
@@ -84,7 +94,7 @@ impl Check {
             gate,
             paths: Vec::new(),
             because_of: None,
-            data: Value::Null,
+            data: None,
         }
     }
 
@@ -100,9 +110,9 @@ impl Check {
         self
     }
 
-    /// Adds machine-readable data.
-    pub fn data(mut self, v: Value) -> Self {
-        self.data = v;
+    /// Adds the machine-readable facts.
+    pub fn data(mut self, d: impl Into<CheckData>) -> Self {
+        self.data = Some(d.into());
         self
     }
 }

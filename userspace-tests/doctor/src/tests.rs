@@ -326,6 +326,11 @@ fn check<'a>(r: &'a Report, id: &str) -> &'a crate::report::Check {
     r.get(id).unwrap()
 }
 
+/// A check's data as the JSON report prints it.
+fn data(c: &crate::report::Check) -> serde_json::Value {
+    serde_json::to_value(&c.data).expect("check data encodes")
+}
+
 fn gpu_ok(bdf: &str) -> GpuAttrs {
     GpuAttrs {
         ordinal: 0,

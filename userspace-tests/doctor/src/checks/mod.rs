@@ -2,6 +2,7 @@
 //! one [`Check`]; none of them panics on missing or malformed files.
 
 mod build;
+pub mod data;
 mod host;
 mod loader;
 mod nvidia;

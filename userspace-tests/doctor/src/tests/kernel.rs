@@ -53,7 +53,10 @@ fn config_from_proc_config_gz_and_rustc_match() {
     p.rustc = Some("rustc 1.97.1 (8bab26f4f 2026-07-14)".into());
     let r = f.report_with(p.clone());
     assert_eq!(status(&r, "kernel.rust"), Status::Pass);
-    assert_eq!(check(&r, "kernel.config").data["source"], "/proc/config.gz");
+    assert_eq!(
+        data(check(&r, "kernel.config"))["source"],
+        "/proc/config.gz"
+    );
     p.rustc = Some("rustc 1.95.0 (59807616e 2026-04-14)".into());
     let r = f.report_with(p);
     assert_eq!(status(&r, "kernel.rust"), Status::Warn);
@@ -125,9 +128,9 @@ fn secure_boot_and_signing() {
     let r = f.report();
     let c = check(&r, "kernel.signing");
     assert_eq!(c.status, Status::Warn);
-    assert_eq!(c.data["secure_boot"], true);
-    assert_eq!(c.data["lockdown"], "integrity");
-    assert_eq!(c.data["nvpeer_taint"], "OE");
+    assert_eq!(data(c)["secure_boot"], true);
+    assert_eq!(data(c)["lockdown"], "integrity");
+    assert_eq!(data(c)["nvpeer_taint"], "OE");
     f.rm("/sys/module/nvidia_peermem");
     let r = f.report();
     assert!(check(&r, "kernel.signing")

@@ -22,7 +22,7 @@ fn nvidia_driver_missing() {
 fn nvidia_driver_version_reported() {
     let r = Fx::healthy().report();
     assert_eq!(status(&r, "nvidia.driver"), Status::Pass);
-    assert_eq!(check(&r, "nvidia.driver").data["version"], "580.95.05");
+    assert_eq!(data(check(&r, "nvidia.driver"))["version"], "580.95.05");
 }
 
 #[test]
@@ -36,10 +36,13 @@ fn p2p_api_from_an_emulator_is_a_warning() {
     );
     let r = f.report();
     assert_eq!(status(&r, "nvidia.driver"), Status::Warn);
-    assert_eq!(check(&r, "nvidia.driver").data["p2p_provider"], "nvp2p_emu");
+    assert_eq!(
+        data(check(&r, "nvidia.driver"))["p2p_provider"],
+        "nvp2p_emu"
+    );
     assert_eq!(status(&r, "nvidia.flavour"), Status::Skip);
-    assert_eq!(check(&r, "nvidia.p2p_symbols").data["owner"], "nvp2p_emu");
-    assert_eq!(check(&r, "rdma.peer_api").data["owner"], "peer_mem_emu");
+    assert_eq!(data(check(&r, "nvidia.p2p_symbols"))["owner"], "nvp2p_emu");
+    assert_eq!(data(check(&r, "rdma.peer_api"))["owner"], "peer_mem_emu");
 }
 
 #[test]
@@ -184,7 +187,7 @@ fn bar1_sizes() {
     let r = Fx::healthy().report();
     assert_eq!(status(&r, "gpu.bar1"), Status::Pass);
     assert_eq!(
-        check(&r, "gpu.bar1").data["gpus"][0]["bar1_bytes"],
+        data(check(&r, "gpu.bar1"))["gpus"][0]["bar1_bytes"],
         256u64 << 30
     );
     let f = Fx::healthy();
@@ -209,7 +212,7 @@ fn bar1_sizes() {
         "0x00000000f0000000 0x00000000f0ffffff 0x0000000000140204\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n0x0000200000000000 0x0000203fffffffff 0x000000000014220c\n0x0000000000001000 0x000000000000107f 0x0000000000040101\n",
     );
     assert_eq!(
-        check(&f.report(), "gpu.bar1").data["gpus"][0]["bar1_bytes"],
+        data(check(&f.report(), "gpu.bar1"))["gpus"][0]["bar1_bytes"],
         256u64 << 30
     );
     // Only BAR0 and an I/O BAR: no BAR1.

@@ -34,7 +34,7 @@ fn not_an_operator_node_is_skipped() {
     let r = Fx::healthy().report();
     let c = check(&r, "gpu_operator.driver");
     assert_eq!(c.status, Status::Skip, "{}", c.summary);
-    assert_eq!(c.data["driver_container"], false);
+    assert_eq!(data(c)["driver_container"], false);
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn nvpeers_build_in_the_tree_passes() {
     let r = f.report();
     let c = check(&r, "gpu_operator.driver");
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
-    assert_eq!(c.data["peermem_kos"][0]["nvpeer"], true);
+    assert_eq!(data(c)["peermem_kos"][0]["nvpeer"], true);
     assert_eq!(r.verdict, Verdict::Ready);
 }
 

@@ -254,7 +254,7 @@ fn nccl_settings_change_the_path_nccl_takes() {
     p.env = env(&[("NCCL_IB_HCA", "=mlx5_9")]);
     let r = report_req(&f, p, Require::Any);
     assert_eq!(
-        check(&r, "libs.settings").data["findings"][0]["effect"],
+        data(check(&r, "libs.settings"))["findings"][0]["effect"],
         "rdma_off"
     );
     assert_eq!(
@@ -368,7 +368,7 @@ fn uverbs_access() {
     let r = f.report();
     assert_eq!(status(&r, "rdma.uverbs"), Status::Fail);
     assert_eq!(
-        check(&r, "rdma.uverbs").data["denied"],
+        data(check(&r, "rdma.uverbs"))["denied"],
         serde_json::json!(["uverbs0"])
     );
 }
@@ -390,7 +390,7 @@ fn symbol_version_errors_in_the_kernel_log() {
     assert_eq!(c.status, Status::Fail);
     assert!(c.summary.contains("CRC mismatch"), "{}", c.summary);
     assert_eq!(
-        c.data["errors"].as_array().unwrap().len(),
+        data(c)["errors"].as_array().unwrap().len(),
         2,
         "duplicates are folded"
     );
@@ -492,7 +492,7 @@ fn bar1_used_free_and_nvpeer_pins() {
         "{}",
         c.summary
     );
-    assert_eq!(c.data["nvpeer_pinned_bytes"], 2u64 << 30);
+    assert_eq!(data(c)["nvpeer_pinned_bytes"], 2u64 << 30);
     // One GPU: the pins are its own, set against its BAR1 (2 of 256 GiB) and against what is in
     // use (2 of 56 GiB).
     assert!(
@@ -503,10 +503,10 @@ fn bar1_used_free_and_nvpeer_pins() {
         "{:#?}",
         c.details
     );
-    assert_eq!(c.data["nvpeer_pinned"]["attributed"], true);
-    assert_eq!(c.data["nvpeer_pinned"]["percent_of_bar1"], 0.8);
-    assert_eq!(c.data["nvpeer_pinned"]["free_bar1_bytes"], 200u64 << 30);
-    assert_eq!(c.data["pinned_warn_percent"], 75);
+    assert_eq!(data(c)["nvpeer_pinned"]["attributed"], true);
+    assert_eq!(data(c)["nvpeer_pinned"]["percent_of_bar1"], 0.8);
+    assert_eq!(data(c)["nvpeer_pinned"]["free_bar1_bytes"], 200u64 << 30);
+    assert_eq!(data(c)["pinned_warn_percent"], 75);
 
     // Little free, little of it nvpeer's: the fix points at the other mappings.
     p.nvml = nvml_gpu(512 << 20, Err("not supported".into()));
@@ -551,13 +551,13 @@ fn bar1_used_free_and_nvpeer_pins() {
     let mut p = Probes::none();
     p.nvml = NvmlProbe::LibraryMissing;
     let c = check(&f.report_with(p.clone()), "gpu.bar1").clone();
-    assert!(c.data["source"]
+    assert!(data(&c)["source"]
         .as_str()
         .unwrap()
         .contains("libnvidia-ml.so.1 not found"));
     assert_eq!(c.status, Status::Warn);
     assert!(c.summary.contains("78.1 % of BAR1 on 0000:03:00.0"));
-    assert!(c.data["nvpeer_pinned"]["percent_of_used"].is_null());
+    assert!(data(&c)["nvpeer_pinned"]["percent_of_used"].is_null());
     pinned_stats(&f, 2 << 30);
     assert_eq!(status(&f.report_with(p), "gpu.bar1"), Status::Pass);
 }
@@ -579,8 +579,8 @@ fn bar1_pins_over_several_gpus_are_not_attributed() {
         "{:#?}",
         c.details
     );
-    assert_eq!(c.data["nvpeer_pinned"]["attributed"], false);
-    assert!(c.data["nvpeer_pinned"]["gpu"].is_null());
+    assert_eq!(data(&c)["nvpeer_pinned"]["attributed"], false);
+    assert!(data(&c)["nvpeer_pinned"]["gpu"].is_null());
     // 250 of 288 GiB: above 75 % of the sum, so some GPU is above 75 % of its own.
     pinned_stats(&f, 250 << 30);
     let c = check(&f.report(), "gpu.bar1").clone();
@@ -665,7 +665,7 @@ fn best_nic_per_gpu() {
     f.bridge("pci0000:00", &["0000:00:02.0"], None);
     f.nic("pci0000:00", &["0000:00:02.0", "0000:05:00.0"], 0, "mlx5_1");
     let r = f.report();
-    let best = &check(&r, "pci.topology").data["best"][0];
+    let best = &data(check(&r, "pci.topology"))["best"][0];
     assert_eq!(best["gpu"], "0000:03:00.0");
     assert_eq!(best["nics"], serde_json::json!(["mlx5_0"]));
     assert_eq!(best["class"], "PIX");

@@ -43,7 +43,7 @@ fn two_level_switch_is_pxb() {
         "mlx5_1",
     );
     let r = f.report();
-    let pairs = check(&r, "pci.topology").data["pairs"]
+    let pairs = data(check(&r, "pci.topology"))["pairs"]
         .as_array()
         .unwrap()
         .clone();
@@ -60,7 +60,7 @@ fn different_root_ports_is_phb() {
     f.bridge("pci0000:00", &["0000:00:02.0"], Some(0x001d));
     f.nic("pci0000:00", &["0000:00:02.0", "0000:08:00.0"], 0, "mlx5_2");
     let r = f.report();
-    assert_eq!(check(&r, "pci.topology").data["pairs"][0]["class"], "PHB");
+    assert_eq!(data(check(&r, "pci.topology"))["pairs"][0]["class"], "PHB");
     assert_eq!(status(&r, "pci.topology"), Status::Warn);
     // Root-port ACS does not matter when the path crosses the host bridge anyway.
     assert_eq!(status(&r, "pci.acs"), Status::Pass);
@@ -76,7 +76,7 @@ fn dual_socket_is_sys() {
     f.nic("pci0000:80", &["0000:80:01.0", "0000:81:00.0"], 1, "mlx5_3");
     let r = f.report();
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["pairs"][0]["class"], "SYS");
+    assert_eq!(data(c)["pairs"][0]["class"], "SYS");
     assert_eq!(c.status, Status::Warn);
     assert!(c.fix.as_ref().unwrap().contains("NCCL_NET_GDR_LEVEL"));
     assert_eq!(r.verdict, Verdict::Ready, "SYS is slow, not broken");
@@ -86,13 +86,13 @@ fn dual_socket_is_sys() {
         "0\n",
     );
     assert_eq!(
-        check(&f.report(), "pci.topology").data["pairs"][0]["class"],
+        data(check(&f.report(), "pci.topology"))["pairs"][0]["class"],
         "NODE"
     );
     // No common switch: ACS cannot redirect anything the host bridge would not see anyway.
     let r = f.report();
     assert_eq!(
-        check(&r, "pci.acs").data["bridges"]
+        data(check(&r, "pci.acs"))["bridges"]
             .as_array()
             .unwrap()
             .len(),
@@ -120,7 +120,7 @@ fn acs_enabled_switch_fails() {
     assert!(c.fix.as_ref().unwrap().contains("setpci"));
     assert_eq!(r.verdict, Verdict::NotReady);
     // The root port above the switch is not between the pair and is not reported.
-    assert!(!c.data["bridges"]
+    assert!(!data(c)["bridges"]
         .as_array()
         .unwrap()
         .iter()
@@ -268,11 +268,11 @@ fn gh200(device: Option<u32>, nic_numa: i32) -> Fx {
 fn pcie_only_node_takes_the_default_mapping() {
     let r = Fx::healthy().report();
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["c2c"], false);
-    assert_eq!(c.data["dmabuf_mapping"], "default");
-    assert_eq!(c.data["pairs"][0]["dmabuf_mapping"], "default");
-    assert_eq!(c.data["gpus"][0]["coherent"], false);
-    assert_eq!(c.data["gpus"][0]["decided_by"], "sysfs");
+    assert_eq!(data(c)["c2c"], false);
+    assert_eq!(data(c)["dmabuf_mapping"], "default");
+    assert_eq!(data(c)["pairs"][0]["dmabuf_mapping"], "default");
+    assert_eq!(data(c)["gpus"][0]["coherent"], false);
+    assert_eq!(data(c)["gpus"][0]["decided_by"], "sysfs");
     assert!(c
         .details
         .iter()
@@ -283,7 +283,7 @@ fn pcie_only_node_takes_the_default_mapping() {
         "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/device",
         "0x2335\n",
     );
-    assert_eq!(check(&f.report(), "pci.topology").data["c2c"], false);
+    assert_eq!(data(check(&f.report(), "pci.topology"))["c2c"], false);
 }
 
 #[test]
@@ -291,15 +291,15 @@ fn grace_hopper_nic_through_the_cpu_is_c2c() {
     // Known by its device id (GH200 120GB) alone.
     let r = gh200(Some(0x2342), 0).report();
     let c = check(&r, "pci.topology");
-    let p = &c.data["pairs"][0];
+    let p = &data(c)["pairs"][0];
     assert_eq!(p["class"], "C2C");
     assert_eq!(p["pcie_class"], "NODE");
     assert_eq!(p["dmabuf_mapping"], "default");
-    assert_eq!(c.data["best"][0]["class"], "C2C");
-    assert_eq!(c.data["c2c"], true);
-    assert_eq!(c.data["dmabuf_mapping"], "default");
-    assert_eq!(c.data["gpus"][0]["evidence"][0]["source"], "device_id");
-    assert_eq!(c.data["gpus"][0]["evidence"][0]["model"], "GH200 120GB");
+    assert_eq!(data(c)["best"][0]["class"], "C2C");
+    assert_eq!(data(c)["c2c"], true);
+    assert_eq!(data(c)["dmabuf_mapping"], "default");
+    assert_eq!(data(c)["gpus"][0]["evidence"][0]["source"], "device_id");
+    assert_eq!(data(c)["gpus"][0]["evidence"][0]["model"], "GH200 120GB");
     // Information, not a fault: NCCL's default GDR level on C2C nodes is P2C.
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
     assert!(c.summary.contains("C2C node (0009:01:00.0"));
@@ -318,8 +318,8 @@ fn driver_numa_status_marks_a_coherent_gpu() {
     );
     let r = f.report();
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["pairs"][0]["class"], "C2C");
-    let e = &c.data["gpus"][0]["evidence"][0];
+    assert_eq!(data(c)["pairs"][0]["class"], "C2C");
+    let e = &data(c)["gpus"][0]["evidence"][0];
     assert_eq!(e["source"], "numa_status");
     assert_eq!(e["node"], 4);
     assert_eq!(e["status"], "online");
@@ -330,7 +330,7 @@ fn driver_numa_status_marks_a_coherent_gpu() {
     // Without it the same tree is an ordinary PCIe GPU on another host bridge: NODE, a warning.
     let r = gh200(None, 0).report();
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["pairs"][0]["class"], "NODE");
+    assert_eq!(data(c)["pairs"][0]["class"], "NODE");
     assert_eq!(c.status, Status::Warn);
 }
 
@@ -348,7 +348,7 @@ fn grace_blackwell_nic_under_the_gpu_switch_needs_the_pcie_mapping() {
     let r = f.report();
     let c = check(&r, "pci.topology");
     let pair = |nic: &str| {
-        c.data["pairs"]
+        data(c)["pairs"]
             .as_array()
             .unwrap()
             .iter()
@@ -360,9 +360,9 @@ fn grace_blackwell_nic_under_the_gpu_switch_needs_the_pcie_mapping() {
     assert_eq!(pair("mlx5_0")["dmabuf_mapping"], "pcie");
     assert_eq!(pair("mlx5_9")["class"], "C2C");
     assert_eq!(pair("mlx5_9")["dmabuf_mapping"], "default");
-    assert_eq!(c.data["best"][0]["nics"][0], "mlx5_0");
-    assert_eq!(c.data["best"][0]["dmabuf_mapping"], "pcie");
-    assert_eq!(c.data["dmabuf_mapping"], "pcie");
+    assert_eq!(data(c)["best"][0]["nics"][0], "mlx5_0");
+    assert_eq!(data(c)["best"][0]["dmabuf_mapping"], "pcie");
+    assert_eq!(data(c)["dmabuf_mapping"], "pcie");
     // The user must act: a warning that names the flag, for whom, and what stays default.
     assert_eq!(c.status, Status::Warn);
     assert!(c
@@ -395,7 +395,7 @@ fn a_mixed_node_says_which_gpus_go_through_the_cpu() {
     f.nic("pci0008:00", &["0008:00:00.0", "0008:01:00.0"], 0, "mlx5_9");
     let r = f.report();
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["c2c"], true);
+    assert_eq!(data(c)["c2c"], true);
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
     assert!(
         c.summary
@@ -411,8 +411,8 @@ fn a_mixed_node_says_which_gpus_go_through_the_cpu() {
 fn c2c_gpu_and_nic_on_another_socket_is_sys() {
     let r = gh200(Some(0x2348), 1).report();
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["pairs"][0]["class"], "SYS");
-    assert_eq!(c.data["pairs"][0]["dmabuf_mapping"], "default");
+    assert_eq!(data(c)["pairs"][0]["class"], "SYS");
+    assert_eq!(data(c)["pairs"][0]["dmabuf_mapping"], "default");
     assert_eq!(c.status, Status::Warn);
     assert!(c.summary.contains("beyond PXB/C2C"));
     assert!(c.details.iter().any(|d| d.contains("libfabric#12864")));
@@ -434,24 +434,27 @@ fn nvml_decides_over_sysfs() {
     let f = gh200(Some(0x2342), 0);
     let r = f.report_with(c2c(Ok(0), None));
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["gpus"][0]["coherent"], false);
-    assert_eq!(c.data["gpus"][0]["decided_by"], "nvml");
-    assert_eq!(c.data["gpus"][0]["nvml"], "no C2C links");
-    assert_eq!(c.data["pairs"][0]["class"], "NODE");
+    assert_eq!(data(c)["gpus"][0]["coherent"], false);
+    assert_eq!(data(c)["gpus"][0]["decided_by"], "nvml");
+    assert_eq!(data(c)["gpus"][0]["nvml"], "no C2C links");
+    assert_eq!(data(c)["pairs"][0]["class"], "NODE");
     let r = f.report_with(c2c(Ok(2), Some(false)));
-    assert_eq!(check(&r, "pci.topology").data["gpus"][0]["coherent"], false);
+    assert_eq!(
+        data(check(&r, "pci.topology"))["gpus"][0]["coherent"],
+        false
+    );
     // NVML without the fields (older driver): sysfs decides.
     let r = f.report_with(c2c(Err("not supported".into()), None));
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["gpus"][0]["coherent"], true);
-    assert_eq!(c.data["gpus"][0]["decided_by"], "sysfs");
+    assert_eq!(data(c)["gpus"][0]["coherent"], true);
+    assert_eq!(data(c)["gpus"][0]["decided_by"], "sysfs");
     // NVML's active link is enough without any sysfs fact.
     let r = gh200(None, 0).report_with(c2c(Ok(2), Some(true)));
     let c = check(&r, "pci.topology");
-    assert_eq!(c.data["gpus"][0]["decided_by"], "nvml");
-    assert_eq!(c.data["gpus"][0]["evidence"][0]["source"], "nvml");
-    assert_eq!(c.data["gpus"][0]["evidence"][0]["links"], 2);
-    assert_eq!(c.data["pairs"][0]["class"], "C2C");
+    assert_eq!(data(c)["gpus"][0]["decided_by"], "nvml");
+    assert_eq!(data(c)["gpus"][0]["evidence"][0]["source"], "nvml");
+    assert_eq!(data(c)["gpus"][0]["evidence"][0]["links"], 2);
+    assert_eq!(data(c)["pairs"][0]["class"], "C2C");
 }
 
 #[test]
@@ -466,9 +469,9 @@ fn no_nic_still_says_how_the_gpu_is_attached() {
     assert!(c
         .summary
         .contains("coherently attached (C2C): 0009:01:00.0"));
-    assert_eq!(c.data["c2c"], true);
-    assert_eq!(c.data["pairs"].as_array().unwrap().len(), 0);
-    assert_eq!(c.data["gpus"][0]["evidence"][0]["model"], "GB200");
+    assert_eq!(data(c)["c2c"], true);
+    assert_eq!(data(c)["pairs"].as_array().unwrap().len(), 0);
+    assert_eq!(data(c)["gpus"][0]["evidence"][0]["model"], "GB200");
     // A PCIe GPU without a NIC: skipped, nothing coherent.
     let f = Fx::healthy();
     f.rm("/sys/class/infiniband/mlx5_0")
@@ -476,6 +479,6 @@ fn no_nic_still_says_how_the_gpu_is_attached() {
     let c = f.report();
     let c = check(&c, "pci.topology");
     assert_eq!(c.status, Status::Skip);
-    assert_eq!(c.data["c2c"], false);
+    assert_eq!(data(c)["c2c"], false);
     assert!(!c.summary.contains("C2C"));
 }

@@ -49,7 +49,7 @@ fn ubuntu_generic_kernel_has_no_inbox_peer_api() {
     ] {
         assert!(fix.contains(want), "{want} not in {fix}");
     }
-    assert_eq!(c.data["ubuntu_generic_no_inbox_api"], true);
+    assert_eq!(data(c)["ubuntu_generic_no_inbox_api"], true);
     assert!(r.render_table(false).starts_with(&format!(
         "nvpeer doctor (root {}, Ubuntu 26.04 LTS, 7.0.0-14-generic)",
         f.dir.path().display()
@@ -71,7 +71,7 @@ fn doca_exports_the_api_from_ib_uverbs() {
     let r = f.report();
     let c = check(&r, "rdma.peer_api");
     assert_eq!(c.status, Status::Pass);
-    assert_eq!(c.data["owner"], "ib_uverbs");
+    assert_eq!(data(c)["owner"], "ib_uverbs");
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn rdma_devices_none_or_down() {
     assert_eq!(status(&r, "rdma.devices"), Status::Fail);
     // The ConnectX function is still found on the PCI bus, unbound.
     assert_eq!(
-        check(&r, "rdma.devices").data["unbound_nics"][0],
+        data(check(&r, "rdma.devices"))["unbound_nics"][0],
         "0000:04:00.0"
     );
     assert!(check(&r, "rdma.devices")
@@ -118,12 +118,12 @@ fn nvpeer_parameters_listed() {
     let r = Fx::healthy().report();
     let c = check(&r, "nvpeer.module");
     assert_eq!(c.status, Status::Pass);
-    assert_eq!(c.data["module_name"], "nvidia_peermem");
-    assert_eq!(c.data["owner"], "nvpeer");
-    assert_eq!(c.data["parameters"]["persistent_api_support"], "1");
-    assert_eq!(c.data["version"], "0.1.0");
+    assert_eq!(data(c)["module_name"], "nvidia_peermem");
+    assert_eq!(data(c)["owner"], "nvpeer");
+    assert_eq!(data(c)["parameters"]["persistent_api_support"], "1");
+    assert_eq!(data(c)["version"], "0.1.0");
     assert_eq!(
-        c.data["parameters_source"],
+        data(c)["parameters_source"],
         "/sys/module/nvidia_peermem/parameters"
     );
     assert!(
@@ -140,12 +140,12 @@ fn nvpeer_parameters_listed() {
     );
     let r = f.report();
     let c = check(&r, "nvpeer.module");
-    assert_eq!(c.data["parameters"]["persistent_api_support"], "0");
+    assert_eq!(data(c)["parameters"]["persistent_api_support"], "0");
     assert_eq!(
-        c.data["parameters_source"],
+        data(c)["parameters_source"],
         "/sys/kernel/debug/nvpeer/config"
     );
-    assert_eq!(c.data["clients"][1], "nv_mem_nc persistent");
+    assert_eq!(data(c)["clients"][1], "nv_mem_nc persistent");
     assert!(
         c.summary.contains("persistent_api_support=0"),
         "{}",
@@ -155,7 +155,7 @@ fn nvpeer_parameters_listed() {
     f.rm("/sys/kernel/debug/nvpeer");
     let r = f.report();
     assert_eq!(status(&r, "nvpeer.module"), Status::Pass);
-    assert!(check(&r, "nvpeer.module").data["parameters_source"].is_null());
+    assert!(data(check(&r, "nvpeer.module"))["parameters_source"].is_null());
 }
 
 #[test]
@@ -165,8 +165,11 @@ fn nvpeer_under_its_own_name() {
     let r = f.report();
     let c = check(&r, "nvpeer.module");
     assert_eq!(c.status, Status::Pass);
-    assert_eq!(c.data["module_name"], "nvpeer");
-    assert_eq!(c.data["parameters_source"], "/sys/module/nvpeer/parameters");
+    assert_eq!(data(c)["module_name"], "nvpeer");
+    assert_eq!(
+        data(c)["parameters_source"],
+        "/sys/module/nvpeer/parameters"
+    );
     assert!(c.summary.contains("side-by-side"), "{}", c.summary);
     assert!(c.details.iter().any(|d| d.contains("peer.consumers")));
 }
@@ -200,7 +203,7 @@ fn nvpeer_installed_but_not_loaded() {
         c.fix
     );
     assert_eq!(
-        c.data["install"]["dropin"],
+        data(c)["install"]["dropin"],
         "updates/dkms/nvidia-peermem.ko.zst"
     );
     // An nvidia-peermem.ko that DKMS did not build for nvpeer: could be NVIDIA's.
@@ -243,9 +246,9 @@ fn nvidia_own_nvidia_peermem() {
     let r = f.report();
     let c = check(&r, "nvpeer.module");
     assert_eq!(c.status, Status::Fail);
-    assert_eq!(c.data["module_name"], "nvidia_peermem");
-    assert_eq!(c.data["owner"], "nvidia");
-    assert_eq!(c.data["nvidia_peermem"]["version"], "580.95.05");
+    assert_eq!(data(c)["module_name"], "nvidia_peermem");
+    assert_eq!(data(c)["owner"], "nvidia");
+    assert_eq!(data(c)["nvidia_peermem"]["version"], "580.95.05");
     assert!(
         c.summary.contains("NVIDIA's nvidia_peermem"),
         "{}",
@@ -254,7 +257,7 @@ fn nvidia_own_nvidia_peermem() {
     assert!(c.fix.as_ref().unwrap().contains("docs/install.md"));
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Fail);
-    assert_eq!(c.data["loaded"], serde_json::json!(["nvidia_peermem"]));
+    assert_eq!(data(c)["loaded"], serde_json::json!(["nvidia_peermem"]));
     assert!(c
         .fix
         .as_ref()
@@ -263,19 +266,19 @@ fn nvidia_own_nvidia_peermem() {
     assert!(c.fix.as_ref().unwrap().contains("modprobe nvidia-peermem"));
     // The libraries do see peer memory, through NVIDIA's module.
     let c = check(&r, "peer.consumers");
-    assert_eq!(c.data["served_by"][0]["owner"], "nvidia");
+    assert_eq!(data(c)["served_by"][0]["owner"], "nvidia");
     assert!(detected(c, "NCCL GIN/GDAKI"));
     assert_eq!(r.exit_code, 1);
     // debugfs nvpeer/ (with no module named nvpeer) says the drop-in is nvpeer's, whatever the version.
     f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\n");
     let r = f.report();
-    assert_eq!(check(&r, "nvpeer.module").data["owner"], "nvpeer");
+    assert_eq!(data(check(&r, "nvpeer.module"))["owner"], "nvpeer");
     assert_eq!(status(&r, "peer.conflicts"), Status::Pass);
     // No version file at all: not identified, and treated as a rival.
     f.rm("/sys/kernel/debug/nvpeer")
         .rm("/sys/module/nvidia_peermem/version");
     let r = f.report();
-    assert_eq!(check(&r, "nvpeer.module").data["owner"], "unknown");
+    assert_eq!(data(check(&r, "nvpeer.module"))["owner"], "unknown");
     assert_eq!(status(&r, "peer.conflicts"), Status::Fail);
 }
 
@@ -286,9 +289,9 @@ fn peer_clients_listed_with_counters() {
     let r = f.report();
     let c = check(&r, "peer.clients");
     assert_eq!(c.status, Status::Pass);
-    assert_eq!(c.data["clients"][0]["name"], "nv_mem");
-    assert_eq!(c.data["clients"][0]["num_alloc_mrs"], "3");
-    assert_eq!(c.data["sysfs"], true);
+    assert_eq!(data(c)["clients"][0]["name"], "nv_mem");
+    assert_eq!(data(c)["clients"][0]["num_alloc_mrs"], "3");
+    assert_eq!(data(c)["sysfs"], true);
 }
 
 #[test]
@@ -303,9 +306,9 @@ fn peer_clients_on_a_core_without_memory_peers() {
         "{}",
         c.summary
     );
-    assert_eq!(c.data["sysfs"], false);
-    assert_eq!(c.data["served_by"][0]["module"], "nvidia_peermem");
-    assert_eq!(c.data["served_by"][0]["owner"], "nvpeer");
+    assert_eq!(data(c)["sysfs"], false);
+    assert_eq!(data(c)["served_by"][0]["module"], "nvidia_peermem");
+    assert_eq!(data(c)["served_by"][0]["owner"], "nvpeer");
     f.file(
         "/sys/kernel/debug/nvpeer/config",
         "version 0.1.0\nclient nv_mem persistent\n",
@@ -345,8 +348,8 @@ fn dropin_is_not_a_conflict() {
     let r = Fx::healthy().report();
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
-    assert_eq!(c.data["loaded"], serde_json::json!([]));
-    assert_eq!(c.data["nvidia_peermem"]["owner"], "nvpeer");
+    assert_eq!(data(c)["loaded"], serde_json::json!([]));
+    assert_eq!(data(c)["nvidia_peermem"]["owner"], "nvpeer");
     assert!(c.summary.contains("nvidia_peermem is nvpeer"));
 }
 
@@ -370,7 +373,7 @@ fn own_name_beside_another_provider_conflicts() {
     // nvpeer's debugfs belongs to the module named nvpeer here: the version decides.
     f.file("/sys/kernel/debug/nvpeer/config", "version 0.1.0\n");
     assert_eq!(
-        check(&f.report(), "peer.conflicts").data["nvidia_peermem"]["owner"],
+        data(check(&f.report(), "peer.conflicts"))["nvidia_peermem"]["owner"],
         "nvidia"
     );
     // Mellanox's nv_peer_mem is a rival under any name.
@@ -379,7 +382,7 @@ fn own_name_beside_another_provider_conflicts() {
     let r = f.report();
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Fail);
-    assert_eq!(c.data["loaded"], serde_json::json!(["nv_peer_mem"]));
+    assert_eq!(data(c)["loaded"], serde_json::json!(["nv_peer_mem"]));
     assert!(c.fix.as_ref().unwrap().contains("modprobe.d/nvpeer.conf"));
     assert_eq!(r.exit_code, 1);
 }
@@ -391,7 +394,7 @@ fn modprobe_rules() {
     let r = f.report();
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Warn);
-    assert_eq!(c.data["not_blocked"], serde_json::json!(["nv_peer_mem"]));
+    assert_eq!(data(c)["not_blocked"], serde_json::json!(["nv_peer_mem"]));
     assert!(!c.fix.as_ref().unwrap().contains("nvidia_peermem"));
     assert_eq!(r.exit_code, 0);
     // The dash spelling of the module name also counts.
@@ -408,7 +411,7 @@ fn modprobe_rules() {
     let r = f.report();
     let c = check(&r, "peer.conflicts");
     assert_eq!(c.status, Status::Warn);
-    assert_eq!(c.data["dropin_blocked"], true);
+    assert_eq!(data(c)["dropin_blocked"], true);
     assert!(c.fix.as_ref().unwrap().contains("Remove"));
 }
 
@@ -417,13 +420,14 @@ fn detected(c: &crate::report::Check, library: &str) -> bool {
     lib(c, library)["detected"].as_bool().unwrap()
 }
 
-fn lib<'a>(c: &'a crate::report::Check, library: &str) -> &'a serde_json::Value {
-    c.data["libraries"]
+fn lib(c: &crate::report::Check, library: &str) -> serde_json::Value {
+    data(c)["libraries"]
         .as_array()
         .unwrap()
         .iter()
         .find(|l| l["library"] == library)
         .unwrap_or_else(|| panic!("no row {library}"))
+        .clone()
 }
 
 /// The libraries whose probe includes a /sys/module file, and those that read only memory_peers.
@@ -465,9 +469,9 @@ fn consumers_on_doca_with_the_dropin() {
             "{l}"
         );
     }
-    assert_eq!(c.data["structural"], true);
-    assert_eq!(c.data["memory_peers"], false);
-    assert_eq!(c.data["fixable_blind"], serde_json::json!([]));
+    assert_eq!(data(c)["structural"], true);
+    assert_eq!(data(c)["memory_peers"], false);
+    assert_eq!(data(c)["fixable_blind"], serde_json::json!([]));
     assert!(c.summary.contains("structurally blind"), "{}", c.summary);
     assert!(c.fix.as_ref().unwrap().contains("UCX ≥ 1.18"));
     // Each row names the function it follows.
@@ -506,7 +510,7 @@ fn consumers_on_an_old_ofed_with_memory_peers() {
     let r = f.report();
     let c = check(&r, "peer.consumers");
     assert_eq!(c.status, Status::Pass, "{}", c.summary);
-    assert_eq!(c.data["structural"], false);
+    assert_eq!(data(c)["structural"], false);
     assert_eq!(
         lib(c, "NCCL")["via"],
         "/sys/kernel/mm/memory_peers/nv_mem/version"
@@ -520,7 +524,7 @@ fn consumers_on_an_old_ofed_with_memory_peers() {
     assert!(!detected(c, "NCCL GIN/GDAKI"));
     assert_eq!(c.status, Status::Fail);
     assert_eq!(
-        c.data["fixable_blind"],
+        data(c)["fixable_blind"],
         serde_json::json!(["NCCL GIN/GDAKI"])
     );
 }
@@ -583,7 +587,7 @@ fn dmabuf_verdicts() {
         syms + "0 T ib_register_peer_memory_client\t[ib_core]\n",
     );
     let r = f.report();
-    assert_eq!(check(&r, "rdma.dmabuf").data["kernel"], false);
+    assert_eq!(data(check(&r, "rdma.dmabuf"))["kernel"], false);
     assert_eq!(crate::probes::dmabuf_verdict(Some(93)), "unsupported");
     assert_eq!(crate::probes::dmabuf_verdict(Some(22)), "inconclusive");
 }

@@ -12,7 +12,7 @@ fn healthy_node_is_ready() {
     assert_eq!(r.verdict, Verdict::Ready);
     assert_eq!(r.exit_code, 0);
     assert_eq!(status(&r, "pci.topology"), Status::Pass);
-    assert_eq!(check(&r, "pci.topology").data["pairs"][0]["class"], "PIX");
+    assert_eq!(data(check(&r, "pci.topology"))["pairs"][0]["class"], "PIX");
     let table = r.render_table(false);
     assert!(table.contains("✔") && table.contains("READY"), "{table}");
 }

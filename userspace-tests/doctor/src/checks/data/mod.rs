@@ -1,0 +1,29 @@
+//! The machine-readable facts behind each check (`data` in `nvpeer doctor --json`): one typed
+//! document per check kind, by area. The JSON keeps the keys users' tools and
+//! testbench/suites/40-doctor.sh read; [`crate::report::Check`] prints every object's keys in
+//! alphabetical order.
+
+use serde::Serialize;
+
+/// Declares [`CheckData`], one variant per document, and `From` each document into it.
+macro_rules! check_data {
+    ($($(#[$doc:meta])* $variant:ident($ty:ty),)*) => {
+        /// The data of one check: which document depends on the check (`id`). Untagged: the
+        /// JSON is the document itself.
+        #[derive(Debug, Clone, Serialize)]
+        #[serde(untagged)]
+        pub enum CheckData {
+            $($(#[$doc])* $variant($ty),)*
+        }
+        $(impl From<$ty> for CheckData {
+            fn from(d: $ty) -> Self {
+                CheckData::$variant(d)
+            }
+        })*
+    };
+}
+
+check_data! {
+    /// Not typed yet.
+    Json(serde_json::Value),
+}
