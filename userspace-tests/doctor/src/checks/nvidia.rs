@@ -1,9 +1,11 @@
 //! NVIDIA driver: loaded, flavour, conflicting nouveau, P2P API symbols, CUDA attributes, BAR1.
 
+use super::data::{
+    Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, P2pSymbolsData, PinnedShareData,
+};
 use super::Ctx;
 use crate::probes::CudaProbe;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// Functions nvpeer calls in every mode.
 pub const P2P_REQUIRED: [&str; 6] = [
@@ -42,8 +44,12 @@ pub fn driver(ctx: &Ctx) -> Check {
     let version = driver_version(ctx);
     if loaded {
         let v = version.clone().unwrap_or_else(|| "version unknown".into());
-        return Check::new(ID, T, true, Status::Pass, format!("loaded, {v}"))
-            .data(json!({"loaded": true, "version": version}));
+        return Check::new(ID, T, true, Status::Pass, format!("loaded, {v}")).data(
+            DriverData::Loaded {
+                loaded: true,
+                version,
+            },
+        );
     }
     let provider = ctx
         .kallsyms
@@ -58,14 +64,17 @@ pub fn driver(ctx: &Ctx) -> Check {
             format!("nvidia.ko not loaded; the P2P API comes from module `{p}`"),
         )
         .fix("This is a test provider (emulator); load the real NVIDIA driver on production nodes.")
-        .data(json!({"loaded": false, "p2p_provider": p}));
+        .data(DriverData::Provider {
+            loaded: false,
+            p2p_provider: p,
+        });
     }
     Check::new(ID, T, true, Status::Fail, "nvidia.ko is not loaded")
         .fix(format!(
             "Install NVIDIA's open kernel modules ({}) and run `modprobe nvidia` (or start nvidia-persistenced).",
             crate::distro::nvidia_open_install(ctx.distro.as_ref())
         ))
-        .data(json!({"loaded": false}))
+        .data(DriverData::Absent { loaded: false })
 }
 
 /// `nvidia.flavour`: open kernel modules (`Dual MIT/GPL`) vs proprietary (`NVIDIA`). A Rust module
@@ -102,7 +111,11 @@ pub fn flavour(ctx: &Ctx) -> Check {
     } else {
         None
     };
-    let data = json!({"open": open.map(|o| o.0), "taint": taint, "license": license});
+    let data = FlavourData {
+        open: open.map(|o| o.0),
+        taint,
+        license,
+    };
     match open {
         Some((true, why)) => Check::new(ID, T, true, Status::Pass, format!("open kernel modules ({why})")).data(data),
         Some((false, why)) => Check::new(ID, T, true, Status::Fail, format!("proprietary kernel modules ({why})"))
@@ -158,7 +171,12 @@ pub fn p2p_symbols(ctx: &Ctx) -> Check {
         .filter(|s| !k.has(s))
         .collect();
     let owner = k.owner("nvidia_p2p_get_pages");
-    let data = json!({"owner": owner, "missing": missing, "missing_persistent": missing_persistent, "addresses_hidden": k.addresses_hidden});
+    let data = P2pSymbolsData {
+        owner: owner.clone(),
+        missing: missing.iter().map(|s| s.to_string()).collect(),
+        missing_persistent: missing_persistent.iter().map(|s| s.to_string()).collect(),
+        addresses_hidden: k.addresses_hidden,
+    };
     if !missing.is_empty() {
         return Check::new(ID, T, true, Status::Fail, format!("missing: {}", missing.join(", ")))
             .fix("Load the NVIDIA driver (`modprobe nvidia`); these functions are exported by nvidia.ko.")
@@ -184,7 +202,7 @@ pub fn p2p_symbols(ctx: &Ctx) -> Check {
 pub fn cuda_attrs(ctx: &Ctx) -> Check {
     const ID: &str = "gpu.cuda";
     const T: &str = "GPU GDR attributes (CUDA)";
-    let data = serde_json::to_value(&ctx.probes.cuda).unwrap_or_default();
+    let data = ctx.probes.cuda.clone();
     match &ctx.probes.cuda {
         CudaProbe::NotRun => Check::new(ID, T, false, Status::Skip, "not probed (fixture root or --no-probes)").data(data),
         CudaProbe::LibraryMissing => Check::new(ID, T, false, Status::Unknown, "libcuda.so not found, GPU attributes not checked")
@@ -372,7 +390,7 @@ struct Bar1Survey {
     lines: Vec<String>,
     small: Vec<String>,
     tight: Vec<String>,
-    rows: Vec<serde_json::Value>,
+    rows: Vec<GpuBar1Row>,
     bar1s: Vec<GpuBar1>,
 }
 
@@ -415,7 +433,13 @@ impl Bar1Survey {
             if size.is_some_and(|sz| sz < (1 << 30)) {
                 s.small.push(g.bdf.clone());
             }
-            s.rows.push(json!({"bdf": g.bdf, "bar1_bytes": size, "bar1_used": nvml.map(|b| b.used), "bar1_free": nvml.map(|b| b.free), "fb_bytes": fbm}));
+            s.rows.push(GpuBar1Row {
+                bdf: g.bdf.clone(),
+                bar1_bytes: size,
+                bar1_used: nvml.map(|b| b.used),
+                bar1_free: nvml.map(|b| b.free),
+                fb_bytes: fbm,
+            });
             s.bar1s.push(GpuBar1 {
                 bdf: g.bdf.clone(),
                 size,
@@ -518,20 +542,20 @@ pub fn bar1(ctx: &Ctx) -> Check {
     }
     let source = bar1_source(ctx);
     details.push(format!("source: {source}"));
-    let data = json!({
-        "gpus": survey.rows,
-        "nvpeer_pinned_bytes": pinned,
-        "nvpeer_pinned": share.as_ref().map(|s| json!({
-            "gpu": s.gpu,
-            "compared_with_bar1_bytes": s.bar1,
-            "percent_of_bar1": s.percent_of_bar1,
-            "percent_of_used": s.percent_of_used,
-            "free_bar1_bytes": s.free,
-            "attributed": s.gpu.is_some(),
-        })),
-        "pinned_warn_percent": PINNED_WARN_PERCENT,
-        "source": source,
-    });
+    let data = Bar1Data {
+        gpus: survey.rows,
+        nvpeer_pinned_bytes: pinned,
+        nvpeer_pinned: share.as_ref().map(|s| PinnedShareData {
+            gpu: s.gpu.clone(),
+            compared_with_bar1_bytes: s.bar1,
+            percent_of_bar1: s.percent_of_bar1,
+            percent_of_used: s.percent_of_used,
+            free_bar1_bytes: s.free,
+            attributed: s.gpu.is_some(),
+        }),
+        pinned_warn_percent: PINNED_WARN_PERCENT,
+        source,
+    };
     // Every warning that applies, each with its fix.
     let mut warnings: Vec<(String, String)> = Vec::new();
     if !survey.small.is_empty() {
@@ -630,7 +654,11 @@ pub fn mig(ctx: &Ctx) -> Check {
             Err(e) => details.push(format!("{} {}: MIG {e}", g.bdf, g.name)),
         }
     }
-    let data = json!({"enabled": on, "pending_change": pending, "gpus": gpus});
+    let data = MigData {
+        enabled: on.clone(),
+        pending_change: pending,
+        gpus: gpus.clone(),
+    };
     if !on.is_empty() {
         return Check::new(ID, T, false, Status::Warn, format!("MIG enabled on {}", on.join(", ")))
             .details(details)

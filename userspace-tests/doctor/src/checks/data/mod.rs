@@ -3,6 +3,12 @@
 //! testbench/suites/40-doctor.sh read; [`crate::report::Check`] prints every object's keys in
 //! alphabetical order.
 
+mod nvidia;
+
+pub use nvidia::{
+    Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, P2pSymbolsData, PinnedShareData,
+};
+
 use serde::Serialize;
 
 /// Declares [`CheckData`], one variant per document, and `From` each document into it.
@@ -24,6 +30,18 @@ macro_rules! check_data {
 }
 
 check_data! {
+    /// `nvidia.driver`.
+    Driver(DriverData),
+    /// `nvidia.flavour`.
+    Flavour(FlavourData),
+    /// `nvidia.p2p_symbols`.
+    P2pSymbols(P2pSymbolsData),
+    /// `gpu.cuda`: the CUDA probe as it ran.
+    Cuda(crate::probes::CudaProbe),
+    /// `gpu.bar1`.
+    Bar1(Bar1Data),
+    /// `gpu.mig`.
+    Mig(MigData),
     /// Not typed yet.
     Json(serde_json::Value),
 }
