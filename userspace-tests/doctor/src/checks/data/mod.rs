@@ -4,9 +4,15 @@
 //! alphabetical order.
 
 mod nvidia;
+mod rdma;
 
 pub use nvidia::{
     Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, P2pSymbolsData, PinnedShareData,
+};
+pub use rdma::{
+    ConflictsData, ConsumersData, DevicesData, DmabufData, DropinData, InstallData, LibraryRow,
+    NvidiaPeermemData, NvpeerModuleData, PeerApiData, PeerClient, PeerClientsData, PortRow,
+    ServedBy,
 };
 
 use serde::Serialize;
@@ -42,6 +48,22 @@ check_data! {
     Bar1(Bar1Data),
     /// `gpu.mig`.
     Mig(MigData),
+    /// `rdma.peer_api`.
+    PeerApi(PeerApiData),
+    /// `rdma.devices`.
+    Devices(DevicesData),
+    /// `nvpeer.module`.
+    NvpeerModule(NvpeerModuleData),
+    /// `nvidia.peermem`.
+    NvidiaPeermem(NvidiaPeermemData),
+    /// `peer.clients`.
+    PeerClients(PeerClientsData),
+    /// `peer.conflicts`.
+    Conflicts(ConflictsData),
+    /// `peer.consumers`.
+    Consumers(ConsumersData),
+    /// `rdma.dmabuf`.
+    Dmabuf(DmabufData),
     /// Not typed yet.
     Json(serde_json::Value),
 }

@@ -3,9 +3,9 @@
 use super::nv_mem_owner::{
     dropin, nvpeer_name, Dropin, Owner, DROPIN, INSTALL_DROPIN, LOAD_DROPIN, NV_PEER_MEM, OWN_NAME,
 };
+use crate::checks::data::ConflictsData;
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// Whether an `/etc/modprobe.d` rule stops `module` from loading.
 fn blocked(ctx: &Ctx, module: &str) -> bool {
@@ -52,12 +52,16 @@ pub fn conflicts(ctx: &Ctx) -> Check {
     }
     let nv_peer_mem_blocked = blocked(ctx, NV_PEER_MEM);
     let dropin_blocked = blocked(ctx, DROPIN);
-    let data = json!({
-        "loaded": rivals,
-        "not_blocked": if nv_peer_mem_blocked { vec![] } else { vec![NV_PEER_MEM] },
-        "nvidia_peermem": drop.as_ref().map(Dropin::json),
-        "dropin_blocked": dropin_blocked,
-    });
+    let data = ConflictsData {
+        loaded: rivals.iter().map(|r| r.to_string()).collect(),
+        not_blocked: if nv_peer_mem_blocked {
+            vec![]
+        } else {
+            vec![NV_PEER_MEM.to_string()]
+        },
+        nvidia_peermem: drop.as_ref().map(Dropin::data),
+        dropin_blocked,
+    };
     if !rivals.is_empty() {
         let what: Vec<String> = rivals
             .iter()

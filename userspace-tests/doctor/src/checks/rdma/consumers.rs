@@ -2,13 +2,13 @@
 //! the probes themselves (files tested, in order, read in the libraries' sources).
 
 use super::nv_mem_owner::{
-    nvpeer_name, serving, serving_json, DROPIN, INSTALL_DROPIN, LOAD_DROPIN, OWN_NAME,
+    nvpeer_name, served_by, serving, DROPIN, INSTALL_DROPIN, LOAD_DROPIN, OWN_NAME,
 };
 use super::PEERS;
+use crate::checks::data::{ConsumersData, LibraryRow};
 use crate::checks::Ctx;
 use crate::paths::DmabufUse;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 const NV_MEM: &str = "/sys/kernel/mm/memory_peers/nv_mem/version";
 const NV_MEM_NC: &str = "/sys/kernel/mm/memory_peers/nv_mem_nc/version";
@@ -180,10 +180,16 @@ pub fn consumers(ctx: &Ctx) -> Check {
             }
             (None, None) => {}
         }
-        rows.push(json!({
-            "library": p.library, "source": p.source, "detected": hit.is_some(), "via": hit,
-            "paths": p.paths, "structural": is_structural, "why": why, "newer": p.newer,
-        }));
+        rows.push(LibraryRow {
+            library: p.library.to_string(),
+            source: p.source.to_string(),
+            detected: hit.is_some(),
+            via: hit.map(|h| h.to_string()),
+            paths: p.paths.iter().map(|f| f.to_string()).collect(),
+            structural: is_structural,
+            why,
+            newer: p.newer.map(str::to_string),
+        });
     }
     let grep = ctx.root.read("/proc/modules").is_some_and(|m| {
         m.lines()
@@ -194,16 +200,16 @@ pub fn consumers(ctx: &Ctx) -> Check {
         if grep { "find it" } else { "do not find it" }
     ));
     let structural_names: Vec<&str> = structural.iter().map(|p| p.library).collect();
-    let data = json!({
-        "libraries": rows,
-        "memory_peers": core_lists,
-        "structural": !structural.is_empty(),
-        "structural_blind": structural_names,
-        "fixable_blind": fixable,
-        "served_by": serving_json(&serve),
-        "nvpeer_module_name": nvpeer,
-        "proc_modules_nvidia_peermem": grep,
-    });
+    let data = ConsumersData {
+        libraries: rows,
+        memory_peers: core_lists,
+        structural: !structural.is_empty(),
+        structural_blind: structural_names.iter().map(|l| l.to_string()).collect(),
+        fixable_blind: fixable.iter().map(|l| l.to_string()).collect(),
+        served_by: served_by(&serve),
+        nvpeer_module_name: nvpeer.map(str::to_string),
+        proc_modules_nvidia_peermem: grep,
+    };
     if !fixable.is_empty() {
         let (summary, fix) = if nvpeer == Some(OWN_NAME) && !ctx.module_loaded(DROPIN) {
             (

@@ -1,8 +1,8 @@
 //! `rdma.devices`: the RDMA devices and their ports' state.
 
+use crate::checks::data::{DevicesData, PortRow};
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// `rdma.devices`: at least one RDMA device, and its ports' state.
 pub fn devices(ctx: &Ctx) -> Check {
@@ -23,7 +23,10 @@ pub fn devices(ctx: &Ctx) -> Check {
             "no RDMA device in /sys/class/infiniband",
         )
         .fix(fix)
-        .data(json!({"devices": [], "unbound_nics": unbound}));
+        .data(DevicesData::None {
+            devices: Vec::new(),
+            unbound_nics: unbound.iter().map(|n| n.to_string()).collect(),
+        });
     }
     let mut details = Vec::new();
     let mut rows = Vec::new();
@@ -47,10 +50,19 @@ pub fn devices(ctx: &Ctx) -> Check {
                 active += 1;
             }
             details.push(format!("{dev} port {port}: {state}, {layer}, {rate}"));
-            rows.push(json!({"device": dev, "port": port, "state": state, "link_layer": layer, "rate": rate}));
+            rows.push(PortRow {
+                device: dev.clone(),
+                port,
+                state,
+                link_layer: layer,
+                rate,
+            });
         }
     }
-    let data = json!({"devices": ctx.rdma_devices, "ports": rows});
+    let data = DevicesData::Found {
+        devices: ctx.rdma_devices.clone(),
+        ports: rows,
+    };
     if active == 0 {
         Check::new(
             ID,

@@ -1,11 +1,11 @@
 //! `rdma.dmabuf`: the dma-buf alternative (kernel import, GPU export, provider support).
 
 use super::consumers::CONSUMERS;
+use crate::checks::data::DmabufData;
 use crate::checks::Ctx;
 use crate::paths::DmabufUse;
 use crate::probes::{CudaProbe, VerbsProbe};
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// `rdma.dmabuf`: the dma-buf alternative (kernel import, GPU export, provider support).
 pub fn dmabuf(ctx: &Ctx) -> Check {
@@ -56,7 +56,11 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
         }
         VerbsProbe::NotRun => None,
     };
-    let data = json!({"kernel": kernel, "gpu": gpu, "verbs": serde_json::to_value(&ctx.probes.verbs).unwrap_or_default()});
+    let data = DmabufData {
+        kernel,
+        gpu,
+        verbs: ctx.probes.verbs.clone(),
+    };
     let usable = kernel != Some(false) && gpu == Some(true) && verbs == Some(true);
     let prefer: Vec<&str> = CONSUMERS
         .iter()

@@ -2,9 +2,9 @@
 //! `nvidia_peermem`, Mellanox's `nv_peer_mem`) and how nvpeer is installed for the running kernel:
 //! what several checks ask.
 
+use crate::checks::data::{DropinData, ServedBy};
 use crate::checks::Ctx;
 use nvpeer_uapi::{debugfs, module};
-use serde_json::json;
 
 /// The module name nvpeer is installed and loaded under by default (DKMS, `make install`):
 /// NVIDIA's name, which NCCL, UCX and NVSHMEM probe in `/sys/module` (file `nvidia-peermem.ko`).
@@ -55,8 +55,13 @@ pub struct Dropin {
 }
 
 impl Dropin {
-    pub(super) fn json(&self) -> serde_json::Value {
-        json!({"owner": self.owner.as_str(), "version": self.version, "why": self.why})
+    /// What the report says of it.
+    pub(super) fn data(&self) -> DropinData {
+        DropinData {
+            owner: self.owner.as_str().to_string(),
+            version: self.version.clone(),
+            why: self.why.clone(),
+        }
     }
 }
 
@@ -159,9 +164,13 @@ pub fn nv_mem_providers(ctx: &Ctx) -> Vec<NvMemProvider> {
         .collect()
 }
 
-pub(super) fn serving_json(s: &[(&str, &str, String)]) -> serde_json::Value {
+/// [`serving`]'s modules as the report lists them (`served_by`).
+pub(super) fn served_by(s: &[(&str, &str, String)]) -> Vec<ServedBy> {
     s.iter()
-        .map(|(m, o, _)| json!({"module": m, "owner": o}))
+        .map(|(m, o, _)| ServedBy {
+            module: m.to_string(),
+            owner: o.to_string(),
+        })
         .collect()
 }
 

@@ -1,9 +1,9 @@
 //! `nvidia.peermem`: NVIDIA's own nvidia-peermem, the other peer-memory path.
 
 use super::nv_mem_owner::{dropin, nvpeer_name, Dropin, Owner, LOAD_DROPIN};
+use crate::checks::data::NvidiaPeermemData;
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// `nvidia.peermem`: NVIDIA's own nvidia-peermem, the other peer-memory path. Not in use (skip)
 /// when nvpeer holds its place.
@@ -11,8 +11,10 @@ pub fn nvidia_peermem(ctx: &Ctx) -> Check {
     const ID: &str = "nvidia.peermem";
     const T: &str = "NVIDIA's nvidia-peermem";
     let drop = dropin(ctx);
-    let data =
-        json!({"nvidia_peermem": drop.as_ref().map(Dropin::json), "nvpeer": nvpeer_name(ctx)});
+    let data = NvidiaPeermemData {
+        nvidia_peermem: drop.as_ref().map(Dropin::data),
+        nvpeer: nvpeer_name(ctx).map(str::to_string),
+    };
     match (&drop, nvpeer_name(ctx)) {
         (Some(d), _) if d.owner == Owner::Nvidia => {
             Check::new(ID, T, true, Status::Pass, format!("loaded, {}; it serves nv_mem", d.version.as_deref().unwrap_or("?"))).data(data)

@@ -3,10 +3,10 @@
 use super::nv_mem_owner::{
     dropin, installed, nvpeer_name, Dropin, Owner, DROPIN, INSTALL_DROPIN, LOAD_DROPIN,
 };
+use crate::checks::data::{InstallData, NvpeerModuleData};
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
 use nvpeer_uapi::{debugfs, module};
-use serde_json::json;
 
 /// `nvpeer.module`: nvpeer is loaded (as `nvidia_peermem` or as `nvpeer`), whose `nvidia_peermem`
 /// is loaded, nvpeer's version and parameters.
@@ -14,11 +14,15 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
     const ID: &str = "nvpeer.module";
     const T: &str = "nvpeer loaded";
     let drop = dropin(ctx);
-    let drop_json = drop.as_ref().map(Dropin::json);
+    let drop_data = drop.as_ref().map(Dropin::data);
     let Some(name) = nvpeer_name(ctx) else {
         let inst = installed(ctx);
-        let inst_json = json!({"dropin": inst.dropin, "nvpeer": inst.own, "dkms": inst.dkms});
         let installed_any = inst.dkms || inst.dropin.is_some() || inst.own.is_some();
+        let install = InstallData {
+            dropin: inst.dropin.clone(),
+            nvpeer: inst.own.clone(),
+            dkms: inst.dkms,
+        };
         if let Some(d) = &drop {
             let who = if d.owner == Owner::Nvidia {
                 "NVIDIA's"
@@ -29,7 +33,14 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
                 .fix(format!(
                     "It serves nv_mem and nvpeer refuses to load beside it: `modprobe -r nvidia_peermem`, {INSTALL_DROPIN} so that `modinfo nvidia-peermem` names nvpeer, then `{LOAD_DROPIN}`."
                 ))
-                .data(json!({"loaded": false, "module_name": DROPIN, "owner": d.owner.as_str(), "nvidia_peermem": drop_json, "installed": installed_any, "install": inst_json}));
+                .data(NvpeerModuleData::NotLoaded {
+                    loaded: false,
+                    module_name: Some(DROPIN.to_string()),
+                    owner: Some(d.owner.as_str().to_string()),
+                    nvidia_peermem: drop_data,
+                    installed: installed_any,
+                    install,
+                });
         }
         let (summary, fix) = if inst.dkms && inst.dropin.is_some() {
             (
@@ -54,14 +65,21 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
         };
         return Check::new(ID, T, true, Status::Fail, summary)
             .fix(fix)
-            .data(json!({"loaded": false, "module_name": null, "owner": null, "nvidia_peermem": drop_json, "installed": installed_any, "install": inst_json}));
+            .data(NvpeerModuleData::NotLoaded {
+                loaded: false,
+                module_name: None,
+                owner: None,
+                nvidia_peermem: drop_data,
+                installed: installed_any,
+                install,
+            });
     };
     let base = format!("{}/{name}", module::DIR);
     let version = module::version(ctx.root.base(), name);
-    let mut params = serde_json::Map::new();
+    let mut params = std::collections::BTreeMap::new();
     let mut source = format!("{base}/parameters");
     for (p, v) in module::parameters(ctx.root.base(), name) {
-        params.insert(p, json!(v.unwrap_or_else(|| "(unreadable)".into())));
+        params.insert(p, v.unwrap_or_else(|| "(unreadable)".into()));
     }
     // Rust `module!` parameters (Linux 7.2) do not appear in sysfs; nvpeer reports the values in
     // effect in debugfs `config` (`<name> <value>` lines; root only), under either module name.
@@ -70,17 +88,14 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
     if params.is_empty() && !config.settings.is_empty() {
         source = debugfs::CONFIG.to_string();
         for (k, v) in config.settings {
-            params.insert(k, json!(v));
+            params.insert(k, v);
         }
     }
     let taint = ctx
         .root
         .read_trim(&format!("{base}/taint"))
         .unwrap_or_default();
-    let mut details: Vec<String> = params
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-        .collect();
+    let mut details: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let how = if name == DROPIN {
         "as nvidia_peermem (drop-in)"
     } else {
@@ -115,10 +130,19 @@ pub fn nvpeer_module(ctx: &Ctx) -> Check {
         format!("loaded {how}, {v}{params_text}"),
     )
     .details(details)
-    .data(json!({
-        "loaded": true, "module_name": name, "owner": "nvpeer", "nvidia_peermem": drop_json,
-        "version": version, "parameters": params,
-        "parameters_source": if params.is_empty() { None } else { Some(source) },
-        "clients": clients, "taint": taint
-    }))
+    .data(NvpeerModuleData::Loaded {
+        loaded: true,
+        module_name: name.to_string(),
+        owner: "nvpeer".to_string(),
+        nvidia_peermem: drop_data,
+        version,
+        parameters_source: if params.is_empty() {
+            None
+        } else {
+            Some(source)
+        },
+        parameters: params,
+        clients,
+        taint,
+    })
 }

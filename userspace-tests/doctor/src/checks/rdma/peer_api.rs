@@ -1,9 +1,9 @@
 //! `rdma.peer_api`: whether the running kernel exports the peer-memory client API (MLNX_OFED /
 //! DOCA-OFED: from ib_uverbs in OFED 24.07 and later, DOCA-OFED 3.x included, from ib_core before).
 
+use crate::checks::data::PeerApiData;
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 const REGISTER: &str = "ib_register_peer_memory_client";
 
@@ -39,7 +39,11 @@ pub fn peer_api(ctx: &Ctx) -> Check {
             Status::Pass,
             format!("{REGISTER} exported by `{o}`{extra}"),
         )
-        .data(json!({"loaded": true, "owner": o, "ofed_version": ofed}));
+        .data(PeerApiData::Exported {
+            loaded: true,
+            owner: o.clone(),
+            ofed_version: ofed,
+        });
     }
     let in_symvers: Vec<String> = ctx
         .release
@@ -63,12 +67,14 @@ pub fn peer_api(ctx: &Ctx) -> Check {
             "/proc/kallsyms is not readable",
         )
         .fix("Run on a kernel with a readable /proc/kallsyms.")
-        .data(json!({"symvers": in_symvers}));
+        .data(PeerApiData::KallsymsUnreadable {
+            symvers: in_symvers,
+        });
     }
     if !in_symvers.is_empty() {
         return Check::new(ID, T, true, Status::Fail, format!("built in {} but not exported by the running kernel", in_symvers[0]))
             .fix("Load OFED's modules instead of the inbox ones: `modprobe ib_uverbs` (DOCA-OFED exports the API from ib_uverbs, older OFED from ib_core), or `/etc/init.d/openibd restart`, or reboot after installing DOCA-OFED.")
-            .data(json!({"loaded": false, "symvers": in_symvers}));
+            .data(PeerApiData::NotLoaded { loaded: false, symvers: in_symvers });
     }
     let ib_core = ctx.module_loaded("ib_core")
         || ctx
@@ -97,5 +103,10 @@ pub fn peer_api(ctx: &Ctx) -> Check {
     };
     Check::new(ID, T, true, Status::Fail, why)
         .fix(fix)
-        .data(json!({"loaded": false, "ib_core": ib_core, "ib_uverbs": ib_uverbs, "ubuntu_generic_no_inbox_api": ubuntu_gone}))
+        .data(PeerApiData::Absent {
+            loaded: false,
+            ib_core,
+            ib_uverbs,
+            ubuntu_generic_no_inbox_api: ubuntu_gone,
+        })
 }

@@ -1,21 +1,19 @@
 //! `peer.clients`: the registered peer-memory clients and their counters, or the module that serves
 //! `nv_mem` where the core keeps no client list.
 
-use super::nv_mem_owner::{serving, serving_json, LOAD_DROPIN};
+use super::nv_mem_owner::{served_by, serving, LOAD_DROPIN};
 use super::PEERS;
+use crate::checks::data::{PeerClient, PeerClientsData};
 use crate::checks::Ctx;
 use crate::report::{Check, Status};
 use nvpeer_uapi::{debugfs, memory_peers};
-use serde_json::json;
 
 /// One registered peer-memory client and its files (version and counters, as text).
-fn client_json(ctx: &Ctx, name: &str) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    m.insert("name".into(), json!(name));
-    for (f, v) in memory_peers::client_files(ctx.root.base(), name) {
-        m.insert(f, json!(v));
+fn client(ctx: &Ctx, name: &str) -> PeerClient {
+    PeerClient {
+        name: name.to_string(),
+        files: memory_peers::client_files(ctx.root.base(), name),
     }
-    serde_json::Value::Object(m)
 }
 
 /// `peer.clients`: who serves `nv_mem`. Where the core keeps a client list
@@ -27,23 +25,28 @@ pub fn peer_clients(ctx: &Ctx) -> Check {
     const T: &str = "registered peer clients";
     let sysfs = memory_peers::listed(ctx.root.base());
     let names = memory_peers::clients(ctx.root.base());
-    let clients: Vec<serde_json::Value> = names.iter().map(|n| client_json(ctx, n)).collect();
+    let clients: Vec<PeerClient> = names.iter().map(|n| client(ctx, n)).collect();
     let mut details: Vec<String> = clients
         .iter()
         .map(|c| {
+            let file = |f: &str| c.files.get(f).map(String::as_str).unwrap_or("?");
             format!(
                 "{} version {} (mrs {}/{} alloc/dealloc, {} invalidations)",
-                c["name"].as_str().unwrap_or(""),
-                c["version"].as_str().unwrap_or("?"),
-                c["num_alloc_mrs"].as_str().unwrap_or("?"),
-                c["num_dealloc_mrs"].as_str().unwrap_or("?"),
-                c["num_free_callbacks"].as_str().unwrap_or("?")
+                c.name,
+                file("version"),
+                file("num_alloc_mrs"),
+                file("num_dealloc_mrs"),
+                file("num_free_callbacks")
             )
         })
         .collect();
     let serve = serving(ctx);
     let modules: Vec<&str> = serve.iter().map(|(_, _, d)| d.as_str()).collect();
-    let data = json!({"clients": clients, "sysfs": sysfs, "served_by": serving_json(&serve)});
+    let data = PeerClientsData {
+        clients,
+        sysfs,
+        served_by: served_by(&serve),
+    };
     let load = format!("Load nvpeer: `{LOAD_DROPIN}` (DKMS installs it under that name: docs/install.md); it registers the `nv_mem` client.");
     if sysfs {
         if names.iter().any(|n| n == "nv_mem" || n == "nv_mem_nc") {
