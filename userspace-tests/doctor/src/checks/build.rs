@@ -1,9 +1,9 @@
 //! Kernel build side: can this kernel build and load a Rust module, relevant config options,
 //! Secure Boot and module signing.
 
+use super::data::{ConfigData, RustData, SigningData};
 use super::Ctx;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// Files an out-of-tree Rust module build needs in the kernel build tree (x86_64, 7.x); the same
 /// list as the build preflight (scripts/preflight.sh).
@@ -47,7 +47,10 @@ pub fn rust(ctx: &Ctx) -> Check {
     if !cfg.enabled("CONFIG_RUST") {
         return Check::new(ID, T, true, Status::Fail, format!("CONFIG_RUST is not set ({})", cfg.source))
             .fix("Boot a kernel built with CONFIG_RUST=y (e.g. Debian ≥ 6.18, Ubuntu generic, Arch); nvpeer cannot load on this one.")
-            .data(json!({"config_rust": false, "config": cfg.source}));
+            .data(RustData::Disabled {
+                config_rust: false,
+                config: cfg.source.clone(),
+            });
     }
     let build = format!("/lib/modules/{rel}/build");
     let missing: Vec<&str> = RUST_ARTIFACTS
@@ -68,7 +71,14 @@ pub fn rust(ctx: &Ctx) -> Check {
     if let Some(d) = distro {
         details.push(format!("distribution: {}", d.pretty));
     }
-    let data = json!({"config_rust": true, "config": cfg.source, "build": build, "missing": missing, "rustc_kernel": rustc_kernel, "rustc_local": ctx.probes.rustc});
+    let data = RustData::Enabled {
+        config_rust: true,
+        config: cfg.source.clone(),
+        build: build.clone(),
+        missing: missing.iter().map(|a| a.to_string()).collect(),
+        rustc_kernel: rustc_kernel.clone(),
+        rustc_local: ctx.probes.rustc.clone(),
+    };
     if !ctx.root.exists(&build) {
         return Check::new(ID, T, false, Status::Warn, format!("CONFIG_RUST=y but {build} is missing"))
             .details(details)
@@ -145,14 +155,17 @@ pub fn kernel_config(ctx: &Ctx) -> Check {
         "CONFIG_DMABUF_MOVE_NOTIFY",
         "CONFIG_PCI_P2PDMA",
     ];
-    let mut m = serde_json::Map::new();
+    let mut options = std::collections::BTreeMap::new();
     let mut details = Vec::new();
     for o in opts {
         let v = cfg.get(o).unwrap_or("n");
-        m.insert(o.into(), json!(v));
+        options.insert(o.to_string(), v.to_string());
         details.push(format!("{o}={v}"));
     }
-    let data = json!({"source": cfg.source, "options": m});
+    let data = ConfigData {
+        source: cfg.source.clone(),
+        options,
+    };
     if !cfg.enabled("CONFIG_INFINIBAND") || !cfg.enabled("CONFIG_INFINIBAND_USER_MEM") {
         // OFED replaces the in-tree RDMA core; a kernel config without INFINIBAND still works with it.
         let ofed = ctx.root.exists("/sys/module/mlx_compat");
@@ -245,7 +258,14 @@ pub fn signing(ctx: &Ctx) -> Check {
             }
         ),
     ];
-    let data = json!({"efi": efi, "secure_boot": sb, "lockdown": lockdown, "sig_enforce": enforce, "modules_disabled": disabled, "nvpeer_taint": taint});
+    let data = SigningData {
+        efi,
+        secure_boot: sb,
+        lockdown: lockdown.clone(),
+        sig_enforce: enforce,
+        modules_disabled: disabled,
+        nvpeer_taint: taint.clone(),
+    };
     if disabled == Some(true) && !nvpeer {
         return Check::new(ID, T, true, Status::Fail, "module loading is disabled (kernel.modules_disabled=1)")
             .details(details)

@@ -1,10 +1,10 @@
 //! What a user process needs beyond the kernel: a locked-memory limit the libraries can work with,
 //! access to the verbs device files, and NCCL/UCX settings that leave GPUDirect RDMA on.
 
+use super::data::{MemlockData, SettingsData, UverbsData};
 use super::Ctx;
 use crate::report::{Check, Status};
 use crate::settings::Effect;
-use serde_json::json;
 
 /// Below this soft limit host-memory registrations (NCCL's and UCX's bounce and control buffers,
 /// perftest's host side) fail with ENOMEM; NCCL and UCX documentation ask for `unlimited`.
@@ -32,7 +32,11 @@ pub fn memlock(ctx: &Ctx) -> Check {
             "no parsable `Max locked memory` row in /proc/self/limits",
         );
     };
-    let data = json!({"soft": m.soft, "hard": m.hard, "minimum": MEMLOCK_MIN});
+    let data = MemlockData {
+        soft: m.soft,
+        hard: m.hard,
+        minimum: MEMLOCK_MIN,
+    };
     let summary = format!("soft {}, hard {}", m.soft.human(), m.hard.human());
     if m.soft.at_least(MEMLOCK_MIN) {
         return Check::new(ID, T, false, Status::Pass, summary).data(data);
@@ -69,11 +73,17 @@ pub fn uverbs(ctx: &Ctx) -> Check {
                 "no /dev/infiniband/uverbs* (no RDMA device)",
             )
             .fix("Load the NIC's RDMA driver and ib_uverbs (`modprobe ib_uverbs`).")
-            .data(json!({"files": [], "denied": []}));
+            .data(UverbsData {
+                files: Vec::new(),
+                denied: Vec::new(),
+            });
         }
         return Check::new(ID, T, true, Status::Fail, format!("{} RDMA device(s) but no /dev/infiniband/uverbs*", ctx.rdma_devices.len()))
             .fix("Load ib_uverbs (`modprobe ib_uverbs`); in a container pass the devices through (`--device /dev/infiniband`).")
-            .data(json!({"files": [], "denied": []}));
+            .data(UverbsData {
+                files: Vec::new(),
+                denied: Vec::new(),
+            });
     }
     let mut denied = Vec::new();
     let mut details = Vec::new();
@@ -91,7 +101,10 @@ pub fn uverbs(ctx: &Ctx) -> Check {
             }
         }
     }
-    let data = json!({"files": files, "denied": denied});
+    let data = UverbsData {
+        files: files.clone(),
+        denied: denied.clone(),
+    };
     if denied.len() == files.len() {
         Check::new(ID, T, true, Status::Fail, format!("cannot open {}", denied.join(", ")))
             .details(details)
@@ -137,7 +150,10 @@ pub fn settings(ctx: &Ctx) -> Check {
         .iter()
         .map(|(k, v)| format!("{k}={} ({})", v.value, v.source))
         .collect();
-    let data = json!({"findings": found, "settings": ctx.settings});
+    let data = SettingsData {
+        findings: found.clone(),
+        settings: ctx.settings.clone(),
+    };
     if found.is_empty() {
         let summary = if shown.is_empty() {
             "nothing set that turns GPUDirect RDMA off".to_string()

@@ -1,10 +1,10 @@
 //! Why a peer-memory module does not load: symbol-version errors in the kernel log, and DKMS's
 //! state for the running kernel.
 
+use super::data::{DkmsBuild, DkmsData, LogData};
 use super::Ctx;
 use crate::kmsg::SymbolErrorKind;
 use crate::report::{Check, Status};
-use serde_json::json;
 
 /// Modules whose loader errors block a peer-memory path.
 const PEER_MODULES: [&str; 3] = ["nvidia_peermem", "nvpeer", "nv_peer_mem"];
@@ -32,7 +32,9 @@ pub fn log(ctx: &Ctx) -> Check {
             SymbolErrorKind::Unknown => format!("{}: Unknown symbol {}", e.module, e.symbol),
         })
         .collect();
-    let data = json!({"errors": errors});
+    let data = LogData {
+        errors: errors.clone(),
+    };
     if errors.is_empty() {
         return Check::new(ID, T, true, Status::Pass, "none in the kernel log").data(data);
     }
@@ -105,7 +107,9 @@ pub fn dkms(ctx: &Ctx) -> Check {
             Status::Skip,
             "nvpeer is not registered with DKMS",
         )
-        .data(json!({"versions": []}));
+        .data(DkmsData::Unregistered {
+            versions: Vec::new(),
+        });
     }
     let mut rows = Vec::new();
     let mut details = Vec::new();
@@ -142,15 +146,23 @@ pub fn dkms(ctx: &Ctx) -> Check {
             } else if k != rel {
                 other_kernels.push(k.clone());
             }
-            rows.push(json!({"version": v, "kernel": k, "modules": kos}));
+            rows.push(DkmsBuild {
+                version: v.clone(),
+                kernel: k,
+                modules: kos,
+            });
         }
         let log = format!("{DKMS_TREE}/{v}/build/make.log");
         if ctx.root.exists(&log) {
             failed_log = Some(log);
         }
     }
-    let data =
-        json!({"versions": versions, "builds": rows, "running": rel, "make_log": failed_log});
+    let data = DkmsData::Registered {
+        versions: versions.clone(),
+        builds: rows,
+        running: rel.to_string(),
+        make_log: failed_log.clone(),
+    };
     let loaded = super::rdma::nvpeer_name(ctx).is_some();
     if built_here || loaded {
         let s = if built_here {

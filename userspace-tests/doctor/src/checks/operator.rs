@@ -7,10 +7,10 @@
 //! `nvidia-peermem.ko` the container's tree holds, and whether nvpeer's driver-container extension
 //! (packaging/gpu-operator) is in the image.
 
+use super::data::{OperatorData, PeermemKo};
 use super::Ctx;
 use crate::report::{Check, Status};
 use nvpeer_uapi::module::is_nvpeer_ko;
-use serde_json::json;
 
 /// The driver container's root as the host sees it (the driver pod's `_mount_rootfs`).
 pub const DRIVER_ROOT: &str = "/run/nvidia/driver";
@@ -108,7 +108,9 @@ pub fn driver(ctx: &Ctx) -> Check {
             Status::Skip,
             format!("not a GPU Operator node (no driver container at {DRIVER_ROOT})"),
         )
-        .data(json!({"driver_container": false}));
+        .data(OperatorData::None {
+            driver_container: false,
+        });
     };
     let rel = ctx.release.as_deref().unwrap_or("?");
     let ours: Vec<&str> = dc
@@ -144,12 +146,19 @@ pub fn driver(ctx: &Ctx) -> Check {
             }
         )
     }));
-    let data = json!({
-        "driver_container": true,
-        "nvpeer_hook": dc.hook,
-        "peermem_kos": dc.peermem_kos.iter().map(|(p, o)| json!({"path": p, "nvpeer": o})).collect::<Vec<_>>(),
-        "doca_container_ready": dc.doca,
-    });
+    let data = OperatorData::Container {
+        driver_container: true,
+        nvpeer_hook: dc.hook,
+        peermem_kos: dc
+            .peermem_kos
+            .iter()
+            .map(|(p, o)| PeermemKo {
+                path: p.clone(),
+                nvpeer: *o,
+            })
+            .collect(),
+        doca_container_ready: dc.doca,
+    };
     let (status, summary, fix) = if !ours.is_empty() || dc.hook {
         let how = if !ours.is_empty() {
             format!("nvpeer's nvidia-peermem.ko is installed for {rel}")

@@ -3,9 +3,13 @@
 //! testbench/suites/40-doctor.sh read; [`crate::report::Check`] prints every object's keys in
 //! alphabetical order.
 
+mod build;
+mod host;
 mod nvidia;
 mod rdma;
 
+pub use build::{ConfigData, OperatorData, PeermemKo, RustData, SigningData};
+pub use host::{DkmsBuild, DkmsData, LogData, MemlockData, SettingsData, UverbsData};
 pub use nvidia::{
     Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, P2pSymbolsData, PinnedShareData,
 };
@@ -64,6 +68,24 @@ check_data! {
     Consumers(ConsumersData),
     /// `rdma.dmabuf`.
     Dmabuf(DmabufData),
+    /// `kernel.log`.
+    Log(LogData),
+    /// `kernel.dkms`.
+    Dkms(DkmsData),
+    /// `platform.memlock`.
+    Memlock(MemlockData),
+    /// `rdma.uverbs`.
+    Uverbs(UverbsData),
+    /// `libs.settings`.
+    Settings(SettingsData),
+    /// `kernel.rust`.
+    Rust(RustData),
+    /// `kernel.config`.
+    Config(ConfigData),
+    /// `kernel.signing`.
+    Signing(SigningData),
+    /// `gpu_operator.driver`.
+    Operator(OperatorData),
     /// Not typed yet.
     Json(serde_json::Value),
 }
