@@ -1,14 +1,16 @@
 //! PCIe platform: GPU↔NIC path class (C2C included) and the dma-buf mapping it needs, ACS on the
 //! bridges between them, IOMMU mode, link training, relaxed ordering, virtualisation.
 
+use super::data::{
+    AcsBridge, AcsData, BestRow, IommuData, IommuDomain, LinkData, LinkRow, PairRow,
+    RelaxedOrderingData, TopologyData, VirtualizationData,
+};
 use super::{Ctx, Nic};
 use crate::c2c::{
     attachment, mapping, pair_class, Attachment, Decider, DmabufMapping, Evidence, NodeMapping,
 };
 use crate::pci::{acs_flags, acs_redirects, bridges_between, classify, Link, PathClass, PciDev};
 use crate::report::{Check, Status};
-use serde::Serialize;
-use serde_json::json;
 
 fn pairs<'c>(ctx: &'c Ctx) -> Vec<(&'c PciDev, &'c Nic)> {
     ctx.gpus
@@ -31,42 +33,6 @@ fn no_pairs(ctx: &Ctx, id: &'static str, title: &'static str) -> Option<Check> {
         Status::Skip,
         format!("{what}: no GPU↔NIC pair"),
     ))
-}
-
-/// One GPU↔NIC pair in `pci.topology`'s data.
-#[derive(Serialize)]
-struct PairRow<'a> {
-    gpu: &'a str,
-    nic: &'a str,
-    nic_bdf: &'a str,
-    /// The path class, C2C included.
-    class: PathClass,
-    /// The class of the PCIe tree alone (what `nvidia-smi topo -m` derives from it).
-    pcie_class: PathClass,
-    /// The dma-buf mapping this NIC needs for this GPU's memory.
-    dmabuf_mapping: DmabufMapping,
-}
-
-/// The closest NICs of one GPU.
-#[derive(Serialize)]
-struct BestRow<'a> {
-    gpu: &'a str,
-    nics: Vec<&'a str>,
-    class: PathClass,
-    dmabuf_mapping: DmabufMapping,
-}
-
-/// `pci.topology`'s data.
-#[derive(Serialize)]
-struct TopologyData<'a> {
-    pairs: Vec<PairRow<'a>>,
-    best: Vec<BestRow<'a>>,
-    /// How each GPU is attached to its CPU.
-    gpus: &'a [Attachment],
-    /// Some GPU is coherently attached (C2C).
-    c2c: bool,
-    /// The mapping the node's closest pairs need.
-    dmabuf_mapping: NodeMapping,
 }
 
 fn attachment_line(a: &Attachment) -> String {
@@ -130,11 +96,11 @@ pub fn topology(ctx: &Ctx) -> Check {
         let data = TopologyData {
             pairs: Vec::new(),
             best: Vec::new(),
-            gpus: &gpus,
+            gpus: gpus.clone(),
             c2c: !coherent.is_empty(),
             dmabuf_mapping: NodeMapping::Default,
         };
-        return c.data(serde_json::to_value(&data).unwrap_or_default());
+        return c.data(data);
     }
     let coherent_gpu = |bdf: &str| gpus.iter().any(|a| a.gpu == bdf && a.coherent);
     let mut details: Vec<String> = gpus.iter().map(attachment_line).collect();
@@ -147,21 +113,25 @@ pub fn topology(ctx: &Ctx) -> Check {
     // A coherent GPU's NICs reached through the CPU take the default mapping.
     let via_cpu: Vec<String> = rows
         .iter()
-        .filter(|r| r.dmabuf_mapping == DmabufMapping::Default && coherent.contains(&r.gpu))
+        .filter(|r| {
+            r.dmabuf_mapping == DmabufMapping::Default && coherent.contains(&r.gpu.as_str())
+        })
         .map(|r| format!("GPU {} on {}", r.gpu, r.nic))
         .collect();
     let node = NodeMapping::of(best.iter().map(|b| b.dmabuf_mapping));
     // GPUs with a NIC that are not coherently attached (a mixed node has both kinds).
-    let others = best.iter().filter(|b| !coherent.contains(&b.gpu)).count();
+    let others = best
+        .iter()
+        .filter(|b| !coherent.contains(&b.gpu.as_str()))
+        .count();
     mapping_details(&rows, &coherent, node, &mut details);
     let data = TopologyData {
         pairs: rows,
         best,
-        gpus: &gpus,
+        gpus: gpus.clone(),
         c2c: !coherent.is_empty(),
         dmabuf_mapping: node,
     };
-    let data = serde_json::to_value(&data).unwrap_or_default();
     let c2c_note = if coherent.is_empty() {
         String::new()
     } else {
@@ -243,7 +213,7 @@ pub fn topology(ctx: &Ctx) -> Check {
 /// The detail lines of the dma-buf mapping the node needs (C2C nodes), and the note on NICs across
 /// sockets from a coherent GPU.
 fn mapping_details(
-    rows: &[PairRow<'_>],
+    rows: &[PairRow],
     coherent: &[&str],
     node: NodeMapping,
     details: &mut Vec<String>,
@@ -265,18 +235,18 @@ fn mapping_details(
     }
     if rows
         .iter()
-        .any(|r| r.class == PathClass::SYS && coherent.contains(&r.gpu))
+        .any(|r| r.class == PathClass::SYS && coherent.contains(&r.gpu.as_str()))
     {
         details.push("across sockets from a C2C GPU: NCCL uses no GDR there by default; libfabric#12864 calls such a NIC CPU-mediated (default mapping), NCCL with NCCL_NET_GDR_LEVEL=SYS asks for the PCIe one".into());
     }
 }
 
 /// Each GPU-NIC pair's path class and the dma-buf mapping it needs, one detail line each.
-fn pair_rows<'c>(
-    ctx: &'c Ctx,
+fn pair_rows(
+    ctx: &Ctx,
     coherent_gpu: &dyn Fn(&str) -> bool,
     details: &mut Vec<String>,
-) -> Vec<PairRow<'c>> {
+) -> Vec<PairRow> {
     let mut rows = Vec::new();
     for (g, n) in pairs(ctx) {
         let coh = coherent_gpu(&g.bdf);
@@ -295,9 +265,9 @@ fn pair_rows<'c>(
             }
         ));
         rows.push(PairRow {
-            gpu: &g.bdf,
-            nic: &n.name,
-            nic_bdf: &n.pci.bdf,
+            gpu: g.bdf.clone(),
+            nic: n.name.clone(),
+            nic_bdf: n.pci.bdf.clone(),
             class,
             pcie_class: classify(g, &n.pci),
             dmabuf_mapping: m,
@@ -308,8 +278,8 @@ fn pair_rows<'c>(
 
 /// Each GPU's best NICs, the GPUs whose best is beyond NCCL's default GDR cutoff (`far`), and
 /// those whose best needs the PCIe dma-buf mapping (`need_pcie`).
-struct Best<'c> {
-    best: Vec<BestRow<'c>>,
+struct Best {
+    best: Vec<BestRow>,
     far: Vec<String>,
     need_pcie: Vec<String>,
 }
@@ -317,12 +287,12 @@ struct Best<'c> {
 /// The best NIC per GPU: the closest path class (NCCL pairs each GPU with its closest NIC);
 /// several at the same distance are all named. A GPU is fine when its best is within NCCL's
 /// default GDR level: PXB, or P2C (our C2C) on C2C platforms (NCCL_NET_GDR_C2C=1, paths.cc).
-fn best_nics<'c>(
-    ctx: &'c Ctx,
+fn best_nics(
+    ctx: &Ctx,
     coherent_gpu: &dyn Fn(&str) -> bool,
-    rows: &[PairRow<'c>],
+    rows: &[PairRow],
     details: &mut Vec<String>,
-) -> Best<'c> {
+) -> Best {
     let mut best = Vec::new();
     let mut far = Vec::new();
     let mut need_pcie: Vec<String> = Vec::new();
@@ -339,7 +309,7 @@ fn best_nics<'c>(
         let names: Vec<&str> = rows
             .iter()
             .filter(|r| r.gpu == g.bdf && r.class == min)
-            .map(|r| r.nic)
+            .map(|r| r.nic.as_str())
             .collect();
         let m = mapping(coh, min);
         details.push(format!(
@@ -356,8 +326,8 @@ fn best_nics<'c>(
             need_pcie.push(format!("GPU {} on {}", g.bdf, names.join("/")));
         }
         best.push(BestRow {
-            gpu: &g.bdf,
-            nics: names,
+            gpu: g.bdf.clone(),
+            nics: names.iter().map(|n| n.to_string()).collect(),
             class: min,
             dmabuf_mapping: m,
         });
@@ -397,20 +367,31 @@ pub fn acs(ctx: &Ctx) -> Check {
                     if acs_redirects(ctl) {
                         redirecting.push(b.clone());
                     }
-                    rows.push(json!({"bridge": b, "acs_ctl": ctl, "flags": flags, "redirects": acs_redirects(ctl)}));
+                    rows.push(AcsBridge::Capable {
+                        bridge: b.clone(),
+                        acs_ctl: ctl,
+                        flags: flags.iter().map(|f| f.to_string()).collect(),
+                        redirects: acs_redirects(ctl),
+                    });
                 }
                 Some(Ok(None)) => {
                     details.push(format!("{b}: no ACS capability"));
-                    rows.push(json!({"bridge": b, "acs_ctl": null}));
+                    rows.push(AcsBridge::NoCapability {
+                        bridge: b.clone(),
+                        acs_ctl: None,
+                    });
                 }
                 _ => {
                     unreadable.push(b.clone());
-                    rows.push(json!({"bridge": b, "unreadable": true}));
+                    rows.push(AcsBridge::Unreadable {
+                        bridge: b.clone(),
+                        unreadable: true,
+                    });
                 }
             }
         }
     }
-    let data = json!({"bridges": rows});
+    let data = AcsData { bridges: rows };
     if !redirecting.is_empty() {
         Check::new(ID, T, true, Status::Fail, format!("ACS redirects peer traffic on {}", redirecting.join(", ")))
             .details(details)
@@ -486,7 +467,17 @@ pub fn iommu(ctx: &Ctx) -> Check {
         .filter(|(_, t)| t.starts_with("DMA"))
         .map(|(d, t)| format!("{d} ({t})"))
         .collect();
-    let data = json!({"units": units, "cmdline": iommu_args, "domains": types.iter().map(|(d, t)| json!({"device": d, "type": t})).collect::<Vec<_>>()});
+    let data = IommuData {
+        units: units.clone(),
+        cmdline: iommu_args.iter().map(|a| a.to_string()).collect(),
+        domains: types
+            .iter()
+            .map(|(d, t)| IommuDomain {
+                device: d.clone(),
+                kind: t.clone(),
+            })
+            .collect(),
+    };
     let mut details = vec![format!(
         "kernel command line: {}",
         if iommu_args.is_empty() {
@@ -559,9 +550,14 @@ pub fn link(ctx: &Ctx) -> Check {
         if width_low || (speed_low && !is_gpu) {
             degraded.push(d.bdf.clone());
         }
-        rows.push(json!({"bdf": d.bdf, "gpu": is_gpu, "link": l, "degraded": width_low || (speed_low && !is_gpu)}));
+        rows.push(LinkRow {
+            bdf: d.bdf.clone(),
+            gpu: is_gpu,
+            degraded: width_low || (speed_low && !is_gpu),
+            link: l,
+        });
     }
-    let data = json!({"devices": rows});
+    let data = LinkData { devices: rows };
     if degraded.is_empty() {
         Check::new(ID, T, false, Status::Pass, "links trained at full width")
             .details(details)
@@ -611,7 +607,10 @@ pub fn relaxed_ordering(ctx: &Ctx) -> Check {
             _ => unknown.push(n.name.clone()),
         }
     }
-    let data = json!({"disabled": off, "unreadable": unknown});
+    let data = RelaxedOrderingData {
+        disabled: off.clone(),
+        unreadable: unknown.clone(),
+    };
     if !off.is_empty() {
         Check::new(ID, T, false, Status::Warn, format!("relaxed ordering disabled on {}", off.join(", ")))
             .details(details)
@@ -649,9 +648,14 @@ pub fn virtualization(ctx: &Ctx) -> Check {
     if hv {
         Check::new(ID, T, false, Status::Warn, format!("running in a virtual machine{}", if product.is_empty() { String::new() } else { format!(" ({product})") }))
             .fix("ACS, ATS and IOMMU mode must be set on the hypervisor host; the guest's view of the PCIe tree may be synthetic.")
-            .data(json!({"hypervisor": true, "product": product}))
+            .data(VirtualizationData {
+                hypervisor: true,
+                product,
+            })
     } else {
-        Check::new(ID, T, false, Status::Pass, "no hypervisor flag")
-            .data(json!({"hypervisor": false, "product": product}))
+        Check::new(ID, T, false, Status::Pass, "no hypervisor flag").data(VirtualizationData {
+            hypervisor: false,
+            product,
+        })
     }
 }

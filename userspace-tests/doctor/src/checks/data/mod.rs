@@ -6,12 +6,17 @@
 mod build;
 mod host;
 mod nvidia;
+mod platform;
 mod rdma;
 
 pub use build::{ConfigData, OperatorData, PeermemKo, RustData, SigningData};
 pub use host::{DkmsBuild, DkmsData, LogData, MemlockData, SettingsData, UverbsData};
 pub use nvidia::{
     Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, P2pSymbolsData, PinnedShareData,
+};
+pub use platform::{
+    AcsBridge, AcsData, BestRow, IommuData, IommuDomain, LinkData, LinkRow, PairRow,
+    RelaxedOrderingData, TopologyData, VirtualizationData,
 };
 pub use rdma::{
     ConflictsData, ConsumersData, DevicesData, DmabufData, DropinData, InstallData, LibraryRow,
@@ -86,6 +91,16 @@ check_data! {
     Signing(SigningData),
     /// `gpu_operator.driver`.
     Operator(OperatorData),
-    /// Not typed yet.
-    Json(serde_json::Value),
+    /// `pci.topology`.
+    Topology(TopologyData),
+    /// `pci.acs`.
+    Acs(AcsData),
+    /// `platform.iommu`.
+    Iommu(IommuData),
+    /// `pci.link`.
+    Link(LinkData),
+    /// `pci.relaxed_ordering`.
+    RelaxedOrdering(RelaxedOrderingData),
+    /// `platform.virtualization`.
+    Virtualization(VirtualizationData),
 }
