@@ -204,6 +204,33 @@ impl Fx {
             .file("/sys/module/nvidia_peermem/version", "580.95.05\n")
     }
 
+    /// nvpeer 0.1.0 registered with DKMS and built for `kernel` only.
+    fn dkms_built_for(&self, kernel: &str) -> &Self {
+        self.file(
+            "/var/lib/dkms/nvpeer/0.1.0/source/dkms.conf",
+            "PACKAGE_NAME=nvpeer\n",
+        )
+        .file(
+            &format!("/var/lib/dkms/nvpeer/0.1.0/{kernel}/x86_64/module/nvidia-peermem.ko.xz"),
+            "x",
+        )
+    }
+
+    /// The healthy node's bridges with config space cut to the header (what non-root reads).
+    fn bridges_unreadable(&self) -> &Self {
+        for b in [
+            "0000:00:01.0/0000:01:00.0",
+            "0000:00:01.0/0000:01:00.0/0000:02:00.0",
+            "0000:00:01.0/0000:01:00.0/0000:02:01.0",
+        ] {
+            self.file(
+                &format!("/sys/devices/pci0000:00/{b}/config"),
+                config(0, Some(0x1d), 64),
+            );
+        }
+        self
+    }
+
     /// A core that keeps the client list in sysfs (MLNX_OFED before 24.04, or a kernel exporting
     /// mm_kobj), with `nv_mem` registered.
     fn old_ofed(&self) -> &Self {

@@ -5,7 +5,7 @@ use super::*;
 
 const DRV: &str = "/run/nvidia/driver";
 
-fn ko(nvpeer: bool) -> Vec<u8> {
+pub(super) fn ko(nvpeer: bool) -> Vec<u8> {
     let mut b = b"\x7fELF\x02\x01\x01\0license=Dual MIT/GPL\0".to_vec();
     let d = if nvpeer {
         format!("description={}\0", nvpeer_uapi::module::DESCRIPTION)
@@ -18,7 +18,7 @@ fn ko(nvpeer: bool) -> Vec<u8> {
 
 /// A node whose driver comes from the operator's driver container, with NVIDIA's nvidia-peermem
 /// in that container's tree and the Network Operator's DOCA ready.
-fn operator_node() -> Fx {
+pub(super) fn operator_node() -> Fx {
     let f = Fx::healthy();
     f.file(
         &format!("{DRV}/lib/modules/{REL}/kernel/drivers/video/nvidia-peermem.ko"),

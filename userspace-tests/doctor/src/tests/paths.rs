@@ -220,7 +220,7 @@ fn json_carries_paths_and_libraries() {
 
 // ---------------------------------------------------------------- NCCL / UCX settings
 
-fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+pub(super) fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -419,14 +419,7 @@ fn dkms_state_for_the_running_kernel() {
     let f = Fx::healthy();
     assert_eq!(status(&f.report(), "kernel.dkms"), Status::Skip);
     f.rm("/sys/module/nvidia_peermem");
-    f.file(
-        "/var/lib/dkms/nvpeer/0.1.0/source/dkms.conf",
-        "PACKAGE_NAME=nvpeer\n",
-    );
-    f.file(
-        "/var/lib/dkms/nvpeer/0.1.0/7.1.3/x86_64/module/nvidia-peermem.ko.xz",
-        "x",
-    );
+    f.dkms_built_for("7.1.3");
     let r = f.report();
     let c = check(&r, "kernel.dkms");
     assert_eq!(c.status, Status::Fail);

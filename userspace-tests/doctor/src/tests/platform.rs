@@ -130,16 +130,7 @@ fn acs_enabled_switch_fails() {
 #[test]
 fn acs_unreadable_without_root() {
     let f = Fx::healthy();
-    for b in [
-        "0000:00:01.0/0000:01:00.0",
-        "0000:00:01.0/0000:01:00.0/0000:02:00.0",
-        "0000:00:01.0/0000:01:00.0/0000:02:01.0",
-    ] {
-        f.file(
-            &format!("/sys/devices/pci0000:00/{b}/config"),
-            config(0, Some(0x1d), 64),
-        );
-    }
+    f.bridges_unreadable();
     let r = f.report();
     assert_eq!(status(&r, "pci.acs"), Status::Unknown);
     assert!(check(&r, "pci.acs").fix.as_ref().unwrap().contains("sudo"));
