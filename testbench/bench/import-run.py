@@ -7,7 +7,8 @@ RESULT_DIR is what `make bench-stock`, `make bench-stock-pt` or `make bench` lef
 run): regpath.json (every path merged), tables.md (the tables as printed), run-info.json (when, at
 which commit, which kernel and IOMMU mode, the VM's exit status), vm.log (every case's verdict),
 the host's and the guest's calibration. The run's figures are read from regpath.json, its tables
-verbatim from tables.md; the raw files are copied to bench-results/regpath/<run id>/ (committed).
+verbatim from tables.md; those files (not the per-path documents, which regpath.json holds) are
+copied to bench-results/regpath/<run id>/ (committed).
 Then `testbench/bench/render-performance.py --update docs/performance.md` renders them.
 bench-results/history/README.md documents each field. Python 3 standard library only.
 """
@@ -28,6 +29,7 @@ CONFIG = {('stock', 'default'): ('stock', 'make bench-stock', 'stock', 'translat
 SIZE = {'64K': 1 << 16, '256K': 1 << 18, '1M': 1 << 20, '4M': 1 << 22, '16M': 1 << 24,
         '64M': 1 << 26, '256M': 1 << 28, '1G': 1 << 30}
 FLOORS = ('floor', 'floor-persistent')
+KEPT = ('regpath.json', 'tables.md', 'run-info.json')
 NVPEER = ('nvpeer-inval', 'nvpeer-persistent')
 CLASSIC = ('classic', 'classic-persistent')
 
@@ -85,7 +87,7 @@ def verdicts(vm_log):
         if m:
             passed = int(m.group(1))
             total = passed + int(m.group(2)) + int(m.group(3))
-        m = re.match(r'\s*\S*/kernel-log\s+(\w+)', line)
+        m = re.match(r'\s*(?:\S*/kernel-log|kernel/dmesg-clean\[[^]]*\])\s+(\w+)', line)
         if m:
             clean = m.group(1) == 'pass'
     return passed, total, clean
@@ -297,8 +299,10 @@ def main():
         return 1
     raw = RAW / run['id']
     raw.mkdir(parents=True, exist_ok=False)
+    # The per-path documents are left out: regpath.json holds each of them whole.
     for f in sorted(res.iterdir()):
-        if f.is_file() and (f.suffix in ('.json', '.md', '.log')):
+        if f.is_file() and (f.name in KEPT or f.name.endswith('-calibration.json')
+                            or f.suffix == '.log'):
             shutil.copy2(f, raw / f.name)
     d['runs'].append(run)
     Path(args.history).write_text(json.dumps(d, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
