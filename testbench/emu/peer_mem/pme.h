@@ -126,9 +126,8 @@ struct pme_mr {
 	/* bookkeeping for the core's own invariants */
 	int n_dma_map_ok, n_dma_unmap, n_put_pages, n_release;
 	u32 client_index;
-	struct { u64 addr, len; } *ranges;	/* DMA ranges, for the probe */
+	struct pme_range *ranges;	/* DMA ranges, indexed for the probe */
 	u32 nranges;
-	struct list_head live_node;
 };
 
 struct pme_file {
