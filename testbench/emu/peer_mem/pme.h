@@ -8,7 +8,6 @@
 
 #include <linux/kref.h>
 #include <linux/list.h>
-#include <linux/rbtree.h>
 #include <linux/mutex.h>
 #include <linux/completion.h>
 #include <linux/xarray.h>
@@ -67,6 +66,8 @@ struct pme_client {
 struct pme_file;
 
 /* One emulated MR (ib_umem / ib_umem_peer + the fake HCA object). */
+struct pme_probe_rec;
+
 struct pme_mr {
 	struct kref ref;
 	u32 handle;
@@ -127,11 +128,7 @@ struct pme_mr {
 	/* bookkeeping for the core's own invariants */
 	int n_dma_map_ok, n_dma_unmap, n_put_pages, n_release;
 	u32 client_index;
-	struct { u64 start, last; } *ranges;	/* DMA ranges (inclusive), for the probe */
-	u32 nranges;
-	/* The probe's index: the span of @ranges, a node of its interval tree. */
-	struct rb_node span_rb;
-	u64 span_start, span_last, span_subtree_last;
+	struct pme_probe_rec *probe;	/* DMA ranges, indexed for the probe */
 };
 
 struct pme_file {

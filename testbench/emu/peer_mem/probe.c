@@ -13,6 +13,7 @@
 #include <linux/interval_tree_generic.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
+#include <linux/overflow.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include "pme.h"
@@ -24,11 +25,21 @@
  * page in O(log n) and checks only those MRs' ranges, so a free of an
  * allocation carrying N MRs costs the probe O(N log n), not O(N * n) (issue
  * 38's invalidation series), and a registration one insertion, not one per
- * SG entry (16384 for 1 GiB of 64 KiB pages).
+ * SG entry (16384 for 1 GiB of 64 KiB pages). The node lives in the ranges'
+ * allocation, not in struct pme_mr, whose size class every core-path
+ * registration pays (issue 38's memory figures).
  */
-#define PME_SPAN_START(mr) ((mr)->span_start)
-#define PME_SPAN_LAST(mr) ((mr)->span_last)
-INTERVAL_TREE_DEFINE(struct pme_mr, span_rb, u64, span_subtree_last, PME_SPAN_START,
+struct pme_probe_rec {
+	struct rb_node rb;
+	u64 start, last, subtree_last;	/* the span of @ranges, inclusive */
+	struct pme_mr *mr;
+	u32 n;
+	struct { u64 start, last; } ranges[];	/* inclusive */
+};
+
+#define PME_SPAN_START(rec) ((rec)->start)
+#define PME_SPAN_LAST(rec) ((rec)->last)
+INTERVAL_TREE_DEFINE(struct pme_probe_rec, rb, u64, subtree_last, PME_SPAN_START,
 		     PME_SPAN_LAST, static, pme_span_tree)
 
 static DEFINE_SPINLOCK(pme_live_lock);
@@ -37,45 +48,48 @@ static struct rb_root_cached pme_live_spans = RB_ROOT_CACHED;
 /* Record the DMA ranges the client mapped (untrimmed). */
 void pme_probe_track(struct pme_mr *mr)
 {
+	struct pme_probe_rec *rec;
 	struct scatterlist *sg;
 	u32 i, n = 0;
 
-	mr->ranges = kmalloc_array(mr->nmap, sizeof(*mr->ranges), GFP_KERNEL);
-	if (!mr->ranges)
+	rec = kmalloc(struct_size(rec, ranges, mr->nmap), GFP_KERNEL);
+	if (!rec)
 		return;	/* this MR is then not judged by the probe */
-	mr->span_start = U64_MAX;
-	mr->span_last = 0;
+	rec->mr = mr;
+	rec->start = U64_MAX;
+	rec->last = 0;
 	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
 		if (!sg_dma_len(sg))
 			continue;	/* maps nothing */
-		mr->ranges[n].start = sg_dma_address(sg);
-		mr->ranges[n].last = sg_dma_address(sg) + sg_dma_len(sg) - 1;
-		mr->span_start = min(mr->span_start, mr->ranges[n].start);
-		mr->span_last = max(mr->span_last, mr->ranges[n].last);
+		rec->ranges[n].start = sg_dma_address(sg);
+		rec->ranges[n].last = sg_dma_address(sg) + sg_dma_len(sg) - 1;
+		rec->start = min(rec->start, rec->ranges[n].start);
+		rec->last = max(rec->last, rec->ranges[n].last);
 		n++;
 	}
-	mr->nranges = n;
+	rec->n = n;
 	if (!n) {
 		/* Nothing mapped: nothing for the probe to find. */
-		kfree(mr->ranges);
-		mr->ranges = NULL;
+		kfree(rec);
 		return;
 	}
+	mr->probe = rec;
 	spin_lock(&pme_live_lock);
-	pme_span_tree_insert(mr, &pme_live_spans);
+	pme_span_tree_insert(rec, &pme_live_spans);
 	spin_unlock(&pme_live_lock);
 }
 
 void pme_probe_untrack(struct pme_mr *mr)
 {
-	if (!mr->ranges)
+	struct pme_probe_rec *rec = mr->probe;
+
+	if (!rec)
 		return;
 	spin_lock(&pme_live_lock);
-	pme_span_tree_remove(mr, &pme_live_spans);
+	pme_span_tree_remove(rec, &pme_live_spans);
 	spin_unlock(&pme_live_lock);
-	kfree(mr->ranges);
-	mr->ranges = NULL;
-	mr->nranges = 0;
+	mr->probe = NULL;
+	kfree(rec);
 }
 
 static u64 pme_nv_page_size(u32 type)
@@ -103,13 +117,13 @@ static bool pme_mr_can_dma(const struct pme_mr *mr)
 	       !READ_ONCE(mr->inval_before_act);
 }
 
-/* Whether one of @mr's DMA ranges overlaps [@first, @last]. */
-static bool pme_mr_maps(const struct pme_mr *mr, u64 first, u64 last)
+/* Whether one of @rec's DMA ranges overlaps [@first, @last]. */
+static bool pme_rec_maps(const struct pme_probe_rec *rec, u64 first, u64 last)
 {
 	u32 r;
 
-	for (r = 0; r < mr->nranges; r++) {
-		if (mr->ranges[r].start <= last && first <= mr->ranges[r].last)
+	for (r = 0; r < rec->n; r++) {
+		if (rec->ranges[r].start <= last && first <= rec->ranges[r].last)
 			return true;
 	}
 	return false;
@@ -119,16 +133,16 @@ static bool pme_mr_maps(const struct pme_mr *mr, u64 first, u64 last)
 static const struct pme_mr *pme_live_hit(const struct nvidia_p2p_dma_mapping *m)
 {
 	u64 ps = pme_nv_page_size(m->page_size_type);
-	struct pme_mr *mr;
+	struct pme_probe_rec *rec;
 	u32 e;
 
 	for (e = 0; e < m->entries; e++) {
 		u64 a = m->dma_addresses[e];
 
-		for (mr = pme_span_tree_iter_first(&pme_live_spans, a, a + ps - 1); mr;
-		     mr = pme_span_tree_iter_next(mr, a, a + ps - 1)) {
-			if (pme_mr_can_dma(mr) && pme_mr_maps(mr, a, a + ps - 1))
-				return mr;
+		for (rec = pme_span_tree_iter_first(&pme_live_spans, a, a + ps - 1); rec;
+		     rec = pme_span_tree_iter_next(rec, a, a + ps - 1)) {
+			if (pme_mr_can_dma(rec->mr) && pme_rec_maps(rec, a, a + ps - 1))
+				return rec->mr;
 		}
 	}
 	return NULL;
