@@ -65,9 +65,9 @@ struct pme_client {
 
 struct pme_file;
 
-/* One emulated MR (ib_umem / ib_umem_peer + the fake HCA object). */
 struct pme_probe_rec;
 
+/* One emulated MR (ib_umem / ib_umem_peer + the fake HCA object). */
 struct pme_mr {
 	struct kref ref;
 	u32 handle;
