@@ -11,10 +11,11 @@ RP_ARGS="--sizes 64K,256K,1M,4M,16M,64M,256M,1G --threads 1,2,4,8"
 RP_ARGS+=" --max-mapped 8G --inval-iters 3 --mem-mrs $(rp_mem_mrs) --scale-budget-s 1800 --settle-s 300"
 # Invalidation at scale (issue 38): one free of an allocation carrying 1 to 10k MRs, and 4 frees at
 # once of 100 MRs each. Registration cost against live MRs (issue 38): the 64 KiB cell with 0, 1k,
-# 10k and 100k others live. The KASAN kernel registers and deregisters a 64 KiB MR in about 25 ms
-# (15 of them the dilated cost model's), so 100k live would take every path 40 minutes and the
-# 10k-MR free 4: there both series stop at 1k MRs, about 10 minutes for the seven paths; the
-# production kernel's runs (make bench-stock, make bench-stock-pt) carry them whole.
+# 10k and 100k others live. The KASAN kernel registers and deregisters a 64 KiB MR in 18-37 ms
+# (bench-20261129-0943's medians, floor to classic client; about 15 ms of it the dilated cost
+# model's), so 100k live would take every path 30-60 minutes and the 10k-MR free 3-6: there both
+# series stop at 1k MRs; the production kernel's runs (make bench-stock, make bench-stock-pt)
+# carry them whole.
 RP_ARGS+=" --inval-concurrent 4 --inval-concurrent-mrs 100"
 if rp_kasan; then
     RP_ARGS+=" --inval-mrs 1,10,100,1000 --live-mrs 0,1000"
