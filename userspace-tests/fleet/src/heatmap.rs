@@ -28,12 +28,19 @@ fn shade(v: f64, lo: f64, hi: f64, better_high: bool) -> RGBColor {
     RGBColor(r as u8, g as u8, 80)
 }
 
-/// Draws `m` into the SVG file `path`.
+/// Draws `m` into the SVG file `path` (written whole, never through a link: nvpeer-files).
 pub fn render(m: &Matrix, path: &Path) -> std::io::Result<()> {
+    let mut svg = String::new();
+    draw(m, path, &mut svg)?;
+    nvpeer_files::write_file(path, svg.as_bytes()).map_err(nvpeer_files::Error::into_io)
+}
+
+/// Draws `m` as SVG into `svg` (`path` names it in errors).
+fn draw(m: &Matrix, path: &Path, svg: &mut String) -> std::io::Result<()> {
     let n = m.nodes.len() as u32;
     let side = MARGIN + n.max(1) * CELL + 20;
     let io = |e: String| std::io::Error::other(format!("{}: {e}", path.display()));
-    let root = SVGBackend::new(path, (side, side + 40)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (side, side + 40)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| io(e.to_string()))?;
     let title = format!(
         "{} [{}]{}",

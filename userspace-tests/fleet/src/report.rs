@@ -880,15 +880,18 @@ impl FleetReport {
 
     /// Writes `fleet.json`, `fleet.xml` (JUnit) and `matrix-TEST.svg` per test into `dir`;
     /// returns the files written.
+    /// The directory is this user's own (a link or another user's directory is refused) and each
+    /// file is written whole, never through a link (nvpeer-files).
     pub fn write(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir)?;
+        use nvpeer_files::{report_dir, write_file, Error};
+        report_dir(dir).map_err(Error::into_io)?;
         let mut out = Vec::new();
         let json = dir.join("fleet.json");
         let doc = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&json, doc + "\n")?;
+        write_file(&json, (doc + "\n").as_bytes()).map_err(Error::into_io)?;
         out.push(json);
         let xml = dir.join("fleet.xml");
-        std::fs::write(&xml, self.junit()?)?;
+        write_file(&xml, &self.junit()?).map_err(Error::into_io)?;
         out.push(xml);
         for m in &self.matrices {
             let f = dir.join(format!("matrix-{}.svg", file_safe(&m.test)));
@@ -1276,6 +1279,24 @@ mod tests {
             text.trim_end().ends_with("5 passed, 1 failed, 2 skipped"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_report_is_not_written_through_a_planted_link() {
+        // (a shared working directory where another user made ./nvpeer-fleet a link)
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let dir = d.path().join("nvpeer-fleet");
+        std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        let e = sample().write(&dir).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // and a real directory gets every file, whole
+        let ok = d.path().join("real");
+        let files = sample().write(&ok).unwrap();
+        assert!(files.iter().all(|f| f.is_file()), "{files:?}");
+        assert!(ok.join("fleet.json").is_file() && ok.join("fleet.xml").is_file());
     }
 
     #[test]

@@ -87,9 +87,8 @@ pub(super) fn write_reports(
         match tests.first() {
             Some(t) if t.error.is_none() => {
                 let doc = PerftestDoc::new(&t.info(), &t.results);
-                if let Err(e) =
-                    std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap_or_default())
-                {
+                let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+                if let Err(e) = nvpeer_files::write_file(&f, text.as_bytes()) {
                     eprintln!("nvpeer bench: writing {}: {e}", f.display());
                     ok = false;
                 }
@@ -99,7 +98,7 @@ pub(super) fn write_reports(
     }
     if let Some(f) = &args.junit {
         let written = junit::render("nvpeer bench", &junit_cases(tests), &[], &env.pairs())
-            .and_then(|x| std::fs::write(f, x));
+            .and_then(|x| nvpeer_files::write_file(f, &x).map_err(nvpeer_files::Error::into_io));
         if let Err(e) = written {
             eprintln!("nvpeer bench: writing {}: {e}", f.display());
             ok = false;

@@ -68,7 +68,10 @@ pub fn read_bench(path: &Path) -> Result<BenchDoc, ReportError> {
 
 fn put(dir: &Path, name: &str, body: &[u8]) -> Result<(), ReportError> {
     let path = dir.join(name);
-    std::fs::write(&path, body).map_err(|source| ReportError::Write { path, source })
+    nvpeer_files::write_file(&path, body).map_err(|e| ReportError::Write {
+        path,
+        source: e.into_io(),
+    })
 }
 
 fn pretty<T: serde::Serialize>(v: &T) -> Vec<u8> {
@@ -121,9 +124,9 @@ pub fn write(
         .iter()
         .map(|f| read_bench(f).map(|d| (f.clone(), d)))
         .collect::<Result<Vec<_>, _>>()?;
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+    nvpeer_files::report_dir(dir).map_err(|e| ReportError::Write {
         path: dir.to_path_buf(),
-        source,
+        source: e.into_io(),
     })?;
     let mut files: Vec<(String, String)> = Vec::new();
 

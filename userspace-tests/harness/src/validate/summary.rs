@@ -60,7 +60,9 @@ impl Suite {
             let mut props = env.pairs();
             props.extend(self.info.iter().cloned());
             let written = junit::render("nvpeer validate", &self.results, &self.not_run, &props)
-                .and_then(|x| std::fs::write(f, x));
+                .and_then(|x| {
+                    nvpeer_files::write_file(f, &x).map_err(nvpeer_files::Error::into_io)
+                });
             if let Err(e) = written {
                 eprintln!("nvpeer validate: writing {}: {e}", f.display());
                 code = 2;
