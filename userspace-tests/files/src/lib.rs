@@ -23,6 +23,10 @@ use std::path::{Path, PathBuf};
 pub const FILE_MODE: u32 = 0o644;
 /// The mode of a report directory this crate creates.
 pub const DIR_MODE: u32 = 0o755;
+/// The temporary file's name around a random part: hidden (NFD's local source skips names that
+/// start with a dot) and not ending in `.prom` (node_exporter's textfile collector reads `*.prom`).
+pub const TEMP_PREFIX: &str = ".nvpeer-";
+pub const TEMP_SUFFIX: &str = ".tmp";
 
 /// Why a file or directory was not written.
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +125,8 @@ pub fn write_file(path: &Path, body: &[u8]) -> Result<(), Error> {
         });
     }
     let mut f = tempfile::Builder::new()
-        .prefix(".nvpeer-")
-        .suffix(".tmp")
+        .prefix(TEMP_PREFIX)
+        .suffix(TEMP_SUFFIX)
         .permissions(Permissions::from_mode(FILE_MODE))
         .tempfile_in(dir)
         .map_err(io_at(path))?;

@@ -3,23 +3,15 @@
 //! the old one, so a reader sees the old file or the new one, never half of one.
 
 use crate::Error;
-use std::fs::{File, Permissions};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The mode of the files written: world-readable, since node_exporter reads them as its own user
-/// (`prometheus` on Debian); they hold no secret.
-pub const MODE: u32 = 0o644;
-
-/// The temporary file's name around a random part: hidden (NFD skips names starting with a dot)
-/// and not ending in `.prom` (node_exporter reads only `*.prom`).
-const TEMP_PREFIX: &str = ".nvpeer-";
-const TEMP_SUFFIX: &str = ".tmp";
+/// (`prometheus` on Debian); they hold no secret. (nvpeer-files' temporary names are hidden, which
+/// NFD skips, and do not end in `.prom`, which node_exporter reads.)
+pub const MODE: u32 = nvpeer_files::FILE_MODE;
 
 /// Writes `text` to `dir/name` atomically and returns the path; `Ok(None)` when `dir` does not
-/// exist and `skip_missing` is set (a node without node_exporter or NFD). The temporary file is
-/// `tempfile`'s, removed when anything fails before the rename.
+/// exist and `skip_missing` is set (a node without node_exporter or NFD).
 pub fn write_into(
     dir: &Path,
     name: &str,
@@ -38,23 +30,14 @@ pub fn write_into(
         };
     }
     let path = dir.join(name);
-    let written = (|| {
-        let mut f = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .suffix(TEMP_SUFFIX)
-            .permissions(Permissions::from_mode(MODE))
-            .tempfile_in(dir)?;
-        f.write_all(text.as_bytes())?;
-        // The umask may have taken bits away from MODE.
-        f.as_file().set_permissions(Permissions::from_mode(MODE))?;
-        f.as_file().sync_all()?;
-        f.persist(&path).map_err(|e| e.error)?;
-        // The rename itself, on disk.
-        File::open(dir)?.sync_all()
-    })();
-    match written {
+    // (the temporary file, the rename and the refusal of a link: nvpeer-files, shared with the
+    // reports the other tools write)
+    match nvpeer_files::write_file(&path, text.as_bytes()) {
         Ok(()) => Ok(Some(path)),
-        Err(source) => Err(Error::Write { path, source }),
+        Err(e) => Err(Error::Write {
+            path,
+            source: e.into_io(),
+        }),
     }
 }
 
@@ -62,6 +45,7 @@ pub fn write_into(
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn replaces_the_file_and_leaves_no_temporary() {
@@ -122,6 +106,9 @@ mod tests {
 
     #[test]
     fn temporary_names_are_hidden_and_not_prom() {
-        assert!(TEMP_PREFIX.starts_with('.') && !TEMP_SUFFIX.ends_with(".prom"));
+        assert!(
+            nvpeer_files::TEMP_PREFIX.starts_with('.')
+                && !nvpeer_files::TEMP_SUFFIX.ends_with(".prom")
+        );
     }
 }
