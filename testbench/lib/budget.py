@@ -432,8 +432,11 @@ def main(argv):
         print(f"    {name.ljust(w)}  {wcols[0]:>7}  {wcols[1]:>6}  {wcols[2]:>5}  {ccols[0]:>7}  {ccols[1]:>6}"
               f"  {ccols[2]:>5}{mark}".rstrip(), file=sys.stderr)
     if cpu:
-        top = sorted(((v, k) for k, v in cpu.items() if k != "total" and pairs.get(k) is not None
-                      or k in ("bench-kernel-build",)), reverse=True)[:6]
+        # (stages and the kernel's build; not the lanes or the total, which hold them, nor a
+        # boot's row, which its stage's holds)
+        top = sorted(((v, k) for k, v in cpu.items()
+                      if k not in ("total", "stock-lane", "debug-lane") and not (pairs.get(k) or "").startswith("boot[")),
+                     reverse=True)[:6]
         if "total" in cpu:
             print(f"    CPU seconds: {cpu['total']} in all; the largest stages: "
                   + ", ".join(f"{k} {v}" for v, k in top), file=sys.stderr)
