@@ -32,6 +32,7 @@ use crate::p2p::{self, DmaMapping, FreeCallback, PageTable, PciDev};
 use crate::registry::{self, Node};
 use crate::sg::{CoreSgt, SgRecord};
 use crate::stats::STATS;
+use kernel::ffi::c_int;
 use kernel::fmt;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -338,42 +339,100 @@ impl Mr {
         // INVARIANT: taken out before the put; a callback from now on finds no table.
         let page_table = inner.page_table.take();
         let start = inner.cover.start();
+        let len = inner.cover.len();
         drop(inner);
         let mut put_failed = false;
+        // A non-persistent pin NVIDIA kept after refusing its put: it still calls back for it.
+        let mut kept = None;
         if let Some(page_table) = page_table {
             let put = if self.persistent {
-                // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up
-                // here; a persistent table stays live until this put.
-                unsafe { p2p::put_pages(true, start, page_table) }
+                Self::put_persistent(start, page_table)
             } else {
                 overtaken::gated(|| self.put_gated(start, page_table))
             };
-            if let Err(e) = put {
+            if let Err((e, table)) = put {
                 put_failed = true;
                 STATS.err_put.inc();
-                let persistent = if self.persistent { "_persistent" } else { "" };
-                pr_warn!("nvidia_p2p_put_pages{} failed: {:?}\n", persistent, e);
+                if self.persistent {
+                    // No callback will come for it: NVIDIA keeps it until the memory or the
+                    // driver goes; the handle is given up (nothing of ours can end that pin).
+                    drop(table);
+                    pr_warn!(
+                        "nvidia_p2p_put_pages_persistent failed twice ({:?}): NVIDIA keeps the pin \
+                         of {} bytes at {:#x}\n",
+                        e,
+                        len,
+                        start
+                    );
+                } else {
+                    pr_warn!(
+                        "nvidia_p2p_put_pages failed ({:?}): the pin at {:#x} is left to NVIDIA's \
+                         free callback; nvpeer stays loaded until the memory is freed\n",
+                        e,
+                        start
+                    );
+                    kept = Some(table);
+                }
             }
         }
         // A re-pin may follow only once NVIDIA calls back no more for this pin: its put returned
         // (or its callback ran meanwhile). After a failed put NVIDIA may still hold the pin, and
         // its callback, which carries the same ticket, would revoke the new pin: the
-        // registration ends here instead (`Released`, in which `core_get_pages` pins nothing).
+        // registration ends here instead (`Orphaned` or `Released`, in which `core_get_pages`
+        // pins nothing).
         let repin = repin && !put_failed;
         let mut inner = self.inner.lock();
         // The put returned: if a callback overtook it, pins may start again.
         drop(inner.overtaken.take());
-        match step(inner.state, Event::UnpinDone { repin }) {
+        let event = if kept.is_some() {
+            Event::PutFailed
+        } else {
+            Event::UnpinDone { repin }
+        };
+        match step(inner.state, event) {
             Ok((next, _)) => inner.state = next,
             Err(r) => count_refusal(r),
         }
-        inner.pin_gone();
+        if inner.state == State::Orphaned {
+            // INVARIANT: the put failed, so NVIDIA did not free the table, and its callback has
+            // not run (that would have made the state `Revoked` under this lock first): the table
+            // is live, NVIDIA still holds its pin (still counted), and the callback takes it out.
+            inner.page_table = kept;
+        } else {
+            inner.pin_gone();
+        }
         inner
+    }
+
+    /// The persistent put of `page_table`, taken out of the registration under its lock, tried
+    /// twice: its only failure before RM is `-ENOMEM` for NVIDIA's stack, and a failed persistent
+    /// put leaves the table live (no callback can free it), so a second call is safe.
+    fn put_persistent(
+        start: u64,
+        page_table: PageTable,
+    ) -> core::result::Result<(), (Error, PageTable)> {
+        // SAFETY: live when taken out under the lock (`Inner`'s invariant) and given up here; a
+        // persistent table stays live until a put of it succeeds.
+        match unsafe { p2p::put_pages(true, start, page_table) } {
+            Ok(()) => Ok(()),
+            Err((e, table)) => {
+                pr_warn!(
+                    "nvidia_p2p_put_pages_persistent failed ({:?}); trying again\n",
+                    e
+                );
+                // SAFETY: as above: the failed put left the table live and ours.
+                unsafe { p2p::put_pages(true, start, table) }
+            }
+        }
     }
 
     /// The non-persistent put of `page_table`, taken out of the registration under its lock
     /// (state `Unpinning`); call under the gate (src/overtaken.rs).
-    fn put_gated(&self, start: u64, page_table: PageTable) -> Result {
+    fn put_gated(
+        &self,
+        start: u64,
+        page_table: PageTable,
+    ) -> core::result::Result<(), (Error, PageTable)> {
         if self.inner.lock().state == State::Revoked {
             // A free callback overtook this put before it took the gate: NVIDIA gave the pin
             // back and frees (or freed) the table. Nothing to put, and nothing to name.
@@ -446,12 +505,13 @@ impl Mr {
         Ok(())
     }
 
-    /// dma_map: map every page for the HCA and fill the core's SG table; returns the entry count.
+    /// dma_map: map every page for the HCA and fill the core's SG table; returns the entry count
+    /// (the core's `int`).
     pub(crate) fn core_dma_map(
         &self,
         sgt: &mut CoreSgt<'_>,
         dma_device: Option<PciDev>,
-    ) -> Result<u32> {
+    ) -> Result<c_int> {
         STATS.dma_map_calls.inc();
         let dma_device = dma_device.ok_or_else(|| {
             STATS.err_not_pci.inc();
@@ -516,13 +576,15 @@ impl Mr {
         inner.mapping = Some(mapping);
         inner.dma_device = Some(dma_device);
         let filled = match step(inner.state, Event::MapOk) {
-            Ok((mapped, _)) => Self::fill_sg(&inner, sg).map(|rec| (mapped, rec)),
+            // The count goes back in the core's `int`: one that does not fit fails the map here,
+            // undone below, rather than reaching the core truncated.
+            Ok((mapped, _)) => Self::fill_sg(&inner, sg)
+                .and_then(|rec| Ok((mapped, c_int::try_from(rec.nents())?, rec))),
             Err(r) => Err(refused(r)),
         };
         match filled {
-            Ok((mapped, rec)) => {
+            Ok((mapped, n, rec)) => {
                 inner.state = mapped;
-                let n = rec.nents();
                 inner.sg = Some(rec);
                 STATS.registrations.inc();
                 Ok(n)

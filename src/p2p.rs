@@ -171,10 +171,20 @@ impl PciDev {
     /// The C `struct pci_dev`, for NVIDIA's calls (live while `self` is).
     fn as_raw(&self) -> *mut bindings::pci_dev {
         let pdev: &pci::Device = &self.0;
-        // `pci::Device` is `#[repr(transparent)]` over the C structure.
+        // `pci::Device` is `#[repr(transparent)]` over the C structure (checked below).
         core::ptr::from_ref(pdev).cast_mut().cast()
     }
 }
+
+// The cast in `PciDev::as_raw`: the kernel's `pci::Device` wraps exactly one `struct pci_dev`.
+const _: () = assert!(
+    core::mem::size_of::<pci::Device>() == core::mem::size_of::<bindings::pci_dev>()
+        && core::mem::align_of::<pci::Device>() == core::mem::align_of::<bindings::pci_dev>()
+);
+
+// A ticket (u64) travels in NVIDIA's `void *data` word and comes back through it whole: nvpeer
+// builds for 64-bit kernels only (NVIDIA's open modules support no other).
+const _: () = assert!(core::mem::size_of::<usize>() == core::mem::size_of::<u64>());
 
 /// Whoever owns non-persistent pins: NVIDIA's free callback for the pin with `ticket` calls
 /// [`FreeCallback::on_free`] (under NVIDIA's lock; it may sleep).
@@ -239,7 +249,13 @@ pub(crate) fn get_pages_persistent(start: u64, len: u64) -> Result<PageTable> {
 }
 
 /// `nvidia_p2p_put_pages(0, 0, start, pt)` (non-persistent) or
-/// `nvidia_p2p_put_pages_persistent(start, pt, 0)`. Consumes the handle.
+/// `nvidia_p2p_put_pages_persistent(start, pt, 0)`. Consumes the handle when the put succeeds.
+///
+/// A put that fails gives the handle back with the error: NVIDIA frees a table only when its RM
+/// call released the pin (open-gpu-kernel-modules, `nv_p2p_put_pages` in nv-p2p.c; an early
+/// failure such as `-ENOMEM` for its stack touches nothing), so after a failure NVIDIA still holds
+/// the pin, and for a non-persistent one its free callback, which it calls when the memory is
+/// freed. (A pin whose callback already ran is not found, which NVIDIA reports as success.)
 ///
 /// Never call from inside the free callback or with a registration lock held (hazard H3).
 ///
@@ -250,7 +266,11 @@ pub(crate) fn get_pages_persistent(start: u64, len: u64) -> Result<PageTable> {
 /// freed by NVIDIA after its free callback: NVIDIA looks the pin up by process, address and
 /// table address and finds none (the put window, docs/design.md, is that lookup matching a new
 /// pin at a reused table address).
-pub(crate) unsafe fn put_pages(persistent: bool, start: u64, pt: PageTable) -> Result {
+pub(crate) unsafe fn put_pages(
+    persistent: bool,
+    start: u64,
+    pt: PageTable,
+) -> core::result::Result<(), (Error, PageTable)> {
     let rc = if persistent {
         STATS.provider_put_pages_persistent.inc();
         // SAFETY: live and given up by the caller (function contract).
@@ -261,7 +281,7 @@ pub(crate) unsafe fn put_pages(persistent: bool, start: u64, pt: PageTable) -> R
         // returns and then finds nothing.
         unsafe { ffi::nvidia_p2p_put_pages(0, 0, start, pt.0.as_ptr()) }
     };
-    to_result(rc)
+    to_result(rc).map_err(|e| (e, pt))
 }
 
 /// `nvidia_p2p_dma_map_pages(pdev, pt, &map)`.

@@ -164,7 +164,7 @@ unsafe extern "C" fn dma_map(
     match mr.core_dma_map(&mut sgt, dma_device) {
         Ok(n) => {
             // SAFETY: checked non-null; the core passes a valid out-pointer.
-            unsafe { *nmap = n as c_int };
+            unsafe { *nmap = n };
             0
         }
         Err(e) => core_errno(e),

@@ -30,7 +30,10 @@ pub(crate) enum State {
     Invalidating,
     /// NVIDIA revoked the pin (callback finished): nothing left to unmap or put.
     Revoked,
-    /// put from a foreign process on a non-persistent pin: the pin is left for the callback.
+    /// The pin is left to NVIDIA's free callback, which NVIDIA calls when the memory is freed: a
+    /// put from a foreign process on a non-persistent pin, or a non-persistent put NVIDIA refused
+    /// (it then keeps the pin and the callback). The registration stays listed, and the module
+    /// loaded, until that callback.
     Orphaned,
     /// The pin was returned with put_pages (terminal).
     Released,
@@ -57,7 +60,10 @@ pub(crate) enum Event {
         /// Caller is another process and the pin is non-persistent.
         foreign: bool,
     },
-    /// Our `put_pages*` call returned; `repin`: a new pin follows.
+    /// Our non-persistent `put_pages` call failed: NVIDIA keeps the pin and its free callback.
+    PutFailed,
+    /// Our `put_pages*` call returned (a persistent put that failed too: there is no callback to
+    /// wait for, and NVIDIA keeps that pin); `repin`: a new pin follows.
     UnpinDone {
         /// A new pin of a different range follows (only after a put that succeeded: after a
         /// failed one NVIDIA may still call back for the old pin, with the same ticket).
@@ -184,6 +190,10 @@ pub(crate) fn step(state: State, event: Event) -> Result<(State, Action), Refusa
         (S::Unpinning | S::Revoked, Event::UnpinDone { repin: true }) => ok(S::Idle, A::None),
         // The callback ran while put_pages waited for NVIDIA's lock.
         (S::Revoked, Event::UnpinDone { repin: false }) => ok(S::Revoked, A::None),
+        // NVIDIA refused the put and still calls back for this pin; or the callback ran after the
+        // failed put returned, and the pin is gone.
+        (S::Unpinning, Event::PutFailed) => ok(S::Orphaned, A::None),
+        (S::Revoked, Event::PutFailed) => ok(S::Revoked, A::None),
 
         (S::Mapped, Event::Callback) => ok(S::Invalidating, A::NotifyCore),
         // Not mapped for the HCA: no DMA to stop, and the core must not be told (it is either
@@ -203,7 +213,7 @@ pub(crate) fn step(state: State, event: Event) -> Result<(State, Action), Refusa
 mod tests {
     use super::*;
 
-    const EVENTS: [Event; 12] = [
+    const EVENTS: [Event; 13] = [
         Event::PinDone,
         Event::CoreGetPages,
         Event::MapBegin,
@@ -216,6 +226,7 @@ mod tests {
         Event::Callback,
         Event::CallbackDone,
         Event::UnpinDone { repin: true },
+        Event::PutFailed,
     ];
 
     fn run(events: &[Event]) -> Result<(State, Action), Refusal> {
@@ -321,6 +332,22 @@ mod tests {
     }
 
     #[test]
+    fn failed_put_leaves_the_pin_to_the_callback() {
+        use Event::*;
+        let unpinning = [PinDone, CoreGetPages, Unpin { foreign: false }];
+        let (s, _) = run(&unpinning).unwrap();
+        let (s, a) = step(s, PutFailed).unwrap();
+        assert_eq!((s, a), (State::Orphaned, Action::None));
+        assert!(s.holds_pin());
+        // release then does nothing; the callback, when the memory is freed, ends it.
+        assert_eq!(step(s, Unpin { foreign: false }), Ok((s, Action::None)));
+        assert_eq!(step(s, Callback), Ok((State::Revoked, Action::None)));
+        // The callback ran after the failed put returned: the pin is gone.
+        let (s, _) = run(&[PinDone, Unpin { foreign: false }, Callback]).unwrap();
+        assert_eq!(step(s, PutFailed), Ok((State::Revoked, Action::None)));
+    }
+
+    #[test]
     fn put_racing_callback() {
         use Event::*;
         let (s, a) = run(&[PinDone, CoreGetPages, Unpin { foreign: false }, Callback]).unwrap();
@@ -344,13 +371,18 @@ mod tests {
         assert_eq!(step(s, PinDone), Ok((State::Pinned, Action::None)));
         // No new pin while the old one may still call back (mr.rs checks `PinDone` before
         // pinning again): after a failed put (`repin: false`) or a foreign caller's orphan.
-        let failed_put = [
+        let failed_put = [PinDone, Unpin { foreign: false }, PutFailed];
+        assert_eq!(
+            step(run(&failed_put).unwrap().0, PinDone),
+            Err(Refusal::Order)
+        );
+        let failed_persistent_put = [
             PinDone,
             Unpin { foreign: false },
             UnpinDone { repin: false },
         ];
         assert_eq!(
-            step(run(&failed_put).unwrap().0, PinDone),
+            step(run(&failed_persistent_put).unwrap().0, PinDone),
             Err(Refusal::Order)
         );
         let (s, _) = run(&[PinDone, Unpin { foreign: true }]).unwrap();
@@ -399,10 +431,18 @@ mod tests {
                             "pin during an overtaken call"
                         );
                         let lost = match e {
-                            Event::UnpinDone { .. } | Event::MapOk | Event::MapFailed => false,
+                            Event::UnpinDone { .. }
+                            | Event::PutFailed
+                            | Event::MapOk
+                            | Event::MapFailed => false,
                             _ => lost || a == Action::Overtaken,
                         };
                         assert!(notifies <= 1);
+                        // NVIDIA kept a pin whose put failed, and calls back for it: the
+                        // registration must stay listed (and the module loaded) until then.
+                        if e == Event::PutFailed && !revoked {
+                            assert!(n.holds_pin(), "failed put from {s:?} ends in {n:?}");
+                        }
                         // A re-pin (UnpinDone{repin}) starts a new pin: reset the put count.
                         let puts = if n == State::Idle && e == (Event::UnpinDone { repin: true }) {
                             0

@@ -1,7 +1,8 @@
 # nvpeer-specific guarantees, read from nvpeer's debugfs and the provider emulator's counters:
 # exactly one nvidia_p2p_get_pages* per registration (no probe pin), host ranges fall through,
 # a free under a live MR takes the callback path once, rmmod with live MRs is refused, a foreign
-# process release leaves the pin to the callback (H5), non-PCI DMA devices are refused (H6).
+# process release leaves the pin to the callback (H5), so does a put NVIDIA refused (and rmmod waits
+# for that callback), non-PCI DMA devices are refused (H6).
 # Fault injection and the race stress run in 25-nvpeer-faults-stress.
 # bench: budget - 130 130
 # bench: budget-full - 75 75
@@ -94,6 +95,35 @@ rmmod_refused() {
     echo "rmmod after the MR went away: ok"
 }
 tb_case rmmod-with-live-mr-refused rmmod_refused
+# A non-persistent put NVIDIA refuses leaves it the pin and the free callback (nv-p2p.c frees the
+# table only when RM released the pin): the registration stays listed, still counted, and rmmod
+# stays refused until the callback came, or NVIDIA would call into unloaded code at the free.
+failed_put_holds_module() {
+    np_up 5.5 2 persistent_api_support=0 || return 1
+    $NVPEER emu gpu faults --op put_pages --err -12 >/dev/null || return 1
+    $NVPEER emu steps alloc:512K reg dereg sleep:8000 free >/tmp/np-putfail.log 2>&1 &
+    local pid=$! line
+    for _ in $(seq 600); do [ "$(np_stat err_put)" = 1 ] && break; sleep 0.1; done
+    line=$(cat $NP_DBG/mrs)
+    echo "after the failed put: err_put $(np_stat err_put) live_mrs $(np_stat live_mrs) pinned_bytes $(np_stat pinned_bytes)"
+    echo "$line"
+    local held=1
+    echo "$line" | grep -q 'state=orphaned .*core=released' || { echo "the registration is not kept for NVIDIA's callback"; held=0; }
+    [ "$(np_stat pinned_bytes)" != 0 ] || { echo "the pin NVIDIA kept is not counted"; held=0; }
+    if [ "$held" = 1 ]; then
+        if rmmod nvpeer 2>/tmp/np-rmmod.err; then
+            echo "rmmod succeeded while NVIDIA holds a callback into nvpeer"; wait $pid; return 1
+        fi
+        echo "rmmod refused while NVIDIA holds the callback: $(cat /tmp/np-rmmod.err)"
+    fi
+    wait $pid || { cat /tmp/np-putfail.log; return 1; }
+    [ "$held" = 1 ] || return 1
+    echo "after the free: callbacks $(np_stat callbacks) callbacks_unmapped $(np_stat callbacks_unmapped) live_mrs $(np_stat live_mrs)"
+    [ "$(np_stat callbacks_unmapped)" = 1 ] || return 1
+    np_unload_clean || return 1
+    echo "rmmod after NVIDIA's callback: ok"
+}
+tb_case failed-put-keeps-module-until-callback failed_put_holds_module
 unload_live() { np_up 5.5 2 persistent_api_support=0 && np_scenario unload-live; }
 tb_case rmmod-scenario-unload-live unload_live
 
