@@ -10,7 +10,8 @@
 # RUSTC (default: the kernel's own rustc, found by the preflight), BENCH=1 (emulator headers and
 # symbols of the test bench; nothing else builds against them, see Kbuild),
 # NVPEER_MODULE (nvpeer, default here, or nvidia-peermem: the module name, see Kbuild; `make
-# install` and DKMS use nvidia-peermem).
+# install` and DKMS use nvidia-peermem), NVPEER_COMPAT=oldest (the oldest-API test build, on the
+# command line only: Kbuild ignores it from the environment, docs/compatibility.md).
 
 NVPEER_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 NVPEER_MODULE ?= nvpeer

@@ -72,6 +72,49 @@ mkdir -p "$t/headers-only/rust"
 if sh "$probe" "$t/headers-only" rust 2>"$t/err"; then bad "no-rust-sources" "the probe passed"
 else grep -q "rust/kernel/lib.rs" "$t/err" && ok "no-rust-sources: refused" || bad "no-rust-sources" "$(cat "$t/err")"; fi
 
+# Kbuild's reading of NVPEER_COMPAT: the oldest-API build only from the make command line (also
+# through a parent make, as kbuild's sub-makes get it), with a warning line; from the environment
+# ignored, with a warning line; any other value refused. Kbuild is read as kbuild's build pass
+# reads it (a scripts/Makefile.build that includes it), against the 7.3 fixture tree.
+kb=$t/kbuild/scripts
+mkdir -p "$kb"
+printf 'include $(src)/Kbuild\nshow:\n\t@echo "rust=$(rustflags-y)"\n' >"$kb/Makefile.build"
+printf 'all:\n\t@$(MAKE) -s -f %s show\n' "$kb/Makefile.build" >"$t/kbuild/outer.mk"
+kb73=$(tree 7.3)
+all73="--cfg nvpeer_has_module_params --cfg nvpeer_has_core_cstr --cfg nvpeer_has_pr_once --cfg nvpeer_has_atomic_bool --cfg nvpeer_has_atomic_ptr --cfg nvpeer_has_fetch_sub --cfg nvpeer_has_param_value_copy"
+# kbuild_case NAME WANT_RC WANT_RUSTFLAGS WANT_LINE [ENV...] -- [MAKE ARGS...]: the build pass's
+# rustflags (WANT_RUSTFLAGS "-" when it fails) and a warning/error line matching WANT_LINE
+# ("" for none from nvpeer).
+kbuild_case() {
+    local name=$1 want_rc=$2 want_flags=$3 want_line=$4 rc=0 out env=()
+    shift 4
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do env+=("$1"); shift; done
+    shift
+    out=$(env -u NVPEER_COMPAT "${env[@]}" make -s --no-print-directory src="$here" srctree="$kb73" NVPEER_BENCH=1 \
+        "$@" 2>"$t/kbuild/err") || rc=$?
+    local flags
+    flags=$(echo "$out" | sed -n 's/^rust= *//p' | tr -s ' ' | sed 's/ *$//')
+    if [ "$rc" != "$want_rc" ]; then bad "$name" "exit $rc, want $want_rc: $(cat "$t/kbuild/err")"; return; fi
+    if [ "$want_flags" != - ] && [ "$flags" != "$want_flags" ]; then bad "$name" "rustflags '$flags', want '$want_flags'"; return; fi
+    if [ -n "$want_line" ]; then
+        grep -q "$want_line" "$t/kbuild/err" || { bad "$name" "no line '$want_line' in: $(cat "$t/kbuild/err")"; return; }
+    elif grep -q 'nvpeer:' "$t/kbuild/err"; then
+        bad "$name" "unexpected line: $(cat "$t/kbuild/err")"; return
+    fi
+    ok "$name"
+}
+kbuild_case "kbuild[probed]" 0 "$all73" "" -- -f "$kb/Makefile.build" show
+kbuild_case "kbuild[oldest: command line]" 0 "" "nvpeer: NVPEER_COMPAT=oldest: the oldest-API build" -- \
+    -f "$kb/Makefile.build" NVPEER_COMPAT=oldest show
+kbuild_case "kbuild[oldest: command line, sub-make]" 0 "" "nvpeer: NVPEER_COMPAT=oldest: the oldest-API build" -- \
+    -f "$t/kbuild/outer.mk" NVPEER_COMPAT=oldest
+kbuild_case "kbuild[oldest: environment ignored]" 0 "$all73" "comes from the environment and is ignored" \
+    NVPEER_COMPAT=oldest -- -f "$kb/Makefile.build" show
+kbuild_case "kbuild[oldest: environment, sub-make]" 0 "$all73" "comes from the environment and is ignored" \
+    NVPEER_COMPAT=oldest -- -f "$t/kbuild/outer.mk"
+kbuild_case "kbuild[bad value refused]" 2 - "nvpeer: NVPEER_COMPAT=newest: the only value is oldest" -- \
+    -f "$kb/Makefile.build" NVPEER_COMPAT=newest show
+
 # The real trees: the bench kernel's 7.2 source (/kernel/src in the toolchain root) and, where a
 # run has fetched it, Debian's 7.3 (its stock build dir: testbench/stock-kernels.list).
 if [ -f /kernel/src/rust/kernel/lib.rs ]; then
