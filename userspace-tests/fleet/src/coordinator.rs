@@ -2,27 +2,48 @@
 //!
 //! Rank 0 listens on the rendezvous port (through the harness's [`nvpeer_harness::server::listen`]: a
 //! network address needs the shared token, or `--allow-any-peer`) and every rank, rank 0's own
-//! worker included, connects to it over the harness's [`Channel`] and joins with its token
-//! (checked by [`nvpeer_harness::server::admit`], as the two-node server checks a client's), its rank
-//! and its doctor verdict. Then, round by round, the coordinator tells each pair who serves and
+//! worker included, connects to it over the harness's [`Channel`] and joins: both sides prove
+//! they hold the token without sending it ([`crate::auth`]), then the rank gives its rank, name,
+//! address (the one its connection comes from) and doctor verdict. Each connection's handshake
+//! runs on its own thread within `--fleet-handshake-timeout`, at most `--fleet-max-pending` at
+//! once (a connection beyond that is told to come back), so silent or trickling connections
+//! cannot keep the real ranks out of the join window; what a rank says is kept only as printable
+//! text. Then, round by round, the coordinator tells each pair who serves and
 //! who connects; the pair runs the harness's two-node mode ([`PairRunner`]) and both sides
 //! report. A rank whose connection closes is lost as "died", one that does not answer within the
 //! pair timeout (plus a grace) as "hung"; its later pairs are skipped and the run goes on.
 
+use crate::auth::{self, Nonce};
 use crate::launcher::Rendezvous;
-use crate::proto::{Task, ToCoordinator, ToRank, FLEET_PROTO};
+use crate::proto::{
+    name_refusal, printable, printable_outcome, printable_readiness, Opening, Task, ToCoordinator,
+    ToRank, FLEET_PROTO,
+};
 use crate::readiness::Readiness;
 use crate::runner::{ConnectJob, Measurement, PairOutcome, PairRunner, ServeJob};
 use crate::schedule::{Pair, Pairing, Round};
 use nvpeer_harness::cli::ServeArgs;
 use nvpeer_harness::oob::{Channel, OobError};
+use nvpeer_harness::server::Refusal;
 use serde::Serialize;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-/// How long a new connection has to send its join (as the two-node server's hello).
-pub const JOIN_HELLO: Duration = nvpeer_harness::server::PRE_AUTH;
+/// How long a new connection has for its whole handshake, hello to join, by default
+/// (`--fleet-handshake-timeout`; the two-node server's hello has as long).
+pub const HANDSHAKE: Duration = nvpeer_harness::server::PRE_AUTH;
+
+/// How many handshakes rank 0 runs at once by default (`--fleet-max-pending`).
+pub const MAX_PENDING: usize = 128;
+
+/// How long a send to a rank may wait for it to take the bytes (a rank that stops reading is
+/// lost, not a coordinator stuck).
+const SEND_WAIT: Duration = Duration::from_secs(10);
+
+/// Refusals logged one by one in a join window; later ones are counted.
+const LOGGED_REFUSALS: u64 = 20;
 
 /// Errors that end a rank's part in the run.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +52,21 @@ pub enum FleetError {
     Rendezvous(Rendezvous, OobError),
     #[error("refused by rank 0: {0}")]
     Refused(String),
+    #[error("rank 0 at {0} is not trusted: {1}; this rank sent it its nonce only, not its join")]
+    Impostor(Rendezvous, String),
+    #[error(
+        "rank 0 proves a token and this rank has none: give every rank the same --token (or \
+         NVPEER_TOKEN)"
+    )]
+    TokenWanted,
+    #[error("rank 0 speaks fleet protocol {0}, this rank {FLEET_PROTO}: run the same nvpeer on every node")]
+    Protocol(u32),
+    #[error("rank 0 stayed busy for {} s: {why}", .waited.as_secs_f64())]
+    Busy { waited: Duration, why: String },
+    #[error("{0}")]
+    Name(String),
+    #[error(transparent)]
+    NoRandom(#[from] auth::NoRandom),
     #[error("rank 0 sent nothing for {} s: the coordinator is gone", .0.as_secs())]
     CoordinatorGone(Duration),
     #[error("rank 0: {0}")]
@@ -133,6 +169,11 @@ pub struct CoordinatorConfig {
     pub pair_not_ready: bool,
     /// Print progress on stderr.
     pub verbose: bool,
+    /// How long one connection has for its handshake, hello to join (`--fleet-handshake-timeout`).
+    pub handshake_timeout: Duration,
+    /// How many handshakes run at once (`--fleet-max-pending`); a connection beyond them is told
+    /// to come back.
+    pub max_pending: usize,
 }
 
 /// The port of round `round`'s pair servers, if it fits.
@@ -187,53 +228,52 @@ impl Coordinator<'_> {
         }
     }
 
-    /// Accepts joins until every rank joined or the join timeout passed.
+    /// Accepts joins until every rank joined or the join timeout passed: each connection's
+    /// handshake on its own thread, at most `max_pending` at once.
     fn join(&mut self, l: &TcpListener) {
         let deadline = self.start + self.cfg.join_timeout;
         if let Err(e) = l.set_nonblocking(true) {
             self.say(&format!("listener: {e}"));
         }
-        let rounds = self.cfg.rounds.len() as u32;
+        let gate = Arc::new(Gate {
+            token: self.cfg.serve.token.clone(),
+            allow_any_peer: self.cfg.serve.allow_any_peer,
+            world: self.cfg.world,
+            limit: self.cfg.handshake_timeout,
+        });
+        let (tx, rx) = mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let mut tally = Tally::default();
         while self.slots.iter().any(|s| s.ch.is_none()) && Instant::now() < deadline {
-            let (stream, peer) = match l.accept() {
-                Ok(x) => x,
+            match l.accept() {
+                Ok((stream, peer)) => {
+                    self.start_handshake(stream, peer, &gate, &pending, &tx, &mut tally)
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
+                    if let Ok(h) = rx.recv_timeout(Duration::from_millis(5)) {
+                        self.handshake_done(h, &mut tally);
+                    }
                 }
                 Err(e) => {
                     self.say(&format!("accept failed: {e}; still listening"));
                     std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-            };
-            let _ = stream.set_nonblocking(false);
-            let Ok(mut ch) = Channel::from_stream(stream) else {
-                continue;
-            };
-            let join = ch.recv_within::<ToCoordinator>(JOIN_HELLO);
-            self.messages += 1;
-            match self.admit(join, &peer) {
-                Ok((rank, node)) => {
-                    self.messages += 1;
-                    if ch.send(&ToRank::Welcome { rounds }).is_ok() {
-                        self.say(&format!(
-                            "rank {rank} ({}) joined from {}: {}",
-                            node.name,
-                            peer.ip(),
-                            node.readiness.as_ref().map_or("", |r| r.verdict.as_str())
-                        ));
-                        self.slots[rank as usize] = Slot { ch: Some(ch), node };
-                    }
-                }
-                Err(why) => {
-                    self.say(&format!("refused {}: {why}", peer.ip()));
-                    self.messages += 1;
-                    let _ = ch.send(&ToRank::Refused {
-                        why: why.to_string(),
-                    });
                 }
             }
+            while let Ok(h) = rx.try_recv() {
+                self.handshake_done(h, &mut tally);
+            }
+        }
+        if tally.refused > LOGGED_REFUSALS {
+            self.say(&format!(
+                "{} more connection(s) refused (not logged one by one)",
+                tally.refused - LOGGED_REFUSALS
+            ));
+        }
+        if tally.busy > 0 {
+            self.say(&format!(
+                "{} connection(s) told to come back: {} handshakes at once at most (--fleet-max-pending)",
+                tally.busy, self.cfg.max_pending
+            ));
         }
         for r in 0..self.cfg.world {
             if self.slots[r as usize].ch.is_none() && self.slots[r as usize].node.lost.is_none() {
@@ -246,49 +286,91 @@ impl Coordinator<'_> {
         }
     }
 
-    fn admit(
-        &self,
-        join: Result<ToCoordinator, OobError>,
-        peer: &SocketAddr,
-    ) -> Result<(u32, NodeRecord), JoinRefusal> {
-        let ToCoordinator::Join {
-            proto,
-            token,
-            rank,
-            world,
-            name,
-            addr,
-            readiness,
-        } = join.map_err(JoinRefusal::NoJoin)?
-        else {
-            return Err(JoinRefusal::NotAJoin);
+    /// Hands a new connection to a handshake thread, or tells it to come back when
+    /// `max_pending` handshakes run already.
+    fn start_handshake(
+        &mut self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        gate: &Arc<Gate>,
+        pending: &Arc<AtomicUsize>,
+        tx: &mpsc::Sender<Handshake>,
+        tally: &mut Tally,
+    ) {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_write_timeout(Some(SEND_WAIT));
+        let Ok(mut ch) = Channel::from_stream(stream) else {
+            return;
         };
-        nvpeer_harness::server::admit(&self.cfg.serve, peer, token.as_deref())?;
-        if proto != FLEET_PROTO {
-            return Err(JoinRefusal::Protocol(proto));
-        }
-        if world != self.cfg.world {
-            return Err(JoinRefusal::World {
-                got: world,
-                want: self.cfg.world,
+        if pending.load(Ordering::SeqCst) >= self.cfg.max_pending {
+            tally.busy += 1;
+            self.messages += 1;
+            let _ = ch.send(&ToRank::Busy {
+                why: format!(
+                    "{} joins in progress, the most rank 0 takes at once (--fleet-max-pending)",
+                    self.cfg.max_pending
+                ),
             });
+            return;
         }
-        if rank >= world {
-            return Err(JoinRefusal::RankOutside { rank, world });
+        let slot = PendingSlot::take(pending);
+        let (gate, tx) = (gate.clone(), tx.clone());
+        let spawned = std::thread::Builder::new()
+            .name("nvpeer-fleet-join".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                let _slot = slot;
+                let _ = tx.send(gate.handshake(ch, peer));
+            });
+        if let Err(e) = spawned {
+            self.say(&format!("no thread for {}'s join: {e}", peer.ip()));
         }
-        if self.slots[rank as usize].ch.is_some() {
-            return Err(JoinRefusal::Twice(rank));
-        }
-        Ok((
-            rank,
-            NodeRecord {
+    }
+
+    /// Takes a finished handshake: welcomes a rank whose place is free.
+    fn handshake_done(&mut self, h: Handshake, tally: &mut Tally) {
+        match h {
+            Handshake::Joined {
+                mut ch,
+                peer,
                 rank,
-                name,
-                addr: Some(addr.unwrap_or_else(|| peer.ip().to_string())),
-                readiness: Some(readiness),
-                lost: None,
-            },
-        ))
+                node,
+                messages,
+            } => {
+                self.messages += messages + 1;
+                if self.slots[rank as usize].ch.is_some() {
+                    let why = JoinRefusal::Twice(rank).to_string();
+                    self.refused(&peer, &why, tally);
+                    let _ = ch.send(&ToRank::Refused { why });
+                    return;
+                }
+                let rounds = self.cfg.rounds.len() as u32;
+                if ch.send(&ToRank::Welcome { rounds }).is_ok() {
+                    self.say(&format!(
+                        "rank {rank} ({}) joined from {}: {}",
+                        node.name,
+                        peer.ip(),
+                        node.readiness.as_ref().map_or("", |r| r.verdict.as_str())
+                    ));
+                    self.slots[rank as usize] = Slot { ch: Some(ch), node };
+                }
+            }
+            Handshake::Refused {
+                peer,
+                why,
+                messages,
+            } => {
+                self.messages += messages;
+                self.refused(&peer, &why, tally);
+            }
+        }
+    }
+
+    fn refused(&self, peer: &SocketAddr, why: &str, tally: &mut Tally) {
+        tally.refused += 1;
+        if tally.refused <= LOGGED_REFUSALS {
+            self.say(&format!("refused {}: {why}", peer.ip()));
+        }
     }
 
     /// Why a rank cannot be paired now, if it cannot.
@@ -318,16 +400,24 @@ impl Coordinator<'_> {
         let r = ch.recv_within::<ToCoordinator>(left.max(Duration::from_millis(1)));
         self.messages += 1;
         match r {
-            Ok(
-                m @ (ToCoordinator::Served { round: r, .. }
-                | ToCoordinator::Measured { round: r, .. }),
-            ) if r == round => Some(m),
+            Ok(ToCoordinator::Served { round: r, result }) if r == round => {
+                Some(ToCoordinator::Served {
+                    round,
+                    result: result.map_err(|e| printable(&e)),
+                })
+            }
+            Ok(ToCoordinator::Measured { round: r, outcome }) if r == round => {
+                Some(ToCoordinator::Measured {
+                    round,
+                    outcome: outcome.map(printable_outcome).map_err(|e| printable(&e)),
+                })
+            }
             Ok(other) => {
                 self.lose(
                     rank,
                     LostKind::Died,
                     Some(round),
-                    format!("protocol: {other:?} in round {round}"),
+                    printable(&format!("protocol: {other:?} in round {round}")),
                 );
                 None
             }
@@ -340,7 +430,7 @@ impl Coordinator<'_> {
                 None
             }
             Err(e) => {
-                self.lose(rank, LostKind::Died, Some(round), e.to_string());
+                self.lose(rank, LostKind::Died, Some(round), printable(&e.to_string()));
                 None
             }
         }
@@ -447,6 +537,188 @@ impl Coordinator<'_> {
     }
 }
 
+/// Connections turned away in one join window.
+#[derive(Default)]
+struct Tally {
+    busy: u64,
+    refused: u64,
+}
+
+/// One of the `max_pending` handshakes that may run at once, given back when its thread ends.
+struct PendingSlot(Arc<AtomicUsize>);
+
+impl PendingSlot {
+    fn take(pending: &Arc<AtomicUsize>) -> Self {
+        pending.fetch_add(1, Ordering::SeqCst);
+        PendingSlot(pending.clone())
+    }
+}
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What a handshake thread found.
+enum Handshake {
+    Joined {
+        ch: Channel,
+        peer: SocketAddr,
+        rank: u32,
+        node: NodeRecord,
+        messages: u64,
+    },
+    Refused {
+        peer: SocketAddr,
+        why: String,
+        messages: u64,
+    },
+}
+
+/// What a handshake needs of the coordinator's configuration.
+struct Gate {
+    token: Option<String>,
+    allow_any_peer: bool,
+    world: u32,
+    limit: Duration,
+}
+
+impl Gate {
+    /// One connection's handshake, hello to join (a refusal is sent to the peer).
+    fn handshake(&self, mut ch: Channel, peer: SocketAddr) -> Handshake {
+        let mut messages = 0;
+        match self.exchange(&mut ch, &peer, &mut messages) {
+            Ok((rank, node)) => Handshake::Joined {
+                ch,
+                peer,
+                rank,
+                node,
+                messages,
+            },
+            Err(why) => {
+                let why = why.to_string();
+                messages += 1;
+                let _ = ch.send(&ToRank::Refused { why: why.clone() });
+                Handshake::Refused {
+                    peer,
+                    why,
+                    messages,
+                }
+            }
+        }
+    }
+
+    fn exchange(
+        &self,
+        ch: &mut Channel,
+        peer: &SocketAddr,
+        messages: &mut u64,
+    ) -> Result<(u32, NodeRecord), JoinRefusal> {
+        let deadline = Instant::now() + self.limit;
+        let recv_err = |e: OobError| match e {
+            OobError::Timeout(_) => JoinRefusal::Slow(self.limit),
+            e => JoinRefusal::NoJoin(e),
+        };
+        let left = || {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        };
+        let first = ch.recv_within::<Opening>(left()).map_err(recv_err)?;
+        *messages += 1;
+        match first.proto {
+            Some(FLEET_PROTO) => {}
+            Some(p) => return Err(JoinRefusal::Protocol(p)),
+            None => return Err(JoinRefusal::NotAHello),
+        }
+        let (true, Some(rank_nonce)) = (first.msg == "hello", first.nonce) else {
+            return Err(JoinRefusal::NotAHello);
+        };
+        if self.token.is_none() && !peer.ip().is_loopback() && !self.allow_any_peer {
+            return Err(Refusal::NotLoopback(peer.ip()).into());
+        }
+        let coord_nonce = auth::nonce()?;
+        let proof = self
+            .token
+            .as_deref()
+            .and_then(|t| auth::coordinator_proof(t, &rank_nonce, &coord_nonce));
+        *messages += 1;
+        ch.send(&ToRank::Challenge {
+            proto: FLEET_PROTO,
+            nonce: coord_nonce,
+            proof,
+        })
+        .map_err(JoinRefusal::NoJoin)?;
+        let join = ch.recv_within::<ToCoordinator>(left()).map_err(recv_err)?;
+        *messages += 1;
+        let ToCoordinator::Join {
+            proof,
+            rank,
+            world,
+            name,
+            addr,
+            readiness,
+        } = join
+        else {
+            return Err(JoinRefusal::NotAJoin);
+        };
+        if let Some(t) = &self.token {
+            let proved = proof
+                .as_deref()
+                .is_some_and(|p| auth::rank_proved(t, &coord_nonce, &rank_nonce, rank, world, p));
+            if !proved {
+                return Err(Refusal::Token.into());
+            }
+        }
+        self.admit(peer, rank, world, &name, addr.as_deref())?;
+        Ok((
+            rank,
+            NodeRecord {
+                rank,
+                name,
+                addr: Some(peer.ip().to_canonical().to_string()),
+                readiness: Some(printable_readiness(readiness)),
+                lost: None,
+            },
+        ))
+    }
+
+    /// Whether an authenticated join may take its place (whether the place is free is the
+    /// coordinator's to say).
+    fn admit(
+        &self,
+        peer: &SocketAddr,
+        rank: u32,
+        world: u32,
+        name: &str,
+        addr: Option<&str>,
+    ) -> Result<(), JoinRefusal> {
+        if world != self.world {
+            return Err(JoinRefusal::World {
+                got: world,
+                want: self.world,
+            });
+        }
+        if rank >= world {
+            return Err(JoinRefusal::RankOutside { rank, world });
+        }
+        if let Some(why) = name_refusal(name) {
+            return Err(JoinRefusal::Name(why));
+        }
+        let from = peer.ip().to_canonical();
+        match addr.map(|a| (a, a.parse::<IpAddr>())) {
+            None => Ok(()),
+            Some((_, Ok(ip))) if ip.to_canonical() == from => Ok(()),
+            Some((a, Ok(_))) => Err(JoinRefusal::AddrElsewhere {
+                addr: printable(a),
+                from,
+            }),
+            Some((a, Err(_))) => Err(JoinRefusal::AddrNotIp(printable(a))),
+        }
+    }
+}
+
 fn in_round(r: Option<u32>) -> String {
     r.map_or_else(String::new, |r| format!(" in round {}", r + 1))
 }
@@ -547,14 +819,30 @@ pub enum SideError {
 pub enum JoinRefusal {
     #[error("no join: {0}")]
     NoJoin(OobError),
-    #[error("the first message was not a join")]
+    #[error("no hello and join within {} s (--fleet-handshake-timeout)", .0.as_secs_f64())]
+    Slow(Duration),
+    #[error("the first message was not a hello of fleet protocol {FLEET_PROTO}")]
+    NotAHello,
+    #[error("the message after the challenge was not a join")]
     NotAJoin,
     #[error(transparent)]
-    Peer(#[from] nvpeer_harness::server::Refusal),
+    Peer(#[from] Refusal),
     #[error(
         "fleet protocol {0}, this rank 0 speaks {FLEET_PROTO}: run the same nvpeer on every node"
     )]
     Protocol(u32),
+    #[error(transparent)]
+    NoRandom(#[from] auth::NoRandom),
+    #[error("{0}")]
+    Name(String),
+    #[error(
+        "the rank announces {addr} (--fleet-addr) and its connection comes from {from}: rank 0 \
+         sends peers only to the address a rank connects from. Leave out --fleet-addr, or give \
+         --rendezvous rank 0's address on {addr}'s network, so that the rank connects from {addr}"
+    )]
+    AddrElsewhere { addr: String, from: IpAddr },
+    #[error("--fleet-addr {0} is not an IP address (rank 0 checks it against the connection)")]
+    AddrNotIp(String),
     #[error("world size {got}, rank 0's is {want}: the ranks come from different launches")]
     World { got: u32, want: u32 },
     #[error("rank {rank} is not below the world size {world}")]
@@ -586,14 +874,66 @@ fn bounded<T: Send + 'static>(
     }
 }
 
-/// Runs this rank's part: join rank 0, obey every order, return the fleet's exit status.
-pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<u8, FleetError> {
+/// How long a rank waits before it comes back to a busy rank 0.
+const BUSY_RETRY: Duration = Duration::from_millis(200);
+
+/// Joins rank 0, coming back while it is busy, until `cfg.join_wait` has passed: the channel
+/// the orders come on.
+pub fn join_rank0(cfg: &WorkerConfig) -> Result<Channel, FleetError> {
+    let end = Instant::now() + cfg.join_wait;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match join_once(cfg, left)? {
+            Ok(ch) => return Ok(ch),
+            Err(why) if Instant::now() + BUSY_RETRY >= end => {
+                return Err(FleetError::Busy {
+                    waited: cfg.join_wait,
+                    why: printable(&why),
+                })
+            }
+            Err(_) => std::thread::sleep(BUSY_RETRY),
+        }
+    }
+}
+
+/// One attempt at the handshake: the joined channel, or why rank 0 was busy.
+fn join_once(cfg: &WorkerConfig, left: Duration) -> Result<Result<Channel, String>, FleetError> {
     let rv = &cfg.rendezvous;
-    let mut ch = Channel::connect(&rv.host, rv.port, cfg.join_wait)
+    let mut ch = Channel::connect(&rv.host, rv.port, left)
         .map_err(|e| FleetError::Rendezvous(rv.clone(), e))?;
-    ch.send(&ToCoordinator::Join {
+    let rank_nonce = auth::nonce()?;
+    ch.send(&ToCoordinator::Hello {
         proto: FLEET_PROTO,
-        token: cfg.token.clone(),
+        nonce: rank_nonce,
+    })
+    .map_err(FleetError::Channel)?;
+    // Rank 0 answers as soon as it accepts the connection, which it may start to do later than
+    // this rank connects.
+    let (coord_nonce, proof) = match ch
+        .recv_within::<ToRank>(left + HANDSHAKE)
+        .map_err(FleetError::Channel)?
+    {
+        ToRank::Challenge {
+            proto: FLEET_PROTO,
+            nonce,
+            proof,
+        } => (nonce, proof),
+        ToRank::Challenge { proto, .. } => return Err(FleetError::Protocol(proto)),
+        ToRank::Busy { why } => return Ok(Err(why)),
+        ToRank::Refused { why } => return Err(FleetError::Refused(refusal_text(&why))),
+        other => {
+            return Err(FleetError::Impostor(
+                rv.clone(),
+                printable(&format!("it answered the hello with {other:?}")),
+            ))
+        }
+    };
+    check_coordinator(cfg, &rank_nonce, &coord_nonce, proof.as_deref())?;
+    ch.send(&ToCoordinator::Join {
+        proof: cfg
+            .token
+            .as_deref()
+            .and_then(|t| auth::rank_proof(t, &coord_nonce, &rank_nonce, cfg.rank, cfg.world)),
         rank: cfg.rank,
         world: cfg.world,
         name: cfg.name.clone(),
@@ -601,16 +941,51 @@ pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<u8, Fleet
         readiness: cfg.readiness.clone(),
     })
     .map_err(FleetError::Channel)?;
-    // Rank 0 answers once it reads the join, which it does when it accepts the connection:
-    // after its other ranks' joins at the latest.
     match ch
-        .recv_within::<ToRank>(cfg.join_wait + JOIN_HELLO)
+        .recv_within::<ToRank>(HANDSHAKE)
         .map_err(FleetError::Channel)?
     {
-        ToRank::Welcome { .. } => {}
-        ToRank::Refused { why } => return Err(FleetError::Refused(why)),
-        other => return Err(FleetError::Unexpected(format!("{other:?}"))),
+        ToRank::Welcome { .. } => Ok(Ok(ch)),
+        ToRank::Refused { why } => Err(FleetError::Refused(refusal_text(&why))),
+        other => Err(FleetError::Unexpected(printable(&format!("{other:?}")))),
     }
+}
+
+/// Whether the challenge proves that rank 0 holds this rank's token (or that neither has one).
+fn check_coordinator(
+    cfg: &WorkerConfig,
+    rank_nonce: &Nonce,
+    coord_nonce: &Nonce,
+    proof: Option<&[u8]>,
+) -> Result<(), FleetError> {
+    let impostor = |why: &str| Err(FleetError::Impostor(cfg.rendezvous.clone(), why.into()));
+    match (&cfg.token, proof) {
+        (Some(t), Some(p)) if auth::coordinator_proved(t, rank_nonce, coord_nonce, p) => Ok(()),
+        (Some(_), Some(_)) => {
+            impostor("its proof does not match this rank's token (another --token there?)")
+        }
+        (Some(_), None) => impostor("it did not prove that it holds the token (no --token there?)"),
+        (None, Some(_)) => Err(FleetError::TokenWanted),
+        (None, None) => Ok(()),
+    }
+}
+
+/// A refusal's text as this rank shows it: printable, and naming an older rank 0.
+fn refusal_text(why: &str) -> String {
+    let why = printable(why);
+    if why.contains("unknown variant `hello`") {
+        format!("{why} (rank 0 runs an older nvpeer, of fleet protocol 1: run the same nvpeer on every node)")
+    } else {
+        why
+    }
+}
+
+/// Runs this rank's part: join rank 0, obey every order, return the fleet's exit status.
+pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<u8, FleetError> {
+    if let Some(why) = name_refusal(&cfg.name) {
+        return Err(FleetError::Name(why));
+    }
+    let mut ch = join_rank0(cfg)?;
     loop {
         let m = match ch.recv_within::<ToRank>(cfg.order_wait) {
             Ok(m) => m,

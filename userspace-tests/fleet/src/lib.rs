@@ -10,6 +10,7 @@
 //! every rank's worker), `runner` (what a pair runs: the harness), `readiness` (the doctor's
 //! verdict), `report` / `heatmap` (the report, its outliers, JSON, JUnit and the picture).
 
+pub mod auth;
 mod command_error;
 pub mod coordinator;
 pub mod heatmap;
@@ -67,10 +68,21 @@ pub struct FleetArgs {
     /// This node's name in the report (default: Slurm's SLURMD_NODENAME, else the hostname).
     #[arg(long = "node-name", env = "NVPEER_FLEET_NODE_NAME")]
     pub node_name: Option<String>,
-    /// The address the other ranks reach this node at (default: the address rank 0 sees this
-    /// rank connect from).
-    #[arg(long = "fleet-addr", value_name = "ADDR", env = "NVPEER_FLEET_ADDR")]
+    /// The IP address the other ranks reach this node at: rank 0 refuses it unless it is the
+    /// address this rank's connection comes from, which is also the default (on a multi-homed
+    /// node, give --rendezvous rank 0's address on the network the pairs should use).
+    #[arg(long = "fleet-addr", value_name = "IP", env = "NVPEER_FLEET_ADDR")]
     pub addr: Option<String>,
+    /// Rank 0: seconds a new connection has for its whole handshake, hello to join (a silent or
+    /// trickling one is closed then).
+    #[arg(long = "fleet-handshake-timeout", value_name = "SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub handshake_timeout: u64,
+    /// Rank 0: handshakes it runs at once; a connection beyond them is told to come back (a rank
+    /// does, until its join timeout).
+    #[arg(long = "fleet-max-pending", value_name = "N", default_value_t = coordinator::MAX_PENDING,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub max_pending: usize,
     /// Seconds rank 0 waits for every rank to join (a rank that does not is "never joined").
     #[arg(long = "join-timeout", value_name = "SECS", default_value_t = 300)]
     pub join_timeout: u64,
@@ -346,6 +358,8 @@ fn run(
             grace,
             pair_not_ready: f.pair_not_ready,
             verbose: true,
+            handshake_timeout: Duration::from_secs(f.handshake_timeout),
+            max_pending: f.max_pending,
         };
         let tool = tool.to_string();
         Some(std::thread::spawn(move || {

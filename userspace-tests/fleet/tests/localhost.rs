@@ -7,7 +7,7 @@ use nvpeer_fleet::coordinator::{
     coordinate, work, CoordinatorConfig, FleetRun, LostKind, PairStatus, WorkerConfig,
 };
 use nvpeer_fleet::launcher::Rendezvous;
-use nvpeer_fleet::proto::{ToCoordinator, ToRank, FLEET_PROTO};
+use nvpeer_fleet::proto::ToRank;
 use nvpeer_fleet::readiness::{Readiness, RootCause};
 use nvpeer_fleet::report::{FleetReport, Outlier, Thresholds};
 use nvpeer_fleet::runner::{ConnectJob, Measurement, PairOutcome, PairRunner, ServeJob, Unit};
@@ -105,6 +105,8 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
         grace: Duration::from_millis(500),
         pair_not_ready: false,
         verbose: false,
+        handshake_timeout: nvpeer_fleet::coordinator::HANDSHAKE,
+        max_pending: nvpeer_fleet::coordinator::MAX_PENDING,
     };
     let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -158,26 +160,7 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
 /// A rank that joins properly, then at its first pair closes its connection (`hang`: stops
 /// answering for longer than the pair timeout and the grace).
 fn rogue(cfg: &WorkerConfig, hang: bool) {
-    let mut ch = nvpeer_harness::oob::Channel::connect(
-        "127.0.0.1",
-        cfg.rendezvous.port,
-        Duration::from_secs(20),
-    )
-    .unwrap();
-    ch.send(&ToCoordinator::Join {
-        proto: FLEET_PROTO,
-        token: cfg.token.clone(),
-        rank: cfg.rank,
-        world: cfg.world,
-        name: cfg.name.clone(),
-        addr: None,
-        readiness: cfg.readiness.clone(),
-    })
-    .unwrap();
-    assert!(matches!(
-        ch.recv::<ToRank>().unwrap(),
-        ToRank::Welcome { .. }
-    ));
+    let mut ch = nvpeer_fleet::coordinator::join_rank0(cfg).unwrap();
     loop {
         match ch.recv::<ToRank>() {
             Ok(ToRank::Order { task, .. }) if task != nvpeer_fleet::proto::Task::Sit => {
@@ -306,6 +289,8 @@ fn a_wrong_token_is_refused() {
         grace: Duration::from_millis(200),
         pair_not_ready: false,
         verbose: false,
+        handshake_timeout: nvpeer_fleet::coordinator::HANDSHAKE,
+        max_pending: nvpeer_fleet::coordinator::MAX_PENDING,
     };
     let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
     let wcfg = WorkerConfig {
@@ -329,8 +314,13 @@ fn a_wrong_token_is_refused() {
         slow: vec![],
         log: Arc::new(Mutex::new(Vec::new())),
     };
+    // Both sides prove the token: the rank finds rank 0's proof wrong first and says nothing
+    // more.
     let e = work(&wcfg, Arc::new(fake)).unwrap_err();
-    assert!(e.to_string().contains("wrong or missing token"), "{e}");
+    assert!(
+        e.to_string().contains("does not match this rank's token"),
+        "{e}"
+    );
     let run = coord.join().unwrap();
     assert!(run.nodes.iter().all(|n| n
         .lost

@@ -1,0 +1,153 @@
+//! The rendezvous handshake's proofs: each side shows it holds the shared token (`--token`,
+//! NVPEER_TOKEN) without sending it. The rank opens with a fresh nonce, the coordinator answers
+//! with its own and HMAC-SHA256(token, "coordinator" ‖ rank nonce ‖ coordinator nonce); the rank
+//! checks that before it says anything more and joins with HMAC-SHA256(token, "rank" ‖
+//! coordinator nonce ‖ rank nonce ‖ rank ‖ world size). The labels keep one side's proof from
+//! serving as the other's, the fresh nonces keep a recorded proof from serving again, and both
+//! checks are the `hmac` crate's constant-time comparison (which takes any length and refuses
+//! every length but 32 bytes). An eavesdropper or an impostor learns the nonces and proofs only:
+//! nothing that lets it join, unless it can guess the token (a guessable token can be tested
+//! offline against one proof: use a random one, docs/validation.md, "Fleet").
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// A fresh random value of one handshake.
+pub type Nonce = [u8; 32];
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Why no nonce could be drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("no random nonce from the OS: {0}")]
+pub struct NoRandom(String);
+
+/// A fresh nonce from the OS's random source.
+pub fn nonce() -> Result<Nonce, NoRandom> {
+    let mut n = [0u8; 32];
+    getrandom::fill(&mut n).map_err(|e| NoRandom(e.to_string()))?;
+    Ok(n)
+}
+
+/// The keyed MAC over `label` and then `parts`, each part preceded by its length (so that no two
+/// different inputs read the same).
+/// (`None` never happens: HMAC takes a key of any length, a long one hashed first.)
+fn keyed(token: &str, label: &[u8], parts: &[&[u8]]) -> Option<HmacSha256> {
+    let mut m = <HmacSha256 as KeyInit>::new_from_slice(token.as_bytes()).ok()?;
+    m.update(b"nvpeer-fleet-2 ");
+    m.update(label);
+    for p in parts {
+        m.update(&(p.len() as u64).to_be_bytes());
+        m.update(p);
+    }
+    Some(m)
+}
+
+fn coordinator_mac(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<HmacSha256> {
+    keyed(token, b"coordinator", &[rank_nonce, coord_nonce])
+}
+
+fn rank_mac(
+    token: &str,
+    coord_nonce: &Nonce,
+    rank_nonce: &Nonce,
+    rank: u32,
+    world: u32,
+) -> Option<HmacSha256> {
+    keyed(
+        token,
+        b"rank",
+        &[
+            coord_nonce,
+            rank_nonce,
+            &rank.to_be_bytes(),
+            &world.to_be_bytes(),
+        ],
+    )
+}
+
+/// The coordinator's proof that it holds `token`, for the rank that sent `rank_nonce`.
+pub fn coordinator_proof(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<Vec<u8>> {
+    Some(
+        coordinator_mac(token, rank_nonce, coord_nonce)?
+            .finalize()
+            .into_bytes()
+            .to_vec(),
+    )
+}
+
+/// Whether `proof` is the coordinator's proof of `token` for these nonces (constant time).
+pub fn coordinator_proved(
+    token: &str,
+    rank_nonce: &Nonce,
+    coord_nonce: &Nonce,
+    proof: &[u8],
+) -> bool {
+    coordinator_mac(token, rank_nonce, coord_nonce).is_some_and(|m| m.verify_slice(proof).is_ok())
+}
+
+/// The rank's proof that it holds `token`, for the coordinator that sent `coord_nonce`.
+pub fn rank_proof(
+    token: &str,
+    coord_nonce: &Nonce,
+    rank_nonce: &Nonce,
+    rank: u32,
+    world: u32,
+) -> Option<Vec<u8>> {
+    Some(
+        rank_mac(token, coord_nonce, rank_nonce, rank, world)?
+            .finalize()
+            .into_bytes()
+            .to_vec(),
+    )
+}
+
+/// Whether `proof` is rank `rank`'s proof of `token` for these nonces (constant time).
+pub fn rank_proved(
+    token: &str,
+    coord_nonce: &Nonce,
+    rank_nonce: &Nonce,
+    rank: u32,
+    world: u32,
+    proof: &[u8],
+) -> bool {
+    rank_mac(token, coord_nonce, rank_nonce, rank, world)
+        .is_some_and(|m| m.verify_slice(proof).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_check_out_only_with_the_token_and_the_nonces() {
+        let (rn, cn) = (nonce().unwrap(), nonce().unwrap());
+        assert_ne!(rn, cn);
+        let c = coordinator_proof("tok", &rn, &cn).unwrap();
+        assert_eq!(c.len(), 32);
+        assert!(coordinator_proved("tok", &rn, &cn, &c));
+        assert!(!coordinator_proved("tok2", &rn, &cn, &c));
+        assert!(!coordinator_proved("tok", &cn, &rn, &c));
+        let r = rank_proof("tok", &cn, &rn, 3, 8).unwrap();
+        assert!(rank_proved("tok", &cn, &rn, 3, 8, &r));
+        assert!(!rank_proved("tok", &cn, &rn, 4, 8, &r));
+        // One side's proof is never the other's.
+        assert!(!rank_proved("tok", &rn, &cn, 3, 8, &c));
+        assert_ne!(c, r);
+    }
+
+    #[test]
+    fn a_proof_of_the_wrong_length_is_refused() {
+        let (rn, cn) = ([1; 32], [2; 32]);
+        let r = rank_proof("tok", &cn, &rn, 1, 2).unwrap();
+        for bad in [
+            &r[..31],
+            &r[..0],
+            &[r.as_slice(), &[0]].concat()[..],
+            &r[..16],
+        ] {
+            assert!(!rank_proved("tok", &cn, &rn, 1, 2, bad), "{}", bad.len());
+            assert!(!coordinator_proved("tok", &rn, &cn, bad));
+        }
+    }
+}

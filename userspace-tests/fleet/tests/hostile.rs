@@ -1,0 +1,435 @@
+//! The coordinator and the ranks against hostile peers on localhost (no RDMA device): a flood of
+//! silent and trickling connections, a name with escape sequences, a token of the wrong length,
+//! an impostor at the rendezvous port, and a rank that steers its peers to another address.
+
+use nvpeer_fleet::coordinator::{
+    coordinate, work, CoordinatorConfig, FleetError, FleetRun, LostKind, PairStatus, WorkerConfig,
+};
+use nvpeer_fleet::launcher::Rendezvous;
+use nvpeer_fleet::readiness::{Readiness, RootCause};
+use nvpeer_fleet::report::{FleetReport, Thresholds};
+use nvpeer_fleet::runner::{ConnectJob, PairOutcome, PairRunner, ServeJob};
+use nvpeer_fleet::schedule::{rounds, Pairing};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "fleet-hostile-test-token";
+
+/// Every address a pair was sent to, serve binds and connect hosts alike.
+type Seen = Arc<Mutex<Vec<String>>>;
+
+struct Fake(Seen);
+
+impl PairRunner for Fake {
+    fn serve(&self, job: &ServeJob) -> Result<(), nvpeer_fleet::runner::ServeFailure> {
+        self.0.lock().unwrap().push(job.bind.clone());
+        Ok(())
+    }
+    fn connect(&self, job: &ConnectJob) -> PairOutcome {
+        self.0.lock().unwrap().push(job.host.clone());
+        PairOutcome::default()
+    }
+}
+
+fn config(port: u16, world: u32, join: Duration) -> CoordinatorConfig {
+    CoordinatorConfig {
+        world,
+        pairing: Pairing::All,
+        serve: nvpeer_harness::cli::ServeArgs {
+            token: Some(TOKEN.into()),
+            ..Default::default()
+        },
+        rounds: rounds(Pairing::All, world),
+        base_port: port,
+        join_timeout: join,
+        pair_timeout: Duration::from_secs(1),
+        grace: Duration::from_millis(300),
+        pair_not_ready: false,
+        verbose: false,
+        handshake_timeout: Duration::from_millis(500),
+        max_pending: 16,
+    }
+}
+
+fn worker(port: u16, rank: u32, world: u32, join: Duration) -> WorkerConfig {
+    WorkerConfig {
+        rank,
+        world,
+        rendezvous: Rendezvous {
+            host: "127.0.0.1".into(),
+            port,
+        },
+        token: Some(TOKEN.into()),
+        name: format!("n{rank}"),
+        addr: None,
+        readiness: Readiness::assumed(),
+        join_wait: join,
+        pair_timeout: Duration::from_secs(1),
+        order_wait: Duration::from_secs(10),
+    }
+}
+
+fn start(cfg: CoordinatorConfig) -> (u16, JoinHandle<FleetRun>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let cfg = CoordinatorConfig {
+        base_port: port,
+        ..cfg
+    };
+    (
+        port,
+        std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0)),
+    )
+}
+
+fn spawn_worker(w: WorkerConfig, seen: &Seen) -> JoinHandle<Result<u8, FleetError>> {
+    let fake = Arc::new(Fake(seen.clone()));
+    std::thread::spawn(move || work(&w, fake))
+}
+
+/// Many silent connections and a few that trickle a byte at a time, then the real ranks: they
+/// still join within a join window shorter than one old per-connection wait.
+#[test]
+fn a_join_flood_does_not_keep_the_real_ranks_out() {
+    let join = Duration::from_secs(4);
+    let (port, coord) = start(config(0, 2, join));
+    let mut flood = Vec::new();
+    for _ in 0..60 {
+        flood.push(TcpStream::connect(("127.0.0.1", port)).unwrap());
+    }
+    let trickle: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+                    return;
+                };
+                for b in br#"{"msg":"hello","proto":"#.iter().cycle().take(40) {
+                    if s.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let seen = Seen::default();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
+        .collect();
+    let run = coord.join().unwrap();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().expect("a real rank"), 0);
+    }
+    assert!(start.elapsed() < join + Duration::from_secs(3));
+    assert!(
+        run.nodes.iter().all(|n| n.lost.is_none()),
+        "{:?}",
+        run.nodes
+    );
+    assert!(run.pairs.iter().all(|p| p.status == PairStatus::Ran));
+    drop(flood);
+    for t in trickle {
+        t.join().unwrap();
+    }
+}
+
+/// A name with terminal escape sequences never reaches the run, its report or its files, and
+/// neither does an escape sequence in another text a rank sends (a doctor cause).
+#[test]
+fn escape_sequences_from_a_rank_reach_neither_terminal_nor_report() {
+    let join = Duration::from_secs(5);
+    let (port, coord) = start(config(0, 2, join));
+    let seen = Seen::default();
+    let mut w0 = worker(port, 0, 2, join);
+    w0.readiness = Readiness {
+        ready: false,
+        verdict: "not_ready\u{1b}[2J".into(),
+        causes: vec![RootCause {
+            check: "peer.client\u{1b}]0;owned\u{7}".into(),
+            summary: "no client\u{1b}[31m\r\n".into(),
+            fix: Some("\u{9b}2J".into()),
+        }],
+    };
+    let mut w1 = worker(port, 1, 2, join);
+    w1.name = "n1\u{1b}]0;owned\u{7}\u{1b}[2J".into();
+    let r0 = spawn_worker(w0, &seen);
+    let r1 = spawn_worker(w1, &seen);
+    let e = r1.join().unwrap().unwrap_err().to_string();
+    assert!(e.contains("name"), "{e}");
+    assert!(!e.contains('\u{1b}'), "{e:?}");
+    let run = coord.join().unwrap();
+    let _ = r0.join().unwrap();
+    for n in &run.nodes {
+        assert!(!n.name.chars().any(char::is_control), "{:?}", n.name);
+    }
+    assert_eq!(
+        run.nodes[1].lost.as_ref().map(|l| l.kind),
+        Some(LostKind::NeverJoined)
+    );
+    let report = FleetReport::new("test", run, Thresholds::default());
+    let text = report.text();
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{9b}'),
+        "{text:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for f in report.write(dir.path()).unwrap() {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.contains(&0x1b) && !String::from_utf8_lossy(&bytes).contains('\u{9b}'),
+            "{}",
+            f.display()
+        );
+    }
+}
+
+/// A token shorter or longer than rank 0's is refused like any other wrong token: by the rank,
+/// which finds rank 0's proof wrong, and by rank 0, which checks a proof of any length in
+/// constant time (`hmac`'s `verify_slice`; a proof of another length than 32 bytes is refused
+/// the same way).
+#[test]
+fn a_token_of_the_wrong_length_is_refused() {
+    for token in ["x", "fleet-hostile-test-token-but-longer-than-rank-0s", ""] {
+        let join = Duration::from_secs(2);
+        let (port, coord) = start(config(0, 2, join));
+        let mut w = worker(port, 1, 2, join);
+        w.token = Some(token.into());
+        let e = work(&w, Arc::new(Fake(Seen::default()))).unwrap_err();
+        assert!(
+            e.to_string().contains("does not match this rank's token")
+                || e.to_string().contains("wrong or missing token"),
+            "{token:?}: {e}"
+        );
+        // A rank that goes on regardless: proofs from tokens of other lengths, and proofs of
+        // other lengths, are refused by rank 0.
+        for proof in [
+            Proof::Token(token),
+            Proof::Bytes(vec![0; 31]),
+            Proof::Bytes(vec![0; 33]),
+            Proof::Bytes(Vec::new()),
+            Proof::None,
+        ] {
+            let why = raw_join(port, proof, 1, "n1", None).unwrap_err();
+            assert!(why.contains("wrong or missing token"), "{token:?}: {why}");
+        }
+        let run = coord.join().unwrap();
+        assert!(run.nodes.iter().all(|n| n.lost.is_some()));
+    }
+}
+
+/// What a hand-made rank proves in its join.
+enum Proof<'a> {
+    /// A proof made with this token.
+    Token(&'a str),
+    Bytes(Vec<u8>),
+    None,
+}
+
+/// A rank that speaks the protocol by hand and does not check rank 0's proof: the join's
+/// refusal, or the welcome.
+fn raw_join(
+    port: u16,
+    proof: Proof,
+    rank: u32,
+    name: &str,
+    addr: Option<&str>,
+) -> Result<(), String> {
+    use nvpeer_fleet::proto::{ToCoordinator, ToRank, FLEET_PROTO};
+    let mut ch =
+        nvpeer_harness::oob::Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+    let rn = nvpeer_fleet::auth::nonce().unwrap();
+    ch.send(&ToCoordinator::Hello {
+        proto: FLEET_PROTO,
+        nonce: rn,
+    })
+    .unwrap();
+    let ToRank::Challenge { nonce: cn, .. } = ch.recv::<ToRank>().unwrap() else {
+        panic!("no challenge");
+    };
+    let proof = match proof {
+        Proof::Token(t) => nvpeer_fleet::auth::rank_proof(t, &cn, &rn, rank, 2),
+        Proof::Bytes(b) => Some(b),
+        Proof::None => None,
+    };
+    ch.send(&ToCoordinator::Join {
+        proof,
+        rank,
+        world: 2,
+        name: name.into(),
+        addr: addr.map(Into::into),
+        readiness: Readiness::assumed(),
+    })
+    .unwrap();
+    match ch.recv::<ToRank>().unwrap() {
+        ToRank::Welcome { .. } => Ok(()),
+        ToRank::Refused { why } => Err(why),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// What rank 0 itself refuses of a rank that holds the token: a name with escape sequences, an
+/// address it does not connect from, another protocol version.
+#[test]
+fn rank_0_refuses_bad_names_foreign_addresses_and_other_versions() {
+    let (port, coord) = start(config(0, 2, Duration::from_secs(3)));
+    let why = raw_join(port, Proof::Token(TOKEN), 1, "n1\u{1b}[2J", None).unwrap_err();
+    assert!(
+        why.contains("rank name") && !why.contains('\u{1b}'),
+        "{why:?}"
+    );
+    let why = raw_join(port, Proof::Token(TOKEN), 1, "n1", Some("10.9.8.7")).unwrap_err();
+    assert!(
+        why.contains("10.9.8.7") && why.contains("127.0.0.1"),
+        "{why}"
+    );
+    let why = raw_join(port, Proof::Token(TOKEN), 1, "n1", Some("head-node")).unwrap_err();
+    assert!(why.contains("not an IP address"), "{why}");
+    // A rank of protocol 1 opens with its join (and its token): refused, both versions named.
+    let mut ch =
+        nvpeer_harness::oob::Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+    ch.send(&serde_json::json!({"msg": "join", "proto": 1, "token": TOKEN, "rank": 1}))
+        .unwrap();
+    let why = match ch.recv::<nvpeer_fleet::proto::ToRank>().unwrap() {
+        nvpeer_fleet::proto::ToRank::Refused { why } => why,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        why.contains("fleet protocol 1") && why.contains("speaks 2"),
+        "{why}"
+    );
+    assert!(raw_join(port, Proof::Token(TOKEN), 1, "n1", Some("127.0.0.1")).is_ok());
+    // (it joined; it left again once it was welcomed)
+    let n1 = &coord.join().unwrap().nodes[1];
+    assert!(n1.readiness.is_some() && n1.name == "n1", "{n1:?}");
+    assert_eq!(n1.addr.as_deref(), Some("127.0.0.1"));
+}
+
+/// Beyond `max_pending` handshakes at once, a connection is told to come back at once (not
+/// left waiting), and a rank that is told so comes back until it gets in.
+#[test]
+fn pending_joins_are_capped_and_a_busy_rank_comes_back() {
+    let join = Duration::from_secs(5);
+    let (port, coord) = start(CoordinatorConfig {
+        max_pending: 4,
+        handshake_timeout: Duration::from_secs(1),
+        ..config(0, 2, join)
+    });
+    let silent: Vec<_> = (0..4)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut ch =
+        nvpeer_harness::oob::Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+    let t = Instant::now();
+    let busy = ch
+        .recv_within::<nvpeer_fleet::proto::ToRank>(Duration::from_secs(2))
+        .unwrap();
+    assert!(
+        matches!(&busy, nvpeer_fleet::proto::ToRank::Busy { why } if why.contains("--fleet-max-pending")),
+        "{busy:?}"
+    );
+    assert!(t.elapsed() < Duration::from_millis(500));
+    let seen = Seen::default();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
+        .collect();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    assert!(coord.join().unwrap().nodes.iter().all(|n| n.lost.is_none()));
+    drop(silent);
+}
+
+/// Something else answers at the rendezvous port: whatever it says, the rank never sends it the
+/// token and does not take its orders.
+#[test]
+fn an_impostor_at_the_rendezvous_never_sees_the_token() {
+    let replies: [&[u8]; 3] = [
+        br#"{"msg":"welcome","rounds":1}"#,
+        br#"{"msg":"challenge","proto":2,"nonce":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32],"proof":null}"#,
+        br#"{"msg":"challenge","proto":2,"nonce":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32],"proof":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#,
+    ];
+    for reply in replies {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let impostor = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            let end = Instant::now() + Duration::from_secs(2);
+            let mut answered = false;
+            while Instant::now() < end {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got.extend_from_slice(&buf[..n]);
+                        // Answer the first line, then an order, as a coordinator would.
+                        if !answered && got.contains(&b'\n') {
+                            answered = true;
+                            let _ = s.write_all(reply);
+                            let _ = s.write_all(b"\n{\"msg\":\"order\",\"round\":0,\"task\":{\"task\":\"connect\",\"peer\":0,\"host\":\"127.0.0.1\",\"port\":9}}\n");
+                        }
+                    }
+                    Err(_) => continue,
+                }
+            }
+            got
+        });
+        let mut w = worker(port, 1, 2, Duration::from_secs(2));
+        w.order_wait = Duration::from_secs(1);
+        let seen = Seen::default();
+        let r = work(&w, Arc::new(Fake(seen.clone())));
+        let got = impostor.join().unwrap();
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            !got.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+            "the rank sent the token to an impostor: {text}"
+        );
+        assert!(r.is_err(), "took orders from an impostor: {r:?}");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "{:?}",
+            seen.lock().unwrap()
+        );
+    }
+}
+
+/// A rank that announces an address other than the one its connection comes from is refused,
+/// and no rank is sent there.
+#[test]
+fn a_rank_cannot_steer_its_peers_elsewhere() {
+    let join = Duration::from_secs(3);
+    let (port, coord) = start(config(0, 2, join));
+    let seen = Seen::default();
+    let mut w1 = worker(port, 1, 2, join);
+    w1.addr = Some("198.51.100.7".into());
+    let r0 = spawn_worker(worker(port, 0, 2, join), &seen);
+    let r1 = spawn_worker(w1, &seen);
+    let e1 = r1.join().unwrap();
+    let run = coord.join().unwrap();
+    let _ = r0.join().unwrap();
+    assert!(
+        !seen.lock().unwrap().iter().any(|a| a == "198.51.100.7"),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    let e = e1.unwrap_err().to_string();
+    assert!(e.contains("198.51.100.7") && e.contains("127.0.0.1"), "{e}");
+    assert!(run.nodes[1].lost.is_some());
+    // The address it connects from is accepted as its own.
+    let (port, coord) = start(config(0, 2, join));
+    let mut w1 = worker(port, 1, 2, join);
+    w1.addr = Some("127.0.0.1".into());
+    let r0 = spawn_worker(worker(port, 0, 2, join), &seen);
+    let r1 = spawn_worker(w1, &seen);
+    assert_eq!(r1.join().unwrap().unwrap(), 0);
+    assert_eq!(r0.join().unwrap().unwrap(), 0);
+    let run = coord.join().unwrap();
+    assert!(run.pairs.iter().all(|p| p.status == PairStatus::Ran));
+}
