@@ -9,8 +9,10 @@
 #                           SIGN_FILE=<path> where the headers keep it elsewhere)
 #   make dkms-install       copy the sources to $(DKMS_SOURCE_TREE)/nvpeer-<version>, dkms
 #                           add/build/install (as nvidia-peermem, dkms.conf), the modprobe.d file,
-#                           the unit and DKMS's version-override entry (DKMS_FORCE_DIR); when the
-#                           PRE_BUILD preflight stops the build, its one line naming the fix
+#                           the unit and DKMS's version-override entry (DKMS_FORCE_DIR); when a
+#                           step fails (the PRE_BUILD preflight's one line naming the fix, a
+#                           failed build: its log kept at DKMS_BUILD_LOG) all of that is undone
+#                           (packaging/dkms-install.sh)
 #   make dkms-uninstall     dkms remove --all, delete the source copy, the modprobe.d file, the unit,
 #                           the override entry, and the directories dkms-install created for them
 #
@@ -20,7 +22,8 @@
 # SYSTEMD_DIR, MODPROBE_DIR, DKMS (dkms command), DKMS_SOURCE_TREE (default /usr/src),
 # DKMS_FLAGS (more dkms options, e.g. --dkmstree/--installtree), DKMS_TREE (dkms's own tree,
 # default /var/lib/dkms: the same as a --dkmstree in DKMS_FLAGS), NVPEER_MAKE_ARGS (extra make
-# arguments for the DKMS build: OFED_DIR=, NVIDIA_SRC=, RUSTC=, BENCH=1).
+# arguments for the DKMS build: OFED_DIR=, NVIDIA_SRC=, RUSTC=, BENCH=1), DKMS_BUILD_LOG (where
+# a failed dkms-install keeps the build's log; default $TMPDIR or /tmp).
 
 NVPEER_TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 NVPEER_VERSION := $(shell sed -n 's/^NVPEER_VERSION[[:space:]]*:=[[:space:]]*//p' $(NVPEER_TOP)/Kbuild)
@@ -55,15 +58,12 @@ NVPEER_DKMS_BENCH := $(if $(filter BENCH=1,$(NVPEER_MAKE_ARGS)),1)
 .PHONY: install uninstall sign dkms-install dkms-uninstall dkms-source
 
 # The directories dkms-install creates for its files (with their missing parents), children before
-# parents: dkms-uninstall removes those again when they are empty, never one the node had before.
+# parents, listed there by packaging/dkms-install.sh: dkms-uninstall removes those again when they
+# are empty, never one the node had before.
 NVPEER_DKMS_DIRS = $(DKMS_SRC)/.nvpeer-created-dirs
-NVPEER_DKMS_BUILD = NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) build $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
-# dkms keeps the PRE_BUILD preflight's output in its make.log and prints only "Consult
-# .../make.log": when the preflight stopped the build, its one line naming the fix is repeated
-# where the admin looks (the .deb's postinst does the same for apt).
-NVPEER_DKMS_STOPPED = line=$$(grep -h '^nvpeer preflight: ' "$(DKMS_TREE)/nvpeer/$(NVPEER_VERSION)/build/make.log" 2>/dev/null | \
-	grep -v ': ok (' | tail -n 1); [ -z "$$line" ] || { echo "$$line"; \
-	echo "nvpeer: make dkms-install stopped by the preflight: fix the above, then run 'make dkms-uninstall dkms-install'"; } >&2
+# Where a failed dkms-install keeps dkms's make.log (dkms remove, which undoes the install,
+# deletes dkms's own copy).
+DKMS_BUILD_LOG ?= $(or $(TMPDIR),/tmp)/nvpeer-dkms-build-$(NVPEER_VERSION)-$(NVPEER_KREL).log
 
 install: modules
 	@[ -n "$(NVPEER_KREL)" ] || { echo "nvpeer install: cannot read $(KDIR)/include/config/kernel.release" >&2; exit 1; }
@@ -102,16 +102,14 @@ dkms-source:
 	@if [ "$(NVPEER_DKMS_BENCH)" ]; then \
 		for d in peer_mem nvp2p; do install -D -m 0644 "$(NVPEER_TOP)/testbench/emu/$$d/Module.symvers" "$(DKMS_SRC)/testbench/emu/$$d/Module.symvers" || exit 1; done; fi
 
-dkms-install: dkms-source
-	@for d in "$(DESTDIR)$(DKMS_FORCE_DIR)" "$(DESTDIR)$(MODPROBE_DIR)" "$(DESTDIR)$(SYSTEMD_DIR)"; do \
-		while [ ! -d "$$d" ]; do echo "$$d"; d=$$(dirname "$$d"); done; done | sort -ru >"$(NVPEER_DKMS_DIRS)"
-	mkdir -p "$(DESTDIR)$(DKMS_FORCE_DIR)" && echo nvpeer_version-override >"$(DESTDIR)$(DKMS_FORCE_DIR)/nvpeer"
-	$(DKMS) add $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION)
-	@echo '$(NVPEER_DKMS_BUILD)'
-	@$(NVPEER_DKMS_BUILD) || { rc=$$?; $(NVPEER_DKMS_STOPPED); exit $$rc; }
-	NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" $(DKMS) install $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) -k "$(NVPEER_KREL)"
-	install -D -m 0644 "$(NVPEER_TOP)/packaging/modprobe.d/nvpeer.conf" "$(DESTDIR)$(MODPROBE_DIR)/nvpeer.conf"
-	install -D -m 0644 "$(NVPEER_TOP)/packaging/systemd/nvpeer.service" "$(DESTDIR)$(SYSTEMD_DIR)/nvpeer.service"
+# All or nothing: a step that fails (the build the preflight stops, a dkms error) undoes what the
+# run wrote, dkms add included, so the node is as it was (packaging/dkms-install.sh).
+dkms-install:
+	@NVPEER_TOP="$(NVPEER_TOP)" NVPEER_VERSION="$(NVPEER_VERSION)" KDIR="$(KDIR)" DESTDIR="$(DESTDIR)" \
+		DKMS="$(DKMS)" DKMS_SOURCE_TREE="$(DKMS_SOURCE_TREE)" DKMS_FLAGS="$(DKMS_FLAGS)" DKMS_TREE="$(DKMS_TREE)" \
+		DKMS_FORCE_DIR="$(DKMS_FORCE_DIR)" MODPROBE_DIR="$(MODPROBE_DIR)" SYSTEMD_DIR="$(SYSTEMD_DIR)" \
+		DKMS_BUILD_LOG="$(DKMS_BUILD_LOG)" NVPEER_MAKE_ARGS="$(NVPEER_MAKE_ARGS)" MAKE="$(MAKE)" \
+		bash "$(NVPEER_TOP)/packaging/dkms-install.sh"
 
 dkms-uninstall:
 	-$(DKMS) remove $(DKMS_ALL_FLAGS) -m nvpeer -v $(NVPEER_VERSION) --all

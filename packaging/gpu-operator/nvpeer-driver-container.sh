@@ -14,7 +14,8 @@
 # (/etc/modprobe.d/nvpeer-driver-container.conf, written by `install-hook` when the image is
 # built): whoever runs `modprobe nvidia-peermem` in the container's root runs
 # `nvpeer-driver-container modprobe-hook`, which
-#   1. returns at once when nvidia_peermem is loaded (a driver pod restarted without a reboot);
+#   1. returns at once when nvpeer is loaded as nvidia_peermem (a driver pod restarted without a
+#      reboot); fails when the loaded nvidia_peermem is NVIDIA's own;
 #   2. makes sure the container's tree holds an nvpeer build that matches the running kernel, the
 #      NVIDIA driver's and DOCA's symbol CRCs: the build kept in $NVPEER_STATE_DIR (default
 #      /run/nvidia/nvpeer, on the host's /run/nvidia, so it outlives the pod but not a reboot) when
@@ -23,7 +24,8 @@
 #      DOCA's ofa_kernel headers (the Network Operator's, /run/mellanox/drivers/usr/src/ofa_kernel,
 #      or the host's for useHostMofed), through nvpeer's preflight (scripts/preflight.sh);
 #      installed as /lib/modules/<kernel>/updates/nvpeer/nvidia-peermem.ko with NVIDIA's own copy
-#      set aside (renamed *.nvidia, which depmod does not index), then depmod;
+#      set aside (renamed *.nvidia, which depmod does not index), then depmod; a failure there
+#      puts the tree back as it was (install_ko);
 #   3. checks that the peer-memory API is exported by a loaded module (DOCA's), so that modprobe
 #      never pulls the container's inbox ib_core/ib_uverbs, which have no peer-memory API;
 #   4. runs `modprobe --ignore-install nvidia-peermem` with the caller's options.
@@ -240,16 +242,75 @@ build() {
 }
 
 # install_ko: nvpeer's build into the container's tree, NVIDIA's nvidia-peermem.ko set aside.
+# All or nothing: every rename and copy is checked, and on any failure (a rename, depmod, the
+# check that nvidia-peermem resolves to nvpeer's file, a signal) the EXIT trap puts back exactly
+# what this run changed: nvpeer's file removed (or the copy it replaced back), each of NVIDIA's
+# files back under its own name, the directories it created gone, and depmod's index files as
+# they were (saved before depmod ran): the tree is as it was before the call.
+INSTALL_RENAMED=()   # FROM TO pairs, in the order done
+INSTALL_DIRS=()      # directories created, children first
+INSTALL_SAVED=""     # depmod's index files as they were, and a copy of the nvpeer file replaced
+INSTALL_ACTIVE=0
+
+install_undo() {
+    local i f
+    [ "$INSTALL_ACTIVE" = 1 ] || return 0
+    INSTALL_ACTIVE=0
+    # (the file this run installed goes first: a copy it replaced is among the renames)
+    rm -f "$DST"
+    for ((i = ${#INSTALL_RENAMED[@]} - 2; i >= 0; i -= 2)); do
+        mv -f -T -- "${INSTALL_RENAMED[i + 1]}" "${INSTALL_RENAMED[i]}" ||
+            echo "$ME: cannot move ${INSTALL_RENAMED[i + 1]} back to ${INSTALL_RENAMED[i]}: do it by hand" >&2
+    done
+    for f in "$MODDIR"/modules.*; do
+        [ -e "$f" ] || continue
+        [ -e "$INSTALL_SAVED/index/${f##*/}" ] || rm -f "$f"
+    done
+    for f in "$INSTALL_SAVED"/index/modules.*; do
+        [ -e "$f" ] || continue
+        cp -p "$f" "$MODDIR/" || echo "$ME: cannot restore depmod's $MODDIR/${f##*/}: run depmod -a $K" >&2
+    done
+    for f in "${INSTALL_DIRS[@]}"; do rmdir "$f" 2>/dev/null; done
+    rm -rf "$INSTALL_SAVED"
+    echo "$ME: the container's module tree for $K is as it was (nvpeer not installed)" >&2
+}
+install_trap() { local rc=$?; [ $rc = 0 ] || install_undo; }
+
+# install_mv FROM TO: a checked, recorded rename.
+install_mv() {
+    mv -f -T -- "$1" "$2" || die "cannot rename $1 to $2"
+    INSTALL_RENAMED+=("$1" "$2")
+}
+
 install_ko() {
-    local f got
-    mkdir -p "${DST%/*}" && install -m 0644 "$STATE/nvidia-peermem.ko" "$DST" || die "cannot install nvpeer into $DST"
+    local f d got
+    INSTALL_RENAMED=() INSTALL_DIRS=()
+    INSTALL_SAVED=$(mktemp -d "$STATE/install.XXXXXX") || die "cannot create a directory under $STATE"
+    INSTALL_ACTIVE=1
+    trap install_trap EXIT
+    trap 'exit 1' INT TERM HUP
+    mkdir -p "$INSTALL_SAVED/index" || die "cannot save depmod's index files in $INSTALL_SAVED"
+    for f in "$MODDIR"/modules.*; do
+        [ -e "$f" ] || continue
+        cp -p "$f" "$INSTALL_SAVED/index/" || die "cannot save $f before depmod"
+    done
+    d=${DST%/*}
+    while [ ! -d "$d" ]; do INSTALL_DIRS+=("$d"); d=${d%/*}; done
+    mkdir -p "${DST%/*}" || die "cannot create ${DST%/*}"
+    [ ! -e "$DST" ] || install_mv "$DST" "$INSTALL_SAVED/previous.ko"
+    install -m 0644 "$STATE/nvidia-peermem.ko" "$DST" || die "cannot install nvpeer into $DST"
     while IFS= read -r f; do
-        [ "$f" = "$DST" ] || { mv -f "$f" "$f.nvidia" && say "NVIDIA's $f set aside as $f.nvidia"; }
-    done < <(find "$MODDIR" -name 'nvidia-peermem.ko' -o -name 'nvidia-peermem.ko.[gxz]*' 2>/dev/null | grep -v '\.nvidia$')
+        [ "$f" = "$DST" ] && continue
+        install_mv "$f" "$f.nvidia"
+        say "NVIDIA's $f set aside as $f.nvidia"
+    done < <(find "$MODDIR" \( -name 'nvidia-peermem.ko' -o -name 'nvidia-peermem.ko.[gxz]*' \) ! -name '*.nvidia' 2>/dev/null)
     depmod -a "$K" 2>>"$STATE/build.log" || die "depmod -a $K failed (see $STATE/build.log)"
     got=$(modinfo -k "$K" -n nvidia-peermem 2>/dev/null)
     [ "$got" = "$DST" ] && [ "$(modinfo -k "$K" -F description nvidia-peermem)" = "$DESCRIPTION" ] ||
         die "after depmod, nvidia-peermem for $K resolves to ${got:-nothing}, not nvpeer's $DST"
+    INSTALL_ACTIVE=0
+    trap - EXIT INT TERM HUP
+    rm -rf "$INSTALL_SAVED"
 }
 
 prepare() {
@@ -279,10 +340,26 @@ prepare() {
     say "installed $DST (nvpeer $VER) for $K"
 }
 
+# loaded_is_nvpeer: the loaded nvidia_peermem is nvpeer's build: its functions are in the
+# kernel's symbol table under that module (names are listed even where kptr_restrict hides the
+# addresses), and nvpeer's C shim defines nvpeer_shim_* functions, which NVIDIA's nvidia-peermem.c
+# does not. (/sys/module/nvidia_peermem/version would tell too, but the sidecar's chroot into the
+# driver container's root has no /sys.)
+loaded_is_nvpeer() {
+    grep -qE '[[:space:]]nvpeer_shim_[a-z_]+[[:space:]]+\[nvidia_peermem\]' /proc/kallsyms 2>/dev/null
+}
+
 hook() {
-    local out rc=0 log
+    local out rc=0 log v
     if grep -q '^nvidia_peermem ' /proc/modules; then
-        say "nvidia_peermem is already loaded: nothing to do"
+        if ! [ -r /proc/kallsyms ]; then
+            die "nvidia_peermem is loaded, and /proc/kallsyms is not readable to tell whether it is nvpeer's: nothing done"
+        fi
+        if ! loaded_is_nvpeer; then
+            v=$(cat /sys/module/nvidia_peermem/version 2>/dev/null)
+            die "nvidia_peermem is loaded but it is not nvpeer's${v:+ (version $v)}: NVIDIA's own nvidia-peermem is in place of nvpeer; unload it ('rmmod nvidia_peermem', no MR may be live) and run 'modprobe nvidia-peermem' again"
+        fi
+        say "nvidia_peermem is already loaded and it is nvpeer's: nothing to do"
         return 0
     fi
     prepare || exit 1
