@@ -67,8 +67,11 @@ dkms_install() {
     local logs
     logs=$(find /var/lib/dkms/nvpeer -name make.log 2>/dev/null)
     if [ "$rc" != 0 ]; then
+        # (a failed dkms-install undoes itself, dkms's tree included: the build's log is the copy
+        # it keeps and names, packaging/dkms-install.sh)
         # shellcheck disable=SC2086
         [ -n "$logs" ] && tail -n 40 $logs
+        tail -n 40 "${TMPDIR:-/tmp}"/nvpeer-dkms-build-"$VER"-*.log 2>/dev/null
         return 1
     fi
     # The PRE_BUILD hook ran the build preflight, and it passed.
