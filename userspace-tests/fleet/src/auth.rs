@@ -115,6 +115,24 @@ pub fn rank_proved(
         .is_some_and(|m| m.verify_slice(proof).is_ok())
 }
 
+/// The token of one pair's two-node run (round `round`, the server at `server:port`), as hex:
+/// what the pair's hello carries in clear instead of the fleet token. It tells an eavesdropper
+/// nothing of the fleet token and opens no other pair's server.
+pub fn pair_token(token: &str, round: u32, server: &str, port: u16) -> Option<String> {
+    let m = keyed(
+        token,
+        b"pair",
+        &[&round.to_be_bytes(), server.as_bytes(), &port.to_be_bytes()],
+    )?;
+    Some(
+        m.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +166,25 @@ mod tests {
         ] {
             assert!(!rank_proved("tok", &cn, &rn, 1, 2, bad), "{}", bad.len());
             assert!(!coordinator_proved("tok", &rn, &cn, bad));
+        }
+    }
+
+    #[test]
+    fn each_pair_has_its_own_token() {
+        let t = pair_token("fleet-secret", 2, "10.0.0.4", 18518).unwrap();
+        assert_eq!(t.len(), 64);
+        assert!(!t.contains("fleet-secret"));
+        assert_eq!(
+            Some(&t),
+            pair_token("fleet-secret", 2, "10.0.0.4", 18518).as_ref()
+        );
+        for other in [
+            pair_token("fleet-secret", 3, "10.0.0.4", 18518),
+            pair_token("fleet-secret", 2, "10.0.0.5", 18518),
+            pair_token("fleet-secret", 2, "10.0.0.4", 18519),
+            pair_token("other", 2, "10.0.0.4", 18518),
+        ] {
+            assert_ne!(other.as_ref(), Some(&t));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! timeouts as in `validate --server` / `--client`). The coordinator drives it through
 //! [`PairRunner`], so that its tests run on localhost with a fake runner and no RDMA device.
 
+use crate::auth;
 use nvpeer_harness::bench::{BenchTestDoc, Row};
 use serde::{Deserialize, Serialize};
 
@@ -212,7 +213,19 @@ pub enum HarnessRunner {
     },
 }
 
-fn as_server(c: &mut nvpeer_harness::cli::CommonArgs, bind: &str, port: u16) {
+/// The pair's own token: the fleet token never goes into the two-node mode's hello (which carries
+/// it in clear), a token of this round, server address and port only ([`auth::pair_token`]).
+fn pair_token(c: &mut nvpeer_harness::cli::CommonArgs, round: u32, server: &str, port: u16) {
+    c.serve.token = c
+        .serve
+        .token
+        .as_deref()
+        .and_then(|t| auth::pair_token(t, round, server, port));
+}
+
+fn as_server(c: &mut nvpeer_harness::cli::CommonArgs, job: &ServeJob) {
+    let (bind, port) = (job.bind.as_str(), job.port);
+    pair_token(c, job.round, bind, port);
     c.server = true;
     c.client = None;
     c.port = port;
@@ -221,7 +234,9 @@ fn as_server(c: &mut nvpeer_harness::cli::CommonArgs, bind: &str, port: u16) {
     c.serve.once = true;
 }
 
-fn as_client(c: &mut nvpeer_harness::cli::CommonArgs, host: &str, port: u16) {
+fn as_client(c: &mut nvpeer_harness::cli::CommonArgs, job: &ConnectJob) {
+    let (host, port) = (job.host.as_str(), job.port);
+    pair_token(c, job.round, host, port);
     c.server = false;
     c.client = Some(host.to_string());
     c.port = port;
@@ -231,7 +246,7 @@ fn as_client(c: &mut nvpeer_harness::cli::CommonArgs, host: &str, port: u16) {
 impl HarnessRunner {
     fn bench_serve(args: &nvpeer_harness::BenchArgs, job: &ServeJob) -> Result<(), ServeFailure> {
         let mut a = args.clone();
-        as_server(&mut a.common, &job.bind, job.port);
+        as_server(&mut a.common, job);
         match nvpeer_harness::bench(a)? {
             nvpeer_harness::Verdict::Passed => Ok(()),
             v => Err(ServeFailure::BenchEnded(v.exit_status())),
@@ -240,7 +255,7 @@ impl HarnessRunner {
 
     fn bench_connect(args: &nvpeer_harness::BenchArgs, job: &ConnectJob) -> Vec<Measurement> {
         let mut a = args.clone();
-        as_client(&mut a.common, &job.host, job.port);
+        as_client(&mut a.common, job);
         a.no_progress = true;
         a.junit = None;
         a.out_json = false;
@@ -282,7 +297,7 @@ impl PairRunner for HarnessRunner {
         match self {
             HarnessRunner::Validate { args, link } => {
                 let mut a = (**args).clone();
-                as_server(&mut a.common, &job.bind, job.port);
+                as_server(&mut a.common, job);
                 match nvpeer_harness::validate(a)? {
                     nvpeer_harness::Verdict::Passed => {}
                     v => return Err(ServeFailure::ValidateEnded(v.exit_status())),
@@ -297,7 +312,7 @@ impl PairRunner for HarnessRunner {
         let measurements = match self {
             HarnessRunner::Validate { args, link } => {
                 let mut a = (**args).clone();
-                as_client(&mut a.common, &job.host, job.port);
+                as_client(&mut a.common, job);
                 a.junit = None;
                 let o = nvpeer_harness::validate::collect(a);
                 let mut m = vec![from_validate(&o)];
@@ -406,5 +421,47 @@ mod tests {
         };
         let m = from_validate(&o);
         assert!(!m.passed && m.detail.contains("oob.connect"), "{m:?}");
+    }
+
+    #[test]
+    fn a_pair_runs_on_its_own_token() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            b: nvpeer_harness::BenchArgs,
+        }
+        let b = B::try_parse_from(["bench", "--token", "fleet-secret"])
+            .unwrap()
+            .b;
+        let (mut s, mut c) = (b.common.clone(), b.common);
+        as_server(
+            &mut s,
+            &ServeJob {
+                round: 1,
+                peer: 2,
+                bind: "10.0.0.4".into(),
+                port: 18517,
+            },
+        );
+        as_client(
+            &mut c,
+            &ConnectJob {
+                round: 1,
+                peer: 3,
+                host: "10.0.0.4".into(),
+                port: 18517,
+            },
+        );
+        assert_eq!(s.serve.token, c.serve.token);
+        assert_eq!(
+            s.serve.token,
+            auth::pair_token("fleet-secret", 1, "10.0.0.4", 18517)
+        );
+        assert!(s
+            .serve
+            .token
+            .as_deref()
+            .is_some_and(|t| !t.contains("fleet-secret")));
     }
 }
