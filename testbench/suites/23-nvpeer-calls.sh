@@ -4,7 +4,7 @@
 # process release leaves the pin to the callback (H5), so does a put NVIDIA refused (and rmmod waits
 # for that callback), non-PCI DMA devices are refused (H6).
 # Fault injection and the race stress run in 25-nvpeer-faults-stress.
-# bench: budget - 130 130
+# bench: budget - 150 150
 # bench: budget-full - 75 75
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
@@ -124,6 +124,55 @@ failed_put_holds_module() {
     echo "rmmod after NVIDIA's callback: ok"
 }
 tb_case failed-put-keeps-module-until-callback failed_put_holds_module
+# debugfs `mrs` read while the kernel fails the reader's Nth slab allocation (failslab's fail-nth,
+# counted from the read: the file is opened first), for N = 1..12 with two MRs live: each read
+# returns every line, the documented "# out of memory" line, or ENOMEM, and nothing is left
+# behind (the snapshot's references: the books balance after; KASAN and kmemleak judge the boot).
+debugfs_enomem() {
+    np_up 5.5 2 || return 1
+    $NVPEER emu steps alloc:1M reg:0:256K reg:0x40000:256K sleep:20000 dereg dereg free >/tmp/np-dbg.log 2>&1 &
+    local pid=$! out
+    for _ in $(seq 600); do [ "$(np_stat live_mrs)" = 2 ] && break; sleep 0.1; done
+    [ "$(np_stat live_mrs)" = 2 ] || { kill $pid; cat /tmp/np-dbg.log; return 1; }
+    echo N >/sys/kernel/debug/failslab/ignore-gfp-wait
+    echo 0 >/sys/kernel/debug/failslab/verbose
+    out=$(python3 -S - "$NP_DBG/mrs" <<'PY'
+import errno, os, sys
+seen = {"full": 0, "oom line": 0, "ENOMEM": 0}
+for n in range(1, 13):
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    nth = os.open("/proc/thread-self/fail-nth", os.O_WRONLY)
+    os.write(nth, str(n).encode())
+    try:
+        text = os.read(fd, 1 << 16).decode()
+        os.write(nth, b"0")
+        lines = [l for l in text.splitlines() if l]
+        if lines == ["# out of memory"]:
+            seen["oom line"] += 1
+        elif len(lines) == 2 and all(l.startswith("id=") for l in lines):
+            seen["full"] += 1
+        else:
+            print(f"fail-nth {n}: unexpected output {text!r}")
+            sys.exit(1)
+    except OSError as e:
+        os.write(nth, b"0")
+        if e.errno != errno.ENOMEM:
+            print(f"fail-nth {n}: {e}")
+            sys.exit(1)
+        seen["ENOMEM"] += 1
+    os.close(nth)
+    os.close(fd)
+print("reads under fail-nth 1..12:", ", ".join(f"{k} {v}" for k, v in seen.items()))
+PY
+) || { echo "$out"; echo Y >/sys/kernel/debug/failslab/ignore-gfp-wait; kill $pid; return 1; }
+    echo Y >/sys/kernel/debug/failslab/ignore-gfp-wait
+    echo "$out"
+    [ "$(grep -c '^id=' $NP_DBG/mrs)" = 2 ] || { echo "the MRs changed under the failed reads"; kill $pid; return 1; }
+    wait $pid || { cat /tmp/np-dbg.log; return 1; }
+    np_clean
+}
+[ -e /sys/kernel/debug/failslab ] && tb_case debugfs-mrs-under-enomem debugfs_enomem
+
 unload_live() { np_up 5.5 2 persistent_api_support=0 && np_scenario unload-live; }
 tb_case rmmod-scenario-unload-live unload_live
 
