@@ -77,12 +77,12 @@ pub struct FleetArgs {
     /// trickling one is closed then).
     #[arg(long = "fleet-handshake-timeout", value_name = "SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=300))]
-    pub handshake_timeout: u64,
+    pub fleet_handshake_timeout: u64,
     /// Rank 0: handshakes it runs at once; a connection beyond them is told to come back (a rank
     /// does, until its join timeout).
     #[arg(long = "fleet-max-pending", value_name = "N", default_value_t = coordinator::MAX_PENDING,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
-    pub max_pending: usize,
+    pub fleet_max_pending: usize,
     /// Seconds rank 0 waits for every rank to join (a rank that does not is "never joined").
     #[arg(long = "join-timeout", value_name = "SECS", default_value_t = 300)]
     pub join_timeout: u64,
@@ -358,8 +358,8 @@ fn run(
             grace,
             pair_not_ready: f.pair_not_ready,
             verbose: true,
-            handshake_timeout: Duration::from_secs(f.handshake_timeout),
-            max_pending: f.max_pending,
+            handshake_timeout: Duration::from_secs(f.fleet_handshake_timeout),
+            max_pending: f.fleet_max_pending,
         };
         let tool = tool.to_string();
         Some(std::thread::spawn(move || {
@@ -446,6 +446,22 @@ mod tests {
         assert_eq!(v.fleet.min_fraction, 0.8);
         assert_eq!(v.fleet.rendezvous.as_deref(), Some("head:7000"));
         assert_eq!(v.fleet.report_dir(), PathBuf::from("/tmp/r"));
+        assert_eq!(
+            (v.fleet.fleet_handshake_timeout, v.fleet.fleet_max_pending),
+            (5, coordinator::MAX_PENDING)
+        );
+        let caps = [
+            "x",
+            "--fleet",
+            "--fleet-max-pending",
+            "4",
+            "--fleet-handshake-timeout",
+            "2",
+        ];
+        let c = V::try_parse_from(caps).unwrap().v.fleet;
+        assert_eq!((c.fleet_handshake_timeout, c.fleet_max_pending), (2, 4));
+        assert!(V::try_parse_from(["x", "--fleet", "--fleet-max-pending", "0"]).is_err());
+        assert!(V::try_parse_from(["x", "--fleet", "--fleet-handshake-timeout", "0"]).is_err());
         // Fleet options without --fleet are refused.
         assert!(V::try_parse_from(["x", "--pairs", "ring"]).is_err());
         assert!(V::try_parse_from(["x", "--fleet", "--min-bw", "-1"]).is_err());
