@@ -7,7 +7,9 @@
 # ibv_reg_dmabuf_mr(fd=-1) probe through sideway), the vIOMMU, the table output and --root on
 # fixture trees; one verdict per GPUDirect RDMA path (nvpeer, NVIDIA's nvidia-peermem, dma-buf):
 # with the emulators, nvpeer as nvidia_peermem and an rxe device the nvpeer path is ready (exit 0
-# with --require nvpeer), NVIDIA's is not in use, and rxe's missing dma-buf import is no pass.
+# with --require nvpeer) once the bench declares its provider emulator (NVPEER_BENCH_P2P_PROVIDER:
+# without it a P2P API from another module than nvidia.ko fails), NVIDIA's is not in use, and
+# rxe's missing dma-buf import is no pass.
 # Assertions are on the JSON it prints.
 # Boot group "system" (this, then 50-dkms): the baseline needs a machine where none of our
 # modules was loaded yet; 50-dkms, which installs nvpeer into the module tree, comes last.
@@ -75,15 +77,27 @@ baseline() {
 }
 tb_case baseline baseline
 
+# The P2P API from the provider emulator, not nvidia.ko: a failure, as on any node whose
+# nvidia_p2p_* come from another module; only with the bench's own declaration
+# (NVPEER_BENCH_P2P_PROVIDER, honoured by the bench build of the CLI alone) a warning that says
+# it is the bench.
 with_emulators() {
     modprobe nvp2p_emu && modprobe peer_mem_emu || return 1
     doc_run >/dev/null
     want 'c("nvidia.p2p_symbols")["data"]["owner"]' nvp2p_emu \
-         'c("nvidia.p2p_symbols")["status"]' pass \
-         'c("nvidia.driver")["status"]' warn \
+         'c("nvidia.p2p_symbols")["status"]' fail \
+         'c("nvidia.p2p_symbols")["because_of"]' nvidia.driver \
+         'c("nvidia.driver")["status"]' fail \
+         'c("nvidia.driver")["gate"]' true \
+         'c("nvidia.driver")["summary"]' 'nvidia.ko not loaded; the nvidia_p2p_* API comes from module `nvp2p_emu`, not NVIDIA'"'"'s driver' \
          'c("nvidia.driver")["data"]["p2p_provider"]' nvp2p_emu \
          'c("rdma.peer_api")["data"]["owner"]' peer_mem_emu \
          'c("rdma.peer_api")["status"]' pass || return 1
+    NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu doc_run >/dev/null
+    want 'c("nvidia.driver")["status"]' warn \
+         'c("nvidia.driver")["summary"].startswith("bench node (NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu)")' true \
+         'c("nvidia.driver")["data"]["p2p_provider"]' nvp2p_emu \
+         'c("nvidia.p2p_symbols")["status"]' pass || return 1
 }
 tb_case emulators with_emulators
 
@@ -180,8 +194,10 @@ with_rxe() {
 tb_case rxe with_rxe
 
 # Emulators, nvpeer as nvidia_peermem and an rxe device: every check the nvpeer path needs passes
-# in the VM, so `--require nvpeer` exits 0; rxe imports no dma-buf, so that path is not ready, and
-# the libraries that probe /sys/module take nvpeer.
+# in the VM once the bench declares its provider emulator (NVPEER_BENCH_P2P_PROVIDER), so
+# `--require nvpeer` exits 0; without the declaration the node is not ready (the P2P API is not
+# NVIDIA's driver's); rxe imports no dma-buf, so that path is not ready, and the libraries that
+# probe /sys/module take nvpeer.
 ready_path() {
     modinfo nvidia-peermem >/dev/null 2>&1 || return 77
     modprobe rdma_rxe && modprobe ib_uverbs || return 1
@@ -190,6 +206,9 @@ ready_path() {
     local rc=0 got
     if modprobe nvidia-peermem; then
         got=$(doc_run --require nvpeer)
+        [ "$got" = 1 ] || { echo "--require nvpeer without the bench's declaration: exit $got, want 1"; rc=1; }
+        want '[[p["path"], p["root_cause"]] for p in r["paths"] if p["path"] == "nvpeer"]' '[["nvpeer", "nvidia.driver"]]' || rc=1
+        got=$(NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu doc_run --require nvpeer)
         [ "$got" = 0 ] || { echo "--require nvpeer: exit $got, want 0"; rc=1; }
         want 'r["require"]' nvpeer \
              '[[p["path"], p["state"]] for p in r["paths"]]' '[["nvpeer", "ready"], ["nvidia_peermem", "not_in_use"], ["dmabuf", "not_ready"]]' \

@@ -44,7 +44,8 @@ fl_ip() { echo "$FL_NET.$(( $1 + 1 ))"; }
 fl_up() {
     modprobe rdma_rxe && modprobe ib_uverbs || return 1
     # The nvpeer path ready on the ready nodes (40-doctor's ready_path: emulators, nvpeer as
-    # nvidia_peermem, an rxe device).
+    # nvidia_peermem, an rxe device, and the bench's declaration of its provider emulator, which
+    # each rank gets: NVPEER_BENCH_P2P_PROVIDER in fl_validate and fl_slurm_task).
     modinfo nvidia-peermem >/dev/null 2>&1 || { echo "nvidia-peermem.ko not installed"; return 1; }
     modprobe nvp2p_emu && modprobe peer_mem_emu && modprobe nvidia-peermem || { dmesg | tail -n 5; return 1; }
     mkdir -p /run/netns
@@ -110,7 +111,7 @@ fl_validate() {
     local rank=$1 extra=()
     [ "$rank" = 3 ] && extra=(NVPEER_FLEET_DOCTOR_ROOT="$FL_OUT/not-ready-root")
     env NVPEER_FLEET_RENDEZVOUS="$(fl_ip 0)" NVPEER_FLEET_NODE_NAME="node$rank" \
-        NVPEER_TOKEN=$FL_TOKEN "${extra[@]}" \
+        NVPEER_TOKEN=$FL_TOKEN NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu "${extra[@]}" \
         ip netns exec "flns$rank" "$NVPEER" validate --fleet --mem host -d "flrxe$rank" \
         --require nvpeer --max-size 256K --xfer-size 16K --link-iters 50 \
         --join-timeout 120 --pair-timeout 300 --report "$FL_OUT/report" \
@@ -282,7 +283,7 @@ fl_slurm_task() {
     local rank=$SLURM_PROCID extra=()
     [ "$SLURMD_NODENAME" = node3 ] && extra=(NVPEER_FLEET_DOCTOR_ROOT="$FL_OUT/not-ready-root")
     # The node's name: nvpeer's default, SLURMD_NODENAME.
-    env -u LD_LIBRARY_PATH NVPEER_TOKEN="$FL_TOKEN" \
+    env -u LD_LIBRARY_PATH NVPEER_TOKEN="$FL_TOKEN" NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu \
         "${extra[@]}" "$NVPEER" validate --fleet --mem host -d "flrxe${SLURMD_NODENAME#node}" \
         --require nvpeer --max-size 256K --xfer-size 16K --link-iters 50 \
         --join-timeout 120 --pair-timeout 300 --report "$FL_OUT/report" \

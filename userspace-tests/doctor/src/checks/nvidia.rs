@@ -36,7 +36,31 @@ fn driver_version(ctx: &Ctx) -> Option<String> {
         })
 }
 
-/// `nvidia.driver`: the NVIDIA kernel driver is loaded (or another module provides its P2P API).
+/// The module the test bench declares as its stand-in for nvidia.ko
+/// ([`crate::probes::BENCH_P2P_PROVIDER`] in the doctor's environment), in bench builds only: the
+/// product has no such override, and a P2P API from any module other than `nvidia` is a failure.
+#[cfg(feature = "bench")]
+fn bench_provider<'c>(ctx: &'c Ctx<'_>) -> Option<&'c str> {
+    ctx.probes
+        .env
+        .iter()
+        .find(|(k, _)| k == crate::probes::BENCH_P2P_PROVIDER)
+        .map(|(_, v)| v.as_str())
+}
+#[cfg(not(feature = "bench"))]
+fn bench_provider<'c>(_ctx: &'c Ctx<'_>) -> Option<&'c str> {
+    None
+}
+
+/// Whether `module` is the provider the bench declared for itself (never in the product).
+fn bench_declared(ctx: &Ctx, module: &str) -> bool {
+    bench_provider(ctx).is_some_and(|b| b == module)
+}
+
+/// `nvidia.driver`: the NVIDIA kernel driver is loaded. The P2P API exported by another module
+/// (an emulator, a look-alike) is a failure: nvpeer would pin through something that is not
+/// NVIDIA's driver. Only a bench build whose environment names that module as the bench's own
+/// stand-in ([`bench_provider`]) reports it as a warning instead.
 pub fn driver(ctx: &Ctx) -> Check {
     const ID: &str = "nvidia.driver";
     const T: &str = "NVIDIA driver";
@@ -56,14 +80,34 @@ pub fn driver(ctx: &Ctx) -> Check {
         .as_ref()
         .and_then(|k| k.owner("nvidia_p2p_get_pages"));
     if let Some(p) = provider {
+        if bench_declared(ctx, &p) {
+            return Check::new(
+                ID,
+                T,
+                false,
+                Status::Warn,
+                format!(
+                    "bench node ({}={p}): nvidia.ko not loaded; the P2P API comes from the bench's provider `{p}`",
+                    crate::probes::BENCH_P2P_PROVIDER
+                ),
+            )
+            .fix("A test bench's provider emulator; a production node loads NVIDIA's driver.")
+            .data(DriverData::Provider {
+                loaded: false,
+                p2p_provider: p,
+            });
+        }
         return Check::new(
             ID,
             T,
-            false,
-            Status::Warn,
-            format!("nvidia.ko not loaded; the P2P API comes from module `{p}`"),
+            true,
+            Status::Fail,
+            format!("nvidia.ko not loaded; the nvidia_p2p_* API comes from module `{p}`, not NVIDIA's driver"),
         )
-        .fix("This is a test provider (emulator); load the real NVIDIA driver on production nodes.")
+        .fix(format!(
+            "Unload `{p}` and load NVIDIA's open kernel modules ({}, `modprobe nvidia`): nvpeer pins GPU memory only through NVIDIA's own driver.",
+            crate::distro::nvidia_open_install(ctx.distro.as_ref())
+        ))
         .data(DriverData::Provider {
             loaded: false,
             p2p_provider: p,
@@ -183,6 +227,21 @@ pub fn p2p_symbols(ctx: &Ctx) -> Check {
             .data(data);
     }
     let owner = owner.unwrap_or_default();
+    if owner != "nvidia" && !bench_declared(ctx, &owner) {
+        return Check::new(
+            ID,
+            T,
+            true,
+            Status::Fail,
+            if owner.is_empty() {
+                "exported by the kernel image, not by NVIDIA's nvidia.ko".to_string()
+            } else {
+                format!("exported by `{owner}`, not by NVIDIA's nvidia.ko")
+            },
+        )
+        .fix("Load NVIDIA's open kernel modules (`modprobe nvidia`) in place of the module that exports these functions.")
+        .data(data);
+    }
     if !missing_persistent.is_empty() {
         return Check::new(ID, T, true, Status::Warn, format!("present in `{owner}`, but no persistent API"))
             .fix("Driver older than 535: load nvpeer with `persistent_api_support=0`, or upgrade the driver.")

@@ -25,8 +25,8 @@ fn nvidia_driver_version_reported() {
     assert_eq!(data(check(&r, "nvidia.driver"))["version"], "580.95.05");
 }
 
-#[test]
-fn p2p_api_from_an_emulator_is_a_warning() {
+/// A node whose nvidia_p2p_* API comes from an emulator, as the bench's: nvidia.ko not loaded.
+fn emulator_node() -> Fx {
     let f = Fx::healthy();
     f.rm("/sys/module/nvidia").rm("/proc/driver/nvidia");
     let syms = nv_syms("nvp2p_emu");
@@ -34,15 +34,103 @@ fn p2p_api_from_an_emulator_is_a_warning() {
         "/proc/kallsyms",
         syms + "0000000000000000 T ib_register_peer_memory_client\t[peer_mem_emu]\n",
     );
-    let r = f.report();
-    assert_eq!(status(&r, "nvidia.driver"), Status::Warn);
+    f
+}
+
+/// Probes whose environment holds `var=value` (as the live probe collects it).
+fn probes_with_env(var: &str, value: &str) -> Probes {
+    let mut p = Probes::none();
+    p.env.push((var.to_string(), value.to_string()));
+    p
+}
+
+#[test]
+fn p2p_api_from_another_module_is_a_failure() {
+    let r = emulator_node().report();
+    let c = check(&r, "nvidia.driver");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.gate);
     assert_eq!(
-        data(check(&r, "nvidia.driver"))["p2p_provider"],
-        "nvp2p_emu"
+        c.summary,
+        "nvidia.ko not loaded; the nvidia_p2p_* API comes from module `nvp2p_emu`, not NVIDIA's driver"
     );
+    assert!(c.fix.as_ref().unwrap().contains("Unload `nvp2p_emu`"));
+    assert_eq!(data(c)["p2p_provider"], "nvp2p_emu");
+    assert_eq!(data(c)["loaded"], false);
+    // The symbols check says the same, as following from the driver's.
+    let s = check(&r, "nvidia.p2p_symbols");
+    assert_eq!(s.status, Status::Fail);
+    assert_eq!(
+        s.summary,
+        "exported by `nvp2p_emu`, not by NVIDIA's nvidia.ko"
+    );
+    assert_eq!(s.because_of, Some("nvidia.driver"));
+    assert_eq!(data(s)["owner"], "nvp2p_emu");
     assert_eq!(status(&r, "nvidia.flavour"), Status::Skip);
-    assert_eq!(data(check(&r, "nvidia.p2p_symbols"))["owner"], "nvp2p_emu");
     assert_eq!(data(check(&r, "rdma.peer_api"))["owner"], "peer_mem_emu");
+    // Not ready (the report is about the nvpeer path), the driver its root cause, as dma-buf's.
+    assert_eq!(r.exit_code, 1);
+    for p in [crate::paths::Path::Nvpeer, crate::paths::Path::Dmabuf] {
+        assert_eq!(r.path(p).root_cause, Some("nvidia.driver"), "{p:?}");
+    }
+}
+
+#[test]
+fn p2p_api_from_another_module_fails_beside_nvidia_too() {
+    // (nvidia.ko loaded, yet the symbols' owner is another module)
+    let f = Fx::healthy();
+    f.file(
+        "/proc/kallsyms",
+        nv_syms("lookalike") + "0000000000000000 T ib_register_peer_memory_client\t[ib_core]\n",
+    );
+    let r = f.report();
+    assert_eq!(status(&r, "nvidia.driver"), Status::Pass);
+    let s = check(&r, "nvidia.p2p_symbols");
+    assert_eq!(s.status, Status::Fail);
+    assert_eq!(
+        s.summary,
+        "exported by `lookalike`, not by NVIDIA's nvidia.ko"
+    );
+    assert_eq!(r.exit_code, 1);
+}
+
+/// The bench's declaration of its provider: a warning in bench builds, nothing in the product.
+#[test]
+fn bench_provider_declared() {
+    let var = crate::probes::BENCH_P2P_PROVIDER;
+    let r = emulator_node().report_with(probes_with_env(var, "nvp2p_emu"));
+    let c = check(&r, "nvidia.driver");
+    if cfg!(feature = "bench") {
+        assert_eq!(c.status, Status::Warn);
+        assert!(!c.gate);
+        assert!(
+            c.summary
+                .starts_with("bench node (NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu)"),
+            "{}",
+            c.summary
+        );
+        assert_eq!(data(c)["p2p_provider"], "nvp2p_emu");
+        assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Pass);
+    } else {
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Fail);
+    }
+    // Another module than the one declared fails in every build.
+    let r = emulator_node().report_with(probes_with_env(var, "some_other_emu"));
+    assert_eq!(status(&r, "nvidia.driver"), Status::Fail);
+    assert_eq!(status(&r, "nvidia.p2p_symbols"), Status::Fail);
+}
+
+/// The product (no `bench` feature) takes no declaration from the environment at all.
+#[cfg(not(feature = "bench"))]
+#[test]
+fn product_ignores_bench_declaration() {
+    let r = emulator_node().report_with(probes_with_env(
+        crate::probes::BENCH_P2P_PROVIDER,
+        "nvp2p_emu",
+    ));
+    assert_eq!(status(&r, "nvidia.driver"), Status::Fail);
+    assert_eq!(r.exit_code, 1);
 }
 
 #[test]
