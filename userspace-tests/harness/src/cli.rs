@@ -94,9 +94,9 @@ pub struct ServeArgs {
     /// Server: exit after the first client is done (the default serves clients until stopped).
     #[arg(long = "once")]
     pub once: bool,
-    /// Server: most bytes of test memory one client may hold at once.
-    #[arg(long = "server-mem-limit", value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
-    pub mem_limit: u64,
+    /// What one peer may make the server take (memory, QPs, time).
+    #[command(flatten)]
+    pub caps: crate::limits::Caps,
 }
 
 impl CommonArgs {
@@ -698,7 +698,7 @@ mod tests {
         let v = V::try_parse_from(["x"]).unwrap().v;
         assert_eq!(v.common.serve.bind, "127.0.0.1");
         assert!(!v.common.serve.once && !v.common.serve.allow_any_peer);
-        assert_eq!(v.common.serve.mem_limit, 4 << 30);
+        assert_eq!(v.common.serve.caps, crate::limits::Caps::default());
     }
 
     #[test]

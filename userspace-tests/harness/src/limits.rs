@@ -1,19 +1,86 @@
 //! What one two-node client may ask the server for. Every request is checked here before the
 //! server allocates, registers or posts anything for it, so a malformed or hostile request is
 //! answered with an error instead of an abort (a length of 2^64 used to reach the allocator).
+//! [`Caps`] holds what a remote peer may make the server take (memory, QPs, time); each has a
+//! flag, and a refusal names the flag that raises it.
 
 use crate::peer::Req;
+use std::time::Duration;
 
 /// Longest a client may make the server wait for receive completions in one request.
 pub const MAX_WAIT_MS: u64 = 600_000;
 /// Most ping-pong rounds in one `Pong` request.
 pub const MAX_PONG_ITERS: u32 = 10_000_000;
-/// Most outstanding work requests a client may ask a QP for.
+/// Most outstanding work requests a QP may have: the ceiling of `--server-max-depth`.
 pub const MAX_DEPTH: u32 = 1 << 16;
 /// Most requests per QP of one bidirectional half (`BwRun`; perftest's `MAX_ITER`).
 pub const MAX_BW_ITERS: u64 = 100_000_000;
 /// Longest `-D` of one bidirectional half, in seconds (the CLI's `-D` limit).
 pub const MAX_BW_SECS: f64 = 86_400.0;
+/// Longest any of the server's timeouts may be set to (a week), so that a typo does not turn one
+/// into forever.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
+
+/// What one peer of the server may make it take; flattened into the server's options
+/// ([`crate::cli::ServeArgs`]).
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq)]
+pub struct Caps {
+    /// Server: most bytes of test memory one client may hold at once (buffers it allocates, and
+    /// the buffer offered to a perftest client).
+    #[arg(long = "server-mem-limit", value_name = "SIZE", default_value = "4G", value_parser = crate::cli::parse_size)]
+    pub mem_limit: u64,
+    /// Server: most QPs one client may hold at once (its newest and those kept for `-q`).
+    #[arg(long = "server-max-qps", value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_qps: u32,
+    /// Server: deepest QP a client may ask for (outstanding sends and receives each; its CQ holds
+    /// twice that), at most 65536; the device's `max_qp_wr` bounds it too.
+    #[arg(long = "server-max-depth", value_name = "N", default_value_t = MAX_DEPTH, value_parser = clap::value_parser!(u32).range(1..=MAX_DEPTH as i64))]
+    pub max_depth: u32,
+    /// Server: most bytes one fill or verify request may cover.
+    #[arg(long = "server-verify-limit", value_name = "SIZE", default_value = "2G", value_parser = crate::cli::parse_size)]
+    pub verify_limit: u64,
+    /// Server: seconds a connection has, from its accept, to say who it is (its first bytes and
+    /// nvpeer's whole hello).
+    #[arg(long = "server-hello-timeout", value_name = "SECS", default_value = "5", value_parser = parse_secs)]
+    pub hello_timeout: Duration,
+    /// Server: seconds a perftest client has for its whole exchange before its test, and again
+    /// for the one after it.
+    #[arg(long = "server-handshake-timeout", value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+    pub handshake_timeout: Duration,
+    /// Server: seconds an admitted client may stay silent (between nvpeer requests; a perftest
+    /// client's whole test) before it is dropped.
+    #[arg(long = "server-idle-timeout", value_name = "SECS", default_value = "600", value_parser = parse_secs)]
+    pub idle_timeout: Duration,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps {
+            mem_limit: 4 << 30,
+            max_qps: 64,
+            max_depth: MAX_DEPTH,
+            verify_limit: 2 << 30,
+            hello_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Parses a timeout in seconds (`5`, `0.5`): more than zero, at most [`MAX_TIMEOUT`].
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}': expected a number of seconds, e.g. 5 or 0.5"))?;
+    if !(v > 0.0 && v <= MAX_TIMEOUT.as_secs_f64()) {
+        return Err(format!(
+            "'{s}': a timeout is more than 0 and at most {} seconds",
+            MAX_TIMEOUT.as_secs()
+        ));
+    }
+    Duration::try_from_secs_f64(v).map_err(|e| format!("'{s}': {e}"))
+}
 
 /// The server's state as far as checks need it.
 pub trait View {
@@ -23,6 +90,8 @@ pub trait View {
     fn held(&self) -> u64;
     /// Depth of the connected QP, if one is connected.
     fn depth(&self) -> Option<u32>;
+    /// QPs the client holds now (its newest and the kept ones).
+    fn qps(&self) -> u32;
 }
 
 /// Why a request was refused (sent back to the client as the request's error).
@@ -46,8 +115,24 @@ pub enum Refused {
          (--server-mem-limit), {held} held"
     )]
     MemLimit { size: u64, limit: u64, held: u64 },
-    #[error("refused: QP depth {0} (1 to {MAX_DEPTH})")]
-    Depth(u32),
+    #[error(
+        "refused: QP depth {depth}: this server allows 1 to {max} per QP (--server-max-depth)"
+    )]
+    Depth { depth: u32, max: u32 },
+    #[error(
+        "refused: a QP more than this server's limit of {max} per client (--server-max-qps), \
+         {held} held"
+    )]
+    QpLimit { held: u32, max: u32 },
+    #[error(
+        "refused: {len} bytes in one {what}: this server's limit is {max} bytes per request \
+         (--server-verify-limit)"
+    )]
+    VerifyLimit {
+        what: &'static str,
+        len: u64,
+        max: u64,
+    },
     /// A message that does not fit one work request ([`nvpeer_figures::size::check_message`]).
     #[error("{0}")]
     Message(String),
@@ -88,8 +173,9 @@ fn message(len: u64) -> Result<(), Refused> {
     nvpeer_figures::size::check_message(len).map_err(Refused::Message)
 }
 
-/// Checks `q` against `view` and a memory limit of `mem_limit` bytes per client.
-pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), Refused> {
+/// Checks `q` against `view` and the server's `caps`.
+pub fn check(q: &Req, view: &dyn View, caps: &Caps) -> Result<(), Refused> {
+    let mem_limit = caps.mem_limit;
     let buf = |id: u32| view.buf_len(id).ok_or(Refused::NoBuffer(id));
     let inside = |id: u32, off: u64, len: u64| -> Result<(), Refused> {
         let size = buf(id)?;
@@ -117,9 +203,32 @@ pub fn check(q: &Req, view: &dyn View, mem_limit: u64) -> Result<(), Refused> {
             }
             Ok(())
         }
-        Req::Connect { depth, .. } if depth == 0 || depth > MAX_DEPTH => Err(Refused::Depth(depth)),
+        Req::Connect { depth, .. } if depth == 0 || depth > caps.max_depth => Err(Refused::Depth {
+            depth,
+            max: caps.max_depth,
+        }),
+        // A plain connect replaces every QP held; a kept one adds one.
+        Req::Connect { keep: true, .. } if view.qps() >= caps.max_qps => Err(Refused::QpLimit {
+            held: view.qps(),
+            max: caps.max_qps,
+        }),
         Req::Connect { .. } => Ok(()),
-        Req::Fill { id, off, len, .. } | Req::Verify { id, off, len, .. } => inside(id, off, len),
+        Req::Fill { id, off, len, .. } | Req::Verify { id, off, len, .. } => {
+            inside(id, off, len)?;
+            if len > caps.verify_limit {
+                let what = if matches!(q, Req::Fill { .. }) {
+                    "fill"
+                } else {
+                    "verify"
+                };
+                return Err(Refused::VerifyLimit {
+                    what,
+                    len,
+                    max: caps.verify_limit,
+                });
+            }
+            Ok(())
+        }
         Req::PostRecv {
             id,
             off,
@@ -220,6 +329,7 @@ mod tests {
         bufs: HashMap<u32, u64>,
         held: u64,
         depth: Option<u32>,
+        qps: u32,
     }
 
     impl View for Fake {
@@ -232,6 +342,17 @@ mod tests {
         fn depth(&self) -> Option<u32> {
             self.depth
         }
+        fn qps(&self) -> u32 {
+            self.qps
+        }
+    }
+
+    /// The default caps with `mem` bytes of memory per client.
+    fn caps(mem: u64) -> Caps {
+        Caps {
+            mem_limit: mem,
+            ..Caps::default()
+        }
     }
 
     fn fake() -> Fake {
@@ -239,13 +360,14 @@ mod tests {
             bufs: HashMap::from([(1, 65536)]),
             held: 65536,
             depth: Some(8),
+            qps: 1,
         }
     }
 
     #[test]
     fn requests_beyond_the_limits_are_refused() {
         let v = fake();
-        let lim = 1 << 20;
+        let lim = &caps(1 << 20);
         assert!(check(
             &Req::Alloc {
                 size: 4096,
@@ -255,7 +377,7 @@ mod tests {
             lim
         )
         .is_ok());
-        for size in [0, lim, u64::MAX] {
+        for size in [0, lim.mem_limit, u64::MAX] {
             assert!(
                 check(&Req::Alloc { size, host: false }, &v, lim).is_err(),
                 "{size}"
@@ -310,6 +432,99 @@ mod tests {
         assert!(check(&recv(1), &unconnected, lim).is_err());
     }
 
+    fn connect(depth: u32, keep: bool) -> Req {
+        Req::Connect {
+            info: crate::verbs::ConnInfo {
+                qpn: 1,
+                psn: 2,
+                lid: 3,
+                gid: [0; 16],
+                mtu: 3,
+                out_reads: 1,
+            },
+            depth,
+            keep,
+        }
+    }
+
+    #[test]
+    fn a_qp_flood_with_keep_is_refused_at_the_cap() {
+        let c = caps(1 << 20);
+        let mut v = Fake {
+            depth: None,
+            qps: 0,
+            ..fake()
+        };
+        let mut refusal = None;
+        for i in 0..10_000 {
+            match check(&connect(8, i > 0), &v, &c) {
+                Ok(()) => v.qps = if i > 0 { v.qps + 1 } else { 1 },
+                Err(e) => {
+                    refusal = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        assert_eq!(v.qps, c.max_qps, "QPs held after the flood");
+        let e = refusal.expect("no QP was refused");
+        assert!(
+            e.contains("--server-max-qps") && e.contains("64 held"),
+            "{e}"
+        );
+        // A plain connect replaces them all: always within the cap.
+        assert!(check(&connect(8, false), &v, &c).is_ok());
+    }
+
+    #[test]
+    fn a_qp_deeper_than_the_cap_is_refused() {
+        let c = Caps {
+            max_depth: 4096,
+            ..caps(1 << 20)
+        };
+        assert!(check(&connect(c.max_depth, false), &fake(), &c).is_ok());
+        for depth in [0, c.max_depth + 1, MAX_DEPTH, u32::MAX] {
+            let e = check(&connect(depth, false), &fake(), &c)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--server-max-depth"), "{depth}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_verify_is_refused() {
+        let c = Caps {
+            mem_limit: 8 << 30,
+            verify_limit: 1 << 20,
+            ..Caps::default()
+        };
+        let v = Fake {
+            bufs: HashMap::from([(1, 4 << 30)]),
+            held: 4 << 30,
+            ..fake()
+        };
+        let verify = |len| Req::Verify {
+            id: 1,
+            off: 0,
+            len,
+            seed: 0,
+        };
+        let fill = |len| Req::Fill {
+            id: 1,
+            off: 0,
+            len,
+            seed: 0,
+        };
+        assert!(check(&verify(1 << 20), &v, &c).is_ok());
+        assert!(check(&fill(1 << 20), &v, &c).is_ok());
+        for (q, what) in [(verify(4 << 30), "verify"), (fill((1 << 20) + 1), "fill")] {
+            let e = check(&q, &v, &c).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("bytes in one {what}")) && e.contains("--server-verify-limit"),
+                "{e}"
+            );
+        }
+    }
+
     fn plan(iters: u64, depth: u64, cq_mod: u64, peak: bool) -> crate::bench::BwPlan {
         crate::bench::BwPlan {
             iters,
@@ -332,7 +547,7 @@ mod tests {
     #[test]
     fn bidirectional_halves_beyond_the_limits_are_refused() {
         let v = fake();
-        let lim = 1 << 20;
+        let lim = &caps(1 << 20);
         let ok = |q: Req| check(&q, &v, lim);
         assert!(ok(bw_run(65536, plan(1000, 8, 1, true))).is_ok());
         // Outside the buffer, or more than one message.
@@ -449,10 +664,10 @@ mod tests {
         #[test]
         fn accepted_requests_stay_inside_what_the_client_owns(q in any_req()) {
             let v = fake();
-            let lim = 1u64 << 30;
+            let lim = &caps(1 << 30);
             if check(&q, &v, lim).is_ok() {
                 match q {
-                    Req::Alloc { size, .. } => prop_assert!(size > 0 && v.held + size <= lim),
+                    Req::Alloc { size, .. } => prop_assert!(size > 0 && v.held + size <= lim.mem_limit),
                     Req::Fill { id, off, len, .. } | Req::Verify { id, off, len, .. }
                     | Req::PostRecv { id, off, len, .. } => {
                         prop_assert!(off + len <= v.bufs[&id]);

@@ -7,7 +7,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Longest accepted line (a garbled peer must not make us allocate without bound).
-const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OobError {
@@ -155,6 +155,14 @@ impl Channel {
             .get_ref()
             .set_read_timeout(t)
             .map_err(|e| OobError::Io("set read timeout".into(), e))
+    }
+
+    /// How long a later [`Channel::send`] may wait for the peer to take its bytes (`None`:
+    /// forever).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> Result<(), OobError> {
+        self.w
+            .set_write_timeout(t)
+            .map_err(|e| OobError::Io("set write timeout".into(), e))
     }
 
     /// Sends a request and waits for its response.

@@ -201,7 +201,8 @@ pub struct Target {
     /// `Connect`.
     kept: Vec<Endpoint>,
     next: u32,
-    mem_limit: u64,
+    /// What this client may make the server take (`--server-*` caps).
+    caps: limits::Caps,
     /// What a perftest client is offered (`bench --server`); `None`: perftest clients are refused.
     perftest: Option<perftest_peer::ServeOpts>,
     /// GRH traffic class of the QPs this side connects (`bench -T`).
@@ -218,8 +219,13 @@ fn err(msg: impl Into<String>, errno: Option<i32>) -> Resp {
 }
 
 impl Target {
-    /// A target serving `backend` memory registered on `path`, holding at most `mem_limit` bytes.
-    pub fn new(dev: Rc<Device>, backend: Rc<dyn Backend>, path: RegPath, mem_limit: u64) -> Self {
+    /// A target serving `backend` memory registered on `path`, within `caps`.
+    pub fn new(
+        dev: Rc<Device>,
+        backend: Rc<dyn Backend>,
+        path: RegPath,
+        caps: limits::Caps,
+    ) -> Self {
         let reg = Registrar {
             pd: Some(dev.pd.clone()),
             core: None,
@@ -234,7 +240,7 @@ impl Target {
             depth: 0,
             kept: Vec::new(),
             next: 1,
-            mem_limit,
+            caps,
             perftest: None,
             traffic_class: 0,
             bidirectional: false,
@@ -294,7 +300,7 @@ impl Target {
     /// Handles one request (never panics on bad input; answers `Err`). Every request is checked
     /// against what this client owns before anything is allocated ([`limits::check`]).
     pub fn handle(&mut self, q: Req) -> Resp {
-        if let Err(why) = limits::check(&q, self, self.mem_limit) {
+        if let Err(why) = limits::check(&q, self, &self.caps) {
             return err(why.to_string(), Some(libc::EINVAL));
         }
         match q {
@@ -373,10 +379,7 @@ impl Target {
         let Some(b) = self.bufs.get_mut(&id) else {
             return err(format!("no buffer {id}"), None);
         };
-        match b
-            .buf
-            .write(off as usize, &pattern::generate(seed, off, len as usize))
-        {
+        match fill_buf(b.buf.as_mut(), off, len, seed) {
             Ok(()) => Resp::Ok,
             Err(e) => err(e.to_string(), e.errno()),
         }
@@ -387,11 +390,8 @@ impl Target {
         let Some(b) = self.bufs.get(&id) else {
             return err(format!("no buffer {id}"), None);
         };
-        let mut v = vec![0u8; len as usize];
-        match b.buf.read(off as usize, &mut v) {
-            Ok(()) => Resp::Verified {
-                mismatch: pattern::first_mismatch(seed, off, &v).map(|i| i as u64),
-            },
+        match verify_buf(b.buf.as_ref(), off, len, seed) {
+            Ok(mismatch) => Resp::Verified { mismatch },
             Err(e) => err(e.to_string(), e.errno()),
         }
     }
@@ -544,6 +544,44 @@ impl Target {
     }
 }
 
+/// The most bytes a fill or verify copies at once: what either takes on top of the buffer, however
+/// long the range.
+pub const SCRATCH: u64 = 4 << 20;
+
+/// Writes the pattern of `seed` into `buf` at `off`, [`SCRATCH`] bytes at a time.
+pub fn fill_buf(buf: &mut dyn Buffer, off: u64, len: u64, seed: u64) -> Result<(), mem::MemError> {
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(SCRATCH);
+        let at = off + done;
+        buf.write(at as usize, &pattern::generate(seed, at, n as usize))?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// The first byte of `buf` in `[off, off + len)` that differs from the pattern of `seed`
+/// (relative to `off`), read [`SCRATCH`] bytes at a time.
+pub fn verify_buf(
+    buf: &dyn Buffer,
+    off: u64,
+    len: u64,
+    seed: u64,
+) -> Result<Option<u64>, mem::MemError> {
+    let mut v = vec![0u8; len.min(SCRATCH) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(SCRATCH) as usize;
+        let at = off + done;
+        buf.read(at as usize, &mut v[..n])?;
+        if let Some(i) = pattern::first_mismatch(seed, at, &v[..n]) {
+            return Ok(Some(done + i as u64));
+        }
+        done += n as u64;
+    }
+    Ok(None)
+}
+
 /// The far side, local or remote.
 pub enum Peer {
     Local(Box<Target>),
@@ -659,6 +697,10 @@ impl limits::View for Target {
     fn depth(&self) -> Option<u32> {
         self.ep.as_ref().map(|_| self.depth)
     }
+    fn qps(&self) -> u32 {
+        let n = self.kept.len() + usize::from(self.ep.is_some());
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
 }
 
 impl Session for Target {
@@ -674,7 +716,8 @@ impl Session for Target {
                     .into(),
             ));
         }
-        let r = perftest_peer::serve(s, &self.dev, self.backend.as_ref(), self.reg.path, o);
+        let r = perftest_peer::DeviceSide::new(&self.dev, self.backend.as_ref(), self.reg.path, o)
+            .and_then(|mut side| perftest_peer::serve(s, &mut side, o, &self.caps));
         Some(r.map_err(|e| e.to_string()).map(|r| {
             format!(
                 "perftest client finished: #bytes {} #iterations {} BW peak {:.2} BW average {:.2} \
@@ -735,9 +778,9 @@ pub fn run_server(
     if perftest.as_ref().is_some_and(|o| o.bidirectional) {
         log.say("-b: runs the far half of bidirectional bandwidth tests; serves -b clients only");
     }
-    let limit = c.serve.mem_limit;
+    let caps = c.serve.caps;
     server::serve(&listener, &c.serve, &log, || {
-        Target::new(dev.clone(), backend.clone(), path, limit)
+        Target::new(dev.clone(), backend.clone(), path, caps)
             .with_traffic_class(perftest.as_ref().map_or(0, |o| o.traffic_class))
             .with_bidirectional(perftest.as_ref().is_some_and(|o| o.bidirectional))
             .with_perftest(perftest.clone())
@@ -870,6 +913,23 @@ mod tests {
         let r: Resp =
             serde_json::from_str(&serde_json::to_string(&Resp::Bw { half }).unwrap()).unwrap();
         assert!(matches!(r, Resp::Bw { half: h } if h == half));
+    }
+
+    #[test]
+    fn fills_and_verifies_go_a_scratch_at_a_time() {
+        let len = 2 * SCRATCH + 4097;
+        let mut buf = HostBackend.alloc(len as usize + 10).unwrap();
+        fill_buf(buf.as_mut(), 10, len, 7).unwrap();
+        assert_eq!(verify_buf(buf.as_ref(), 10, len, 7).unwrap(), None);
+        // A byte wrong in the third chunk is found at its offset from the range's start.
+        let at = 2 * SCRATCH + 3;
+        let mut b = [0u8; 1];
+        buf.read((10 + at) as usize, &mut b).unwrap();
+        buf.write((10 + at) as usize, &[!b[0]]).unwrap();
+        assert_eq!(verify_buf(buf.as_ref(), 10, len, 7).unwrap(), Some(at));
+        assert_eq!(verify_buf(buf.as_ref(), 10, at, 7).unwrap(), None);
+        assert!(verify_buf(buf.as_ref(), 10, len + 1, 7).is_err());
+        assert_eq!(verify_buf(buf.as_ref(), 0, 0, 7).unwrap(), None);
     }
 
     proptest::proptest! {

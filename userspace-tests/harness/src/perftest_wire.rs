@@ -18,6 +18,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 /// The perftest version this side speaks (the protocol of Debian's perftest 25.01).
 pub const VERSION: &str = "6.24";
@@ -37,6 +38,9 @@ pub enum WireError {
     Bad { what: &'static str, text: String },
     #[error("perftest peer speaks version {0}; the exchange needs 5.70 or later")]
     TooOld(String),
+    /// The deadline of [`Wire::set_deadline`] passed before the peer's message was complete.
+    #[error("perftest peer did not complete its message within {} s", .0.as_secs_f64())]
+    Timeout(Duration),
 }
 
 /// A QP's address as perftest sends it (`struct pingpong_dest`).
@@ -145,12 +149,49 @@ pub fn version_number(v: &str) -> f64 {
 pub struct Wire {
     s: TcpStream,
     client: bool,
+    /// When the messages read from now on must be complete, and the limit that set it.
+    deadline: Option<(Instant, Duration)>,
 }
 
 impl Wire {
     pub fn new(s: TcpStream, client: bool) -> Self {
         let _ = s.set_nodelay(true);
-        Wire { s, client }
+        Wire {
+            s,
+            client,
+            deadline: None,
+        }
+    }
+
+    /// Reads `out` whole, by the deadline if one is set (however the peer spreads its bytes).
+    fn read_all(&mut self, out: &mut [u8]) -> Result<(), WireError> {
+        let Some((deadline, limit)) = self.deadline else {
+            return Ok(self.s.read_exact(out)?);
+        };
+        let mut got = 0;
+        while got < out.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // A zero read timeout would mean none: an expired deadline ends here.
+            if left.is_zero() {
+                return Err(WireError::Timeout(limit));
+            }
+            self.s.set_read_timeout(Some(left))?;
+            match self.s.read(&mut out[got..]) {
+                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(WireError::Timeout(limit))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// One symmetric exchange of `mine.len()` bytes. Each message goes out in one write: perftest
@@ -159,9 +200,9 @@ impl Wire {
         let mut theirs = vec![0u8; mine.len()];
         if self.client {
             self.s.write_all(mine)?;
-            self.s.read_exact(&mut theirs)?;
+            self.read_all(&mut theirs)?;
         } else {
-            self.s.read_exact(&mut theirs)?;
+            self.read_all(&mut theirs)?;
             self.s.write_all(mine)?;
         }
         Ok(theirs)
@@ -228,9 +269,16 @@ impl Wire {
         })
     }
 
-    /// Bounds how long one read may wait (`None`: forever, while the client's test runs).
-    pub fn set_timeout(&self, t: Option<std::time::Duration>) {
+    /// Bounds how long one read may wait (`None`: forever).
+    pub fn set_timeout(&self, t: Option<Duration>) {
         let _ = self.s.set_read_timeout(t);
+    }
+
+    /// The messages read from now on must be complete within `limit` of now, however the peer
+    /// spreads them ([`WireError::Timeout`] otherwise); writes wait at most `limit` each.
+    pub fn set_deadline(&mut self, limit: Duration) {
+        self.deadline = Some((Instant::now() + limit, limit));
+        let _ = self.s.set_write_timeout(Some(limit));
     }
 }
 

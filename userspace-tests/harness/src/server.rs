@@ -2,8 +2,11 @@
 //! (loopback unless told otherwise), admits a client only with the shared token or, without a
 //! token, only from a loopback address (unless `--allow-any-peer`), serves clients one at a time
 //! until stopped (`--once`: the first only), frees everything a client held when it leaves, and
-//! logs each step on stderr. A connection that does not identify itself within [`PRE_AUTH`] is
-//! closed, so a silent one cannot hold the serial server; a failed `accept` is logged and retried.
+//! logs each step on stderr. A connection that does not identify itself within
+//! `--server-hello-timeout` ([`PRE_AUTH`]) is closed, and an admitted client silent for
+//! `--server-idle-timeout` ([`IDLE`]) is dropped, so that a silent peer cannot hold the serial
+//! server; what a client may make it take is capped ([`crate::limits::Caps`]); a failed `accept`
+//! is logged and retried.
 
 use crate::cli::ServeArgs;
 use crate::oob::{Channel, OobError};
@@ -13,13 +16,14 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-/// A connection has this long, from `accept`, to send its first bytes and (an nvpeer client) its
-/// whole hello; otherwise it is closed. Short, so that one silent or trickling TCP connection
-/// holds the server, which serves one client at a time, for seconds, not for [`IDLE`].
+/// By default a connection has this long, from `accept`, to send its first bytes and (an nvpeer
+/// client) its whole hello; otherwise it is closed (`--server-hello-timeout`). Short, so that one
+/// silent or trickling TCP connection holds the server, which serves one client at a time, for
+/// seconds, not for [`IDLE`].
 pub const PRE_AUTH: Duration = Duration::from_secs(5);
 
-/// An admitted client that sends nothing for this long is dropped (a client's requests can be
-/// far apart while it measures).
+/// By default an admitted client that sends nothing for this long is dropped
+/// (`--server-idle-timeout`; a client's requests can be far apart while it measures).
 pub const IDLE: Duration = Duration::from_secs(600);
 
 /// After a failed `accept` (EMFILE, ENFILE, ENOBUFS, ECONNABORTED, ...) the server waits this
@@ -27,22 +31,6 @@ pub const IDLE: Duration = Duration::from_secs(600);
 /// condition may last (descriptors run out) and the loop must not spin on it.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-/// How long the server waits on a connection before and after it is admitted.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    pub pre_auth: Duration,
-    pub idle: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            pre_auth: PRE_AUTH,
-            idle: IDLE,
-        }
-    }
-}
 
 /// Setup errors of the server (exit status 2).
 #[derive(Debug, thiserror::Error)]
@@ -209,7 +197,7 @@ pub fn serve<S: Session>(
         };
         log.say(&format!("listening on {addr}; {auth}"));
     }
-    serve_from(|| l.accept(), a, log, Timeouts::default(), session);
+    serve_from(|| l.accept(), a, log, session);
     Ok(())
 }
 
@@ -218,7 +206,6 @@ fn serve_from<S: Session>(
     mut accept: impl FnMut() -> std::io::Result<(TcpStream, SocketAddr)>,
     a: &ServeArgs,
     log: &Log,
-    t: Timeouts,
     mut session: impl FnMut() -> S,
 ) {
     let mut backoff = ACCEPT_BACKOFF_MIN;
@@ -239,7 +226,7 @@ fn serve_from<S: Session>(
                 continue;
             }
         };
-        let served = one_client(stream, peer, a, log, t, &mut session);
+        let served = one_client(stream, peer, a, log, &mut session);
         if served && a.once {
             log.say("--once: done");
             return;
@@ -291,21 +278,20 @@ fn one_client<S: Session>(
     peer: SocketAddr,
     a: &ServeArgs,
     log: &Log,
-    t: Timeouts,
     session: &mut impl FnMut() -> S,
 ) -> bool {
     log.say(&format!("{peer}: connected"));
     let connected = Instant::now();
-    let secs = t.pre_auth.as_secs_f64();
-    if let Err(e) = stream.set_read_timeout(Some(t.pre_auth)) {
+    let hello = a.caps.hello_timeout;
+    if let Err(e) = stream.set_read_timeout(Some(hello)) {
         log.say(&format!("{peer}: closed: cannot set a read timeout: {e}"));
         return false;
     }
     match opening(&stream) {
         Opening::Perftest => {}
-        Opening::Nvpeer => return nvpeer_client(stream, peer, a, log, t, connected, session),
+        Opening::Nvpeer => return nvpeer_client(stream, peer, a, log, connected, session),
         Opening::Silent => {
-            log.say(&format!("{peer}: closed: no hello within {secs} s"));
+            log.say(&format!("{peer}: closed: {}", no_hello(hello)));
             return false;
         }
         Opening::Closed => {
@@ -340,14 +326,21 @@ fn one_client<S: Session>(
     }
 }
 
+/// What the log says of a connection closed for want of a hello within `limit`.
+fn no_hello(limit: Duration) -> String {
+    format!(
+        "no hello within {} s (--server-hello-timeout)",
+        limit.as_secs_f64()
+    )
+}
+
 /// The nvpeer client on `stream` (its first bytes are there): its hello must be complete within
-/// `t.pre_auth` of `connected`; once admitted, it may be silent for `t.idle`.
+/// `a.caps.hello_timeout` of `connected`; once admitted, it may be silent for `a.caps.idle_timeout`.
 fn nvpeer_client<S: Session>(
     stream: TcpStream,
     peer: SocketAddr,
     a: &ServeArgs,
     log: &Log,
-    t: Timeouts,
     connected: Instant,
     session: &mut impl FnMut() -> S,
 ) -> bool {
@@ -366,8 +359,9 @@ fn nvpeer_client<S: Session>(
         });
         false
     };
+    let t = a.caps;
     // What is left of the pre-admission time; a zero limit times out at once.
-    let left = t.pre_auth.saturating_sub(connected.elapsed());
+    let left = t.hello_timeout.saturating_sub(connected.elapsed());
     let (token, bidirectional) = match ch.recv_within::<Req>(left) {
         Ok(Req::Hello {
             proto,
@@ -382,10 +376,7 @@ fn nvpeer_client<S: Session>(
         }
         Ok(_) => return refuse(&mut ch, "the first request must be hello".into()),
         Err(OobError::Timeout(_)) => {
-            log.say(&format!(
-                "{peer}: closed: no hello within {} s",
-                t.pre_auth.as_secs_f64()
-            ));
+            log.say(&format!("{peer}: closed: {}", no_hello(t.hello_timeout)));
             return false;
         }
         Err(e) => {
@@ -396,8 +387,11 @@ fn nvpeer_client<S: Session>(
     if let Err(why) = admit(a, &peer, token.as_deref()) {
         return refuse(&mut ch, why.to_string());
     }
-    // Admitted: from now on a client may think between requests.
-    if let Err(e) = ch.set_read_timeout(Some(t.idle)) {
+    // Admitted: from now on a client may think between requests, and must read its answers.
+    if let Err(e) = ch
+        .set_read_timeout(Some(t.idle_timeout))
+        .and_then(|()| ch.set_write_timeout(Some(t.idle_timeout)))
+    {
         log.say(&format!("{peer}: closed: {e}"));
         return false;
     }
@@ -418,9 +412,22 @@ fn nvpeer_client<S: Session>(
     log.say(&format!("{peer}: admitted, serving {mem} memory"));
     let (mut n, mut errors) = (0u64, 0u64);
     let end = loop {
-        let q: Req = match ch.recv() {
+        // Each request must be whole within the idle time, however its bytes are spread.
+        let q: Req = match ch.recv_within(t.idle_timeout) {
             Ok(q) => q,
             Err(OobError::Closed) => break "disconnected".to_string(),
+            Err(OobError::Timeout(_)) => {
+                let why = format!(
+                    "dropped: silent for {} s (--server-idle-timeout)",
+                    t.idle_timeout.as_secs_f64()
+                );
+                // Its next read finds why.
+                let _ = ch.send(&Resp::Err {
+                    msg: why.clone(),
+                    errno: None,
+                });
+                break why;
+            }
             Err(e) => break format!("dropped: {e}"),
         };
         n += 1;
@@ -471,6 +478,9 @@ fn describe(q: &Req) -> Option<String> {
 }
 
 #[cfg(test)]
+mod hostile;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
@@ -481,7 +491,10 @@ mod tests {
             token: token.map(Into::into),
             allow_any_peer: any,
             once: true,
-            mem_limit: 1 << 20,
+            caps: crate::limits::Caps {
+                mem_limit: 1 << 20,
+                ..Default::default()
+            },
         }
     }
 
@@ -612,9 +625,7 @@ mod tests {
         let log = Log::keeping();
         for (server, _, admitted) in cases {
             let (st, peer) = l.accept().unwrap();
-            let served = one_client(st, peer, &a, &log, Timeouts::default(), &mut || {
-                Bidi(server)
-            });
+            let served = one_client(st, peer, &a, &log, &mut || Bidi(server));
             // A refused client does not count as served (a --once server waits for the next).
             assert_eq!(served, admitted);
         }
@@ -666,9 +677,7 @@ mod tests {
         let s2 = seen.clone();
         for _ in 0..4 {
             let (st, peer) = l.accept().unwrap();
-            one_client(st, peer, &a, &log, Timeouts::default(), &mut || {
-                Counting(s2.clone())
-            });
+            one_client(st, peer, &a, &log, &mut || Counting(s2.clone()));
         }
         t.join().unwrap();
         assert_eq!(seen.get(), 4);
@@ -688,11 +697,10 @@ mod tests {
 
     #[test]
     fn silent_connections_are_closed_before_admission_and_the_next_client_is_served() {
-        let (a, l, port) = loopback_server();
-        let t = Timeouts {
-            pre_auth: Duration::from_millis(300),
-            idle: Duration::from_secs(30),
-        };
+        let (mut a, l, port) = loopback_server();
+        a.caps.hello_timeout = Duration::from_millis(300);
+        a.caps.idle_timeout = Duration::from_secs(30);
+        let hello = a.caps.hello_timeout;
         let clients = std::thread::spawn(move || {
             let start = Instant::now();
             // One connection that says nothing, one that starts a hello and never ends it.
@@ -703,7 +711,7 @@ mod tests {
             let mut c = admitted_client(port);
             let admitted_after = start.elapsed();
             // Admitted, it may be silent for longer than the pre-admission time.
-            std::thread::sleep(t.pre_auth * 2);
+            std::thread::sleep(hello * 2);
             assert!(matches!(c.call::<_, Resp>(&Req::Counters), Ok(Resp::Ok)));
             assert!(matches!(c.call::<_, Resp>(&Req::Bye), Ok(Resp::Ok)));
             // The server closed the two that never said hello.
@@ -716,7 +724,7 @@ mod tests {
         });
         let log = Log::keeping();
         let seen = std::rc::Rc::new(std::cell::Cell::new(0));
-        serve_from(|| l.accept(), &a, &log, t, || Counting(seen.clone()));
+        serve_from(|| l.accept(), &a, &log, || Counting(seen.clone()));
         let admitted_after = clients.join().unwrap();
         // Two pre-admission times and some slack, nowhere near the idle timeout.
         assert!(
@@ -727,7 +735,7 @@ mod tests {
         let kept = log.kept();
         let closed = kept
             .iter()
-            .filter(|m| m.ends_with("closed: no hello within 0.3 s"))
+            .filter(|m| m.ends_with("closed: no hello within 0.3 s (--server-hello-timeout)"))
             .count();
         assert_eq!(closed, 2, "{kept:#?}");
         assert!(kept
@@ -759,7 +767,6 @@ mod tests {
             },
             &a,
             &log,
-            Timeouts::default(),
             || Counting(seen.clone()),
         );
         t.join().unwrap();

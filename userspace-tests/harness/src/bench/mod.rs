@@ -345,7 +345,7 @@ impl Bench {
             }
             // In loopback the far QP is this node's too: it sends with the same -T.
             (Some(d), _) => Some(Peer::Local(Box::new(
-                Target::new(d.clone(), backend.clone(), path, c.serve.mem_limit)
+                Target::new(d.clone(), backend.clone(), path, c.serve.caps)
                     .with_traffic_class(args.tos.unwrap_or(0)),
             ))),
             (None, _) => None,

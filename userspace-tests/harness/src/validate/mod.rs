@@ -217,7 +217,7 @@ impl Suite {
                 },
                 _ => {
                     self.remote_mem = be.kind().to_string();
-                    let limit = self.args.common.serve.mem_limit;
+                    let limit = self.args.common.serve.caps;
                     self.peer = Some(Peer::Local(Box::new(Target::new(dev, be, path, limit))));
                 }
             }
