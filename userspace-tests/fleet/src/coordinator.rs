@@ -6,8 +6,9 @@
 //! they hold the token without sending it ([`crate::auth`]), then the rank gives its rank, name,
 //! address (the one its connection comes from) and doctor verdict. Each connection's handshake
 //! runs on its own thread within `--fleet-handshake-timeout`, at most `--fleet-max-pending` at
-//! once (a connection beyond that is told to come back), so silent or trickling connections
-//! cannot keep the real ranks out of the join window; what a rank says is kept only as printable
+//! once and `--fleet-max-pending-per-source` from one address (a connection beyond that is told
+//! to come back), so silent or trickling connections cannot keep the real ranks out of the join
+//! window; what a rank says is kept only as printable
 //! text. Then, round by round, the coordinator tells each pair who serves and
 //! who connects; the pair runs the harness's two-node mode ([`PairRunner`]) and both sides
 //! report. A rank whose connection closes is lost as "died", one that does not answer within the
@@ -26,9 +27,10 @@ use nvpeer_harness::cli::ServeArgs;
 use nvpeer_harness::oob::{Channel, OobError};
 use nvpeer_harness::server::Refusal;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a new connection has for its whole handshake, hello to join, by default
@@ -37,6 +39,11 @@ pub const HANDSHAKE: Duration = nvpeer_harness::server::PRE_AUTH;
 
 /// How many handshakes rank 0 runs at once by default (`--fleet-max-pending`).
 pub const MAX_PENDING: usize = 128;
+
+/// How many of them may come from one address by default (`--fleet-max-pending-per-source`): a
+/// node's ranks share its address (one rank per GPU: eight on an HGX node), and twice that leaves
+/// room for the retries of ranks told to come back.
+pub const MAX_PENDING_PER_SOURCE: usize = 16;
 
 /// How long a send to a rank may wait for it to take the bytes (a rank that stops reading is
 /// lost, not a coordinator stuck).
@@ -174,6 +181,9 @@ pub struct CoordinatorConfig {
     /// How many handshakes run at once (`--fleet-max-pending`); a connection beyond them is told
     /// to come back.
     pub max_pending: usize,
+    /// How many of them may come from one source address (`--fleet-max-pending-per-source`); a
+    /// connection beyond them is told to come back too.
+    pub max_pending_per_source: usize,
 }
 
 /// The port of round `round`'s pair servers, if it fits.
@@ -242,7 +252,7 @@ impl Coordinator<'_> {
             limit: self.cfg.handshake_timeout,
         });
         let (tx, rx) = mpsc::channel();
-        let pending = Arc::new(AtomicUsize::new(0));
+        let pending = Pending::default();
         let mut tally = Tally::default();
         while self.slots.iter().any(|s| s.ch.is_none()) && Instant::now() < deadline {
             match l.accept() {
@@ -275,6 +285,13 @@ impl Coordinator<'_> {
                 tally.busy, self.cfg.max_pending
             ));
         }
+        if tally.busy_source > 0 {
+            self.say(&format!(
+                "{} connection(s) told to come back: {} handshakes from one address at once at most \
+                 (--fleet-max-pending-per-source)",
+                tally.busy_source, self.cfg.max_pending_per_source
+            ));
+        }
         for r in 0..self.cfg.world {
             if self.slots[r as usize].ch.is_none() && self.slots[r as usize].node.lost.is_none() {
                 let why = format!(
@@ -287,13 +304,13 @@ impl Coordinator<'_> {
     }
 
     /// Hands a new connection to a handshake thread, or tells it to come back when
-    /// `max_pending` handshakes run already.
+    /// `max_pending` handshakes run already, or `max_pending_per_source` from its address.
     fn start_handshake(
         &mut self,
         stream: TcpStream,
         peer: SocketAddr,
         gate: &Arc<Gate>,
-        pending: &Arc<AtomicUsize>,
+        pending: &Pending,
         tx: &mpsc::Sender<Handshake>,
         tally: &mut Tally,
     ) {
@@ -302,18 +319,29 @@ impl Coordinator<'_> {
         let Ok(mut ch) = Channel::from_stream(stream) else {
             return;
         };
-        if pending.load(Ordering::SeqCst) >= self.cfg.max_pending {
+        let why = if pending.total.load(Ordering::SeqCst) >= self.cfg.max_pending {
             tally.busy += 1;
+            format!(
+                "{} joins in progress, the most rank 0 takes at once (--fleet-max-pending)",
+                self.cfg.max_pending
+            )
+        } else if pending.from(peer.ip()) >= self.cfg.max_pending_per_source {
+            tally.busy_source += 1;
+            format!(
+                "{} joins in progress from {}, the most rank 0 takes from one address at once \
+                 (--fleet-max-pending-per-source)",
+                self.cfg.max_pending_per_source,
+                peer.ip()
+            )
+        } else {
+            String::new()
+        };
+        if !why.is_empty() {
             self.messages += 1;
-            let _ = ch.send(&ToRank::Busy {
-                why: format!(
-                    "{} joins in progress, the most rank 0 takes at once (--fleet-max-pending)",
-                    self.cfg.max_pending
-                ),
-            });
+            let _ = ch.send(&ToRank::Busy { why });
             return;
         }
-        let slot = PendingSlot::take(pending);
+        let slot = PendingSlot::take(pending, peer.ip());
         let (gate, tx) = (gate.clone(), tx.clone());
         let spawned = std::thread::Builder::new()
             .name("nvpeer-fleet-join".into())
@@ -540,23 +568,66 @@ impl Coordinator<'_> {
 /// Connections turned away in one join window.
 #[derive(Default)]
 struct Tally {
+    /// Told to come back: `max_pending` handshakes ran already.
     busy: u64,
+    /// Told to come back: `max_pending_per_source` handshakes from its address ran already.
+    busy_source: u64,
     refused: u64,
 }
 
-/// One of the `max_pending` handshakes that may run at once, given back when its thread ends.
-struct PendingSlot(Arc<AtomicUsize>);
+/// The handshakes running now: how many in all and how many from each source address (an
+/// address is in the map while it has one at least).
+#[derive(Default, Clone)]
+struct Pending {
+    total: Arc<AtomicUsize>,
+    by_source: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Pending {
+    /// The handshakes running from `ip`.
+    fn from(&self, ip: IpAddr) -> usize {
+        let map = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&ip).copied().unwrap_or(0)
+    }
+}
+
+/// One of the handshakes that may run at once, counted in all and for its source address, given
+/// back when its thread ends.
+struct PendingSlot {
+    pending: Pending,
+    ip: IpAddr,
+}
 
 impl PendingSlot {
-    fn take(pending: &Arc<AtomicUsize>) -> Self {
-        pending.fetch_add(1, Ordering::SeqCst);
-        PendingSlot(pending.clone())
+    fn take(pending: &Pending, ip: IpAddr) -> Self {
+        pending.total.fetch_add(1, Ordering::SeqCst);
+        *pending
+            .by_source
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(ip)
+            .or_insert(0) += 1;
+        PendingSlot {
+            pending: pending.clone(),
+            ip,
+        }
     }
 }
 
 impl Drop for PendingSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.pending.total.fetch_sub(1, Ordering::SeqCst);
+        let mut map = self
+            .pending
+            .by_source
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
     }
 }
 

@@ -83,6 +83,12 @@ pub struct FleetArgs {
     #[arg(long = "fleet-max-pending", value_name = "N", default_value_t = coordinator::MAX_PENDING,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
     pub fleet_max_pending: usize,
+    /// Rank 0: handshakes it runs at once from one source address (a node's ranks share one);
+    /// a connection beyond them is told to come back too.
+    #[arg(long = "fleet-max-pending-per-source", value_name = "N",
+          default_value_t = coordinator::MAX_PENDING_PER_SOURCE,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub fleet_max_pending_per_source: usize,
     /// Seconds rank 0 waits for every rank to join (a rank that does not is "never joined").
     #[arg(long = "join-timeout", value_name = "SECS", default_value_t = 300)]
     pub join_timeout: u64,
@@ -360,6 +366,7 @@ fn run(
             verbose: true,
             handshake_timeout: Duration::from_secs(f.fleet_handshake_timeout),
             max_pending: f.fleet_max_pending,
+            max_pending_per_source: f.fleet_max_pending_per_source,
         };
         let tool = tool.to_string();
         Some(std::thread::spawn(move || {
@@ -447,20 +454,40 @@ mod tests {
         assert_eq!(v.fleet.rendezvous.as_deref(), Some("head:7000"));
         assert_eq!(v.fleet.report_dir(), PathBuf::from("/tmp/r"));
         assert_eq!(
-            (v.fleet.fleet_handshake_timeout, v.fleet.fleet_max_pending),
-            (5, coordinator::MAX_PENDING)
+            (
+                v.fleet.fleet_handshake_timeout,
+                v.fleet.fleet_max_pending,
+                v.fleet.fleet_max_pending_per_source
+            ),
+            (
+                5,
+                coordinator::MAX_PENDING,
+                coordinator::MAX_PENDING_PER_SOURCE
+            )
         );
         let caps = [
             "x",
             "--fleet",
             "--fleet-max-pending",
             "4",
+            "--fleet-max-pending-per-source",
+            "3",
             "--fleet-handshake-timeout",
             "2",
         ];
         let c = V::try_parse_from(caps).unwrap().v.fleet;
-        assert_eq!((c.fleet_handshake_timeout, c.fleet_max_pending), (2, 4));
+        assert_eq!(
+            (
+                c.fleet_handshake_timeout,
+                c.fleet_max_pending,
+                c.fleet_max_pending_per_source
+            ),
+            (2, 4, 3)
+        );
         assert!(V::try_parse_from(["x", "--fleet", "--fleet-max-pending", "0"]).is_err());
+        assert!(
+            V::try_parse_from(["x", "--fleet", "--fleet-max-pending-per-source", "0"]).is_err()
+        );
         assert!(V::try_parse_from(["x", "--fleet", "--fleet-handshake-timeout", "0"]).is_err());
         // Fleet options without --fleet are refused.
         assert!(V::try_parse_from(["x", "--pairs", "ring"]).is_err());

@@ -11,7 +11,7 @@ use nvpeer_fleet::report::{FleetReport, Thresholds};
 use nvpeer_fleet::runner::{ConnectJob, PairOutcome, PairRunner, ServeJob};
 use nvpeer_fleet::schedule::{rounds, Pairing};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,6 +51,7 @@ fn config(port: u16, world: u32, join: Duration) -> CoordinatorConfig {
         verbose: false,
         handshake_timeout: Duration::from_millis(500),
         max_pending: 16,
+        max_pending_per_source: 16,
     }
 }
 
@@ -340,6 +341,55 @@ fn pending_joins_are_capped_and_a_busy_rank_comes_back() {
     for r in ranks {
         assert_eq!(r.join().unwrap().unwrap(), 0);
     }
+    assert!(coord.join().unwrap().nodes.iter().all(|n| n.lost.is_none()));
+    drop(silent);
+}
+
+/// One address that holds its share of the handshakes is told to come back for more, while
+/// ranks from another address join at once: one host cannot fill every slot.
+#[test]
+fn one_address_cannot_take_every_pending_join() {
+    let join = Duration::from_secs(5);
+    // (the flood comes from 127.0.0.2, bound before it connects; the ranks from 127.0.0.1)
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let from_second = || {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into())
+            .unwrap();
+        s.connect(&SocketAddr::from(([127, 0, 0, 1], port)).into())
+            .unwrap();
+        TcpStream::from(s)
+    };
+    let cfg = CoordinatorConfig {
+        max_pending: 16,
+        max_pending_per_source: 3,
+        handshake_timeout: Duration::from_secs(4),
+        base_port: port,
+        ..config(0, 2, join)
+    };
+    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
+    let silent: Vec<_> = (0..3).map(|_| from_second()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut ch = nvpeer_harness::oob::Channel::from_stream(from_second()).unwrap();
+    let busy = ch
+        .recv_within::<nvpeer_fleet::proto::ToRank>(Duration::from_secs(2))
+        .unwrap();
+    assert!(
+        matches!(&busy, nvpeer_fleet::proto::ToRank::Busy { why }
+            if why.contains("--fleet-max-pending-per-source") && why.contains("127.0.0.2")),
+        "{busy:?}"
+    );
+    // The ranks join while the three silent connections still hold their handshakes.
+    let t = Instant::now();
+    let seen = Seen::default();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
+        .collect();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(coord.join().unwrap().nodes.iter().all(|n| n.lost.is_none()));
     drop(silent);
 }

@@ -107,6 +107,7 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
         verbose: false,
         handshake_timeout: nvpeer_fleet::coordinator::HANDSHAKE,
         max_pending: nvpeer_fleet::coordinator::MAX_PENDING,
+        max_pending_per_source: nvpeer_fleet::coordinator::MAX_PENDING_PER_SOURCE,
     };
     let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -291,6 +292,7 @@ fn a_wrong_token_is_refused() {
         verbose: false,
         handshake_timeout: nvpeer_fleet::coordinator::HANDSHAKE,
         max_pending: nvpeer_fleet::coordinator::MAX_PENDING,
+        max_pending_per_source: nvpeer_fleet::coordinator::MAX_PENDING_PER_SOURCE,
     };
     let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
     let wcfg = WorkerConfig {

@@ -190,6 +190,7 @@ fn the_coordinator_takes_any_frames_and_still_admits_the_rank() {
         verbose: false,
         handshake_timeout: Duration::from_millis(500),
         max_pending: 8,
+        max_pending_per_source: 8,
     };
     let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
     // One byte longer than a frame may be (1 MiB and its newline): refused there, nothing more
