@@ -12,7 +12,8 @@
 # host's kernel, which `uname -r` would name).
 # Packs every file the install wrote (the overlay's upper layer, less what the layout put there)
 # as /out/node-prebuilt.tar; the suite unpacks it into its node and goes on from there (the
-# preflight's line, DKMS's state, the signer, modprobe under enforcement, the failures, removal).
+# preflight's line, the signer, modprobe under enforcement, the failures). Then DKMS's status and
+# `make dkms-uninstall` here, held to the suite's rule: nothing left behind.
 set -euo pipefail
 krel=$(cat /kernel/release)
 hash=$(sed -n 's/^CONFIG_MODULE_SIG_HASH="\(.*\)"/\1/p' /kernel/obj/.config)
@@ -45,6 +46,8 @@ cp -a /nvidia-src/nvidia $R/usr/src/nvidia-550.163.01/
 make -s -C /src dkms-source DKMS_SOURCE_TREE=$R/tmp
 mv "$R/tmp/nvpeer-$ver" $R/tmp/nvpeer
 (cd $n/upper && find . -mindepth 1 -not -type d -printf '%P\n' | sort) >$n/before.txt
+. /src/testbench/lib/node-ledger.sh.inc
+node_upper_entries $n/upper >$n/layout.txt
 
 # README.md's command, in the checkout.
 rc=0
@@ -64,4 +67,23 @@ comm -13 $n/before.txt $n/after.txt | { grep -Ev "^(usr/)?lib/modules/[^/]*/modu
 [ -s $n/wrote.txt ] || { echo "node-prebuild: make dkms-install wrote nothing" >&2; exit 1; }
 tar -C $n/upper -cf /out/node-prebuilt.tar -T $n/wrote.txt
 echo "node-prebuild: packed $(wc -l <$n/wrote.txt) files for $krel"
+
+# DKMS's state of the install, and its removal (the suite's make-dkms-uninstall, which make check
+# runs here only: neither `dkms status` nor `dkms remove --all` depends on the running kernel),
+# held to the suite's rule: nothing left but the node's own ledger (node-ledger.sh.inc).
+st=$(in_node dkms status -m nvpeer)
+echo "$st" | grep -q "^nvpeer/$ver, $krel, [^:]*: installed" ||
+    { echo "node-prebuild: dkms status after the install: ${st:-empty}, not installed for $krel" >&2; exit 1; }
+echo "node-prebuild: dkms status: $st"
+rc=0
+in_node sh -c "cd /tmp/nvpeer && make dkms-uninstall" >$n/uninstall.log 2>&1 || rc=$?
+[ $rc = 0 ] || { cat $n/uninstall.log; echo "node-prebuild: make dkms-uninstall failed" >&2; exit 1; }
+st=$(in_node dkms status)
+[ -z "$st" ] || { echo "node-prebuild: dkms status after make dkms-uninstall: $st" >&2; exit 1; }
+! in_node modinfo -k "$krel" -n nvidia-peermem >/dev/null 2>&1 ||
+    { echo "node-prebuild: nvidia-peermem still resolvable after make dkms-uninstall" >&2; exit 1; }
+node_upper_entries $n/upper >$n/removed.txt
+left=$(comm -13 $n/layout.txt $n/removed.txt)
+[ -z "$left" ] || { echo "node-prebuild: left behind after make dkms-uninstall:" >&2; echo "$left" >&2; exit 1; }
+echo "node-prebuild: make dkms-uninstall left nothing behind ($(wc -l <$n/layout.txt) entries before the install and after it); dkms status empty"
 # (the node's mounts go with tb chroot's mount namespace)
