@@ -5,7 +5,7 @@
 # for that callback), non-PCI DMA devices are refused (H6).
 # Fault injection and the race stress run in 25-nvpeer-faults-stress.
 # bench: budget - 150 150
-# bench: budget-full - 75 75
+# bench: budget-full - 150 150
 . /src/testbench/suites/nvpeer-lib.sh.inc
 
 gpu_calls() { # OP: provider emulator call count
