@@ -31,7 +31,7 @@
 # (635 s under the debug kernel on 2026-11-27).
 # Run by hand: testbench/vm run --suite 57-rehearsal-ubuntu
 # bench: kernel bench
-# bench: budget - 450 450
+# bench: budget - 250 250
 # bench: budget-full - 900 900
 
 O=/tmp/ubuntu-node
