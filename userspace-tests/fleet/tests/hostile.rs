@@ -91,6 +91,17 @@ fn spawn_worker(w: WorkerConfig, seen: &Seen) -> JoinHandle<Result<u8, FleetErro
     std::thread::spawn(move || work(&w, fake))
 }
 
+/// Ranks 0 and 1 of a world of two join rank 0 at `port` and each ends with status 0.
+fn two_ranks_join(port: u16, join: Duration) {
+    let seen = Seen::default();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
+        .collect();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+}
+
 /// Many silent connections and a few that trickle a byte at a time, then the real ranks: they
 /// still join within a join window shorter than one old per-connection wait.
 #[test]
@@ -334,13 +345,7 @@ fn pending_joins_are_capped_and_a_busy_rank_comes_back() {
         "{busy:?}"
     );
     assert!(t.elapsed() < Duration::from_millis(500));
-    let seen = Seen::default();
-    let ranks: Vec<_> = (0..2)
-        .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
-        .collect();
-    for r in ranks {
-        assert_eq!(r.join().unwrap().unwrap(), 0);
-    }
+    two_ranks_join(port, join);
     assert!(coord.join().unwrap().nodes.iter().all(|n| n.lost.is_none()));
     drop(silent);
 }
@@ -382,13 +387,7 @@ fn one_address_cannot_take_every_pending_join() {
     );
     // The ranks join while the three silent connections still hold their handshakes.
     let t = Instant::now();
-    let seen = Seen::default();
-    let ranks: Vec<_> = (0..2)
-        .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
-        .collect();
-    for r in ranks {
-        assert_eq!(r.join().unwrap().unwrap(), 0);
-    }
+    two_ranks_join(port, join);
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(coord.join().unwrap().nodes.iter().all(|n| n.lost.is_none()));
     drop(silent);
