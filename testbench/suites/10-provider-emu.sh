@@ -52,14 +52,14 @@ if [ -c /dev/nvp2p_emu ]; then
         free-runs-callback persistent-outlives-free pt-abi-and-flags bar1-budget fault-injection \
         put-blocks-behind-callback free-in-registration-window rm-cost-model process-exit gpu-teardown token-lookup \
         no-p2p-registration bad-ioctl-input \
-        failed-pin-out-params
+        failed-pin-out-params unmap-in-callback-legal put-on-persistent-table
 
     # Violations provoked on purpose: their kernel log lines are expected. The last three are the
     # real driver's own failure modes (docs/emulators.md): a dma_map_pages whose table another
     # thread's free callback freed, put_pages_persistent on a table of get_pages, and the dangling
     # *page_table of a failed get_pages passed back.
     tb_expect_begin 'nvp2p_emu: VIOLATION'
-    nvp2p_group violation-put-in-callback violation-unmap-in-callback violation-freed-table \
+    nvp2p_group violation-put-in-callback violation-put-wrong-va violation-freed-table \
         violation-double-put violation-wrong-peer-and-stale-mapping \
         violation-wrong-process-put violation-leak-check violation-dma-map-uaf \
         violation-put-persistent-on-nonpersistent violation-dangling-out-param

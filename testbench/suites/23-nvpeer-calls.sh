@@ -45,16 +45,17 @@ host_fallthrough() {
 }
 tb_case host-range-falls-through host_fallthrough
 
-# A pin NVIDIA refuses in acquire (here ENOTSUPP: a persistent pin on a MIG instance of an old
-# driver) is said in the kernel log with the cause and the fix, not only counted; the
-# registration fails cleanly.
+# A pin NVIDIA refuses in acquire (here ENOTSUPP, which nvidia_p2p_get_pages_persistent returns
+# for FORCE_BAR1 or MIG refusals, injected once) is said in the kernel log with the cause and the
+# fix, not only counted; the registration fails cleanly.
 pin_refusal_logged() {
     np_up 5.5 2 || return 1
     tb_log_mark || return 1
-    if $NVPEER emu core register --size 256K --mig >/tmp/np-mig.log 2>&1; then
-        cat /tmp/np-mig.log; echo "registration on a MIG allocation succeeded"; return 1
+    $NVPEER emu gpu faults --op get_pages_persistent --err -524 >/dev/null || return 1
+    if $NVPEER emu core register --size 256K >/tmp/np-refusal.log 2>&1; then
+        cat /tmp/np-refusal.log; echo "registration with a refused pin succeeded"; return 1
     fi
-    echo "registration: $(tail -n 1 /tmp/np-mig.log)"
+    echo "registration: $(tail -n 1 /tmp/np-refusal.log)"
     local line
     line=$(tb_log_since | grep 'nvpeer: nvidia_p2p_get_pages_persistent refused to pin' | head -n 1)
     [ -n "$line" ] || { echo "no kernel-log line"; tb_log_since | tail -n 5; return 1; }

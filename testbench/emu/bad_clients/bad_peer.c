@@ -25,6 +25,9 @@
  *   bad_nmap            *nmap larger than the table dma_map built
  *   no_invalidate       free callback returns without telling the core to
  *                       invalidate: the HCA keeps DMA to freed GPU memory
+ *   sg_off_by_page      the last SG entry names the DMA address of the page
+ *                       after its own (the fake HCA checks every entry
+ *                       against the provider's mapping)
  */
 #include <linux/module.h>
 #include <linux/string.h>
@@ -37,7 +40,7 @@
 	X(write_after_release) X(no_pci_check) X(legacy_deadlock) \
 	X(unmap_unserialized) X(wrong_process_put) X(leaked_pin) \
 	X(mutate_client) X(missing_op) X(bad_sg_len) X(bad_nmap) \
-	X(no_invalidate)
+	X(no_invalidate) X(sg_off_by_page)
 
 #define CP_BUG_ENUM(n) CP_BUG_ID_##n,
 enum { CP_BUG_ID_none, CP_BUG_LIST(CP_BUG_ENUM) };

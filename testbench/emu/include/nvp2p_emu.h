@@ -38,6 +38,25 @@ struct nvp2p_emu_revoke_info {
  */
 bool peer_mem_emu_dma_stopped(const struct nvp2p_emu_revoke_info *info);
 
+/*
+ * The fake HCA's look at a client's SGL (peer_mem_emu.ko, by symbol_get()):
+ * copies into @out the DMA addresses of @npages 64 KiB GPU pages from @va
+ * (rounded down to a GPU page) as one live mapping made for @dev maps them,
+ * the mapping whose address for @va's page is @first_dma, of a live pin of
+ * process @tgid covering the whole span. Returns 0; -ENOENT when no live pin
+ * of @tgid covers the span (not this provider's memory: not judged); -EAGAIN
+ * when none matches but a pin's free callback began or a pin ended since
+ * nvp2p_emu_pin_generation() gave @since (the client's pin may be the one a
+ * racing callback took: not judged); -ENXIO when pins cover it and no mapping
+ * for @dev starts its @va page at @first_dma. Takes the emulator's table lock;
+ * may sleep.
+ */
+int nvp2p_emu_mapped_pages(pid_t tgid, u64 va, const struct device *dev,
+			   u64 first_dma, u64 *out, u32 npages, u64 since);
+
+/* A count of pins that left the live state (a free callback began, a put, an exit). */
+u64 nvp2p_emu_pin_generation(void);
+
 /* True when the current task is inside a free callback issued by the emulator. */
 bool nvp2p_emu_in_free_callback(void);
 

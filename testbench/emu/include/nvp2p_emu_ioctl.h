@@ -29,7 +29,7 @@
 
 /* Allocation flags (nvp2p_emu_alloc.flags). */
 #define NVP2P_EMU_ALLOC_COHERENT  (1u << 0) /* Grace/C2C-like: v2 tables get CPU_CACHEABLE, FORCE_BAR1 allowed */
-#define NVP2P_EMU_ALLOC_MIG       (1u << 1) /* MIG instance: persistent pins -> -ENOTSUPP */
+#define NVP2P_EMU_ALLOC_MIG       (1u << 1) /* MIG instance: FORCE_BAR1 persistent pins -> -ENOTSUPP */
 #define NVP2P_EMU_ALLOC_VGPU      (1u << 2) /* vGPU: persistent pins -> -ENOTSUPP */
 /*
  * A range the CUDA driver never registered with RM's third-party P2P object
@@ -187,7 +187,7 @@ struct nvp2p_emu_config {
 
 /* Contract violations (index into nvp2p_emu_stats.violations). */
 #define NVP2P_EMU_V_CALL_IN_CALLBACK     0  /* get/put/map (RM-lock call) from inside a free callback */
-#define NVP2P_EMU_V_UNMAP_IN_CALLBACK    1  /* dma_unmap_pages from inside a free callback */
+#define NVP2P_EMU_V_UNMAP_IN_CALLBACK    1  /* retired: dma_unmap_pages in a free callback is legal */
 #define NVP2P_EMU_V_FREED_TABLE          2  /* call with a page table that was torn down (poisoned) */
 #define NVP2P_EMU_V_UNKNOWN_TABLE        3  /* call with a pointer that never was a page table of ours */
 #define NVP2P_EMU_V_WRONG_PEER           4  /* dma_unmap peer != mapping's pci_dev */
@@ -280,7 +280,13 @@ struct nvp2p_emu_stats {
 #define NVP2P_EMU_CLIENT_F_PUT_PERSISTENT (1u << 10) /* UNPIN: put_pages_persistent whatever
 						      * the pin's kind (bad client)
 						      */
-#define NVP2P_EMU_CLIENT_F_ALL            0x7ffu
+#define NVP2P_EMU_CLIENT_F_PUT_NONPERSISTENT (1u << 11) /* UNPIN: put_pages whatever the
+							 * pin's kind (bad client)
+							 */
+#define NVP2P_EMU_CLIENT_F_PUT_WRONG_VA   (1u << 12) /* UNPIN: put_pages with the pinned va
+						      * plus 64 KiB (bad client)
+						      */
+#define NVP2P_EMU_CLIENT_F_ALL            0x1fffu
 
 struct nvp2p_emu_client {
 	__u32 op;        /* in: NVP2P_EMU_CLIENT_* */

@@ -157,6 +157,9 @@ struct pme_handle_op {
 #define PME_QF_TRIMMED		(1u << 4)
 #define PME_QF_HELD		(1u << 5) /* waiting in PME_REG_HOLD */
 #define PME_QF_INVALIDATING	(1u << 6) /* client has an invalidate callback */
+#define PME_QF_SG_EMPTY		(1u << 7) /* peer MR whose umem sg_table header is zeroed
+					   * (after every unmap, and an UNMAPS invalidation)
+					   */
 
 struct pme_query {
 	__u32 handle;		/* in */
@@ -257,6 +260,7 @@ enum pme_rule {
 	PME_R_UNREGISTER_BAD_HANDLE,
 	PME_R_CORE_INTERNAL,		/* the emulator broke its own invariant */
 	PME_R_LIVE_AT_UNLOAD,		/* clients still registered at rmmod */
+	PME_R_SG_DMA,			/* entry not the provider's DMA mapping of the range */
 	PME_R_COUNT
 };
 

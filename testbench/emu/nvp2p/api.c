@@ -283,10 +283,18 @@ static int pin_range(unsigned int op, u64 token, u32 va_space, u64 va, u64 len,
 		ret = -EINVAL;          /* not GPU memory of this process */
 	} else if (a->flags & NVP2P_EMU_ALLOC_NO_P2P) {
 		ret = -EINVAL;          /* no P2P registration of the range: not found */
-	} else if (persistent && (a->flags & (NVP2P_EMU_ALLOC_MIG | NVP2P_EMU_ALLOC_VGPU))) {
+	} else if (persistent && (a->flags & NVP2P_EMU_ALLOC_VGPU)) {
 		ret = -ENOTSUPP;
-	} else if (p->force_bar1 && !(a->flags & NVP2P_EMU_ALLOC_COHERENT)) {
-		ret = -ENOTSUPP;        /* only on coherent platforms */
+	} else if (p->force_bar1 && (!(a->flags & NVP2P_EMU_ALLOC_COHERENT) ||
+				     (a->flags & NVP2P_EMU_ALLOC_MIG))) {
+		/*
+		 * RmP2PGetPagesPersistent: FORCE_BAR1 only on a coherent
+		 * platform and never with MIG on. A persistent pin on a MIG
+		 * instance is otherwise supported (580 and later: the
+		 * instance's internal third-party object; until 2026-12-02
+		 * the emulator refused every one, as older drivers did).
+		 */
+		ret = -ENOTSUPP;
 	} else if (cfg.bar1_budget && emu.bar1_used + len > cfg.bar1_budget) {
 		ret = -ENOMEM;          /* BAR1 exhausted */
 	} else {
@@ -357,7 +365,13 @@ static int api_get_pages(uint64_t p2p_token, uint32_t va_space,
 	int ret;
 
 	emu_count_call(op);
-	if (!page_table || !free_callback || !data)
+	/*
+	 * nv_p2p_get_pages refuses a NULL callback only: RM is handed the
+	 * provider's own container as its data, so a NULL `data` (which
+	 * nv-p2p.h asks callers not to pass) is accepted and given back to
+	 * the callback as it came.
+	 */
+	if (!page_table || !free_callback)
 		return emu_fail(op, -EINVAL);
 	if ((virtual_address | length) & EMU_GPU_PAGE_MASK)
 		return emu_fail(op, -EINVAL);
@@ -383,8 +397,13 @@ static int api_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 	int ret;
 
 	emu_count_call(op);
-	if (!page_table || (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING))
+	if (!page_table)
 		return emu_fail(op, -EINVAL);
+	/*
+	 * nv_p2p_get_pages takes the flags as a u8 and tests bit 0
+	 * (FORCE_BAR1_MAPPING) only: every other bit is ignored, not refused.
+	 */
+	flags &= NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING;
 	if ((virtual_address | length) & EMU_GPU_PAGE_MASK)
 		return emu_fail(op, -EINVAL);
 	/* Both fail in the RM calls, after the table was stored: dangling. */
@@ -478,11 +497,18 @@ static int api_put_pages(uint64_t p2p_token, uint32_t va_space,
 		return 0;
 	}
 	if (p->persistent) {
+		/*
+		 * RmP2PPutPages looks the table up among the calling process's
+		 * third-party objects; a persistent pin lives in the driver's
+		 * internal one, so RM finds nothing and nv_p2p_put_pages turns
+		 * "not found" into 0: the pin stays, a leak the pin's owner
+		 * only sees at unload (leaked-pin).
+		 */
 		mutex_unlock(&emu.tbl_lock);
 		mutex_unlock(&emu.rm_lock);
-		pr_warn("put_pages on persistent table %px: use put_pages_persistent\n",
-			page_table);
-		return emu_fail(op, -EINVAL);
+		pr_warn("put_pages on persistent table %px of pin %llu: 0 returned, pin kept (the real driver finds no such pin)\n",
+			page_table, p->id);
+		return 0;
 	}
 	if (!p->by_token && p->tgid != current->tgid) {
 		/* The real driver finds nothing for this pid and returns 0. */
@@ -493,14 +519,16 @@ static int api_put_pages(uint64_t p2p_token, uint32_t va_space,
 		mutex_unlock(&emu.rm_lock);
 		return 0;
 	}
-	if (virtual_address != p->va) {
+	/*
+	 * The real put ignores the address (and va_space): with token 0 RM
+	 * finds and deletes the pin by its table pointer. So the pin goes, as
+	 * there; the mismatch is still recorded, since a client whose va
+	 * differs is putting a table that may not be its own.
+	 */
+	if (virtual_address != p->va)
 		emu_violation(NVP2P_EMU_V_PUT_VA_MISMATCH,
-			      "put_pages on table %px with va 0x%llx, pinned at 0x%llx: ignored",
+			      "put_pages on table %px with va 0x%llx, pinned at 0x%llx: released anyway (the real put ignores the va)",
 			      page_table, virtual_address, p->va);
-		mutex_unlock(&emu.tbl_lock);
-		mutex_unlock(&emu.rm_lock);
-		return 0;
-	}
 	mutex_unlock(&emu.tbl_lock);
 	/* The pin cannot go away: teardown needs the RM lock, which we hold. */
 	emu_model_cost(rm_cost_ns(RM_PUT, false, p->nr));
@@ -734,6 +762,12 @@ static int api_dma_map_pages(struct pci_dev *peer,
 		d = dma_map_page_attrs(&peer->dev, pg, 0, EMU_GPU_PAGE_SIZE,
 				       DMA_BIDIRECTIONAL, DMA_ATTR_SKIP_CPU_SYNC);
 		if (dma_mapping_error(&peer->dev, d)) {
+			/*
+			 * RM's dma_map_resource failing is
+			 * NV_ERR_OPERATING_SYSTEM, which nvidia_p2p_map_status
+			 * turns into -EIO (only allocations give -ENOMEM).
+			 */
+			ret = -EIO;
 			mp->nr = i;
 			mp->peer = pci_dev_get(peer);
 			emu_map_release(mp);
@@ -797,10 +831,12 @@ static int api_dma_unmap_pages(struct pci_dev *peer,
 	/* Real driver: takes the freed container's semaphore and walks its list. */
 	if (dangling_arg("dma_unmap_pages", page_table))
 		return 0;
-	if (emu_in_callback())
-		emu_violation(NVP2P_EMU_V_UNMAP_IN_CALLBACK,
-			      "dma_unmap_pages(table %px, mapping %px) called from inside a free callback",
-			      page_table, dma_mapping);
+	/*
+	 * Legal inside a free callback: nv_p2p_remove_dma_mapping takes only
+	 * the table's own semaphore, and nv_p2p_mem_info_free_callback frees
+	 * the container after the client's callback returns (rule 1,
+	 * unmap-in-callback, is retired: nothing raises it).
+	 */
 	ret = emu_fault_check(op);
 	if (ret)
 		return emu_fail(op, ret);
@@ -849,6 +885,47 @@ static int api_dma_unmap_pages(struct pci_dev *peer,
 	mutex_unlock(&emu.tbl_lock);
 	return 0;
 }
+
+/* The DMA addresses of a live mapping, for the core emulator (nvp2p_emu.h). */
+int nvp2p_emu_mapped_pages(pid_t tgid, u64 va, const struct device *dev,
+			   u64 first_dma, u64 *out, u32 npages, u64 since)
+{
+	u64 span = (u64)npages << EMU_GPU_PAGE_SHIFT, idx;
+	struct emu_map *mp;
+	struct emu_pin *p;
+	bool covered = false;
+	u32 i;
+
+	va = ALIGN_DOWN(va, EMU_GPU_PAGE_SIZE);
+	mutex_lock(&emu.tbl_lock);
+	list_for_each_entry(p, &emu.pins, node) {
+		if (p->tgid != tgid || p->state != EMU_PIN_LIVE || va < p->va ||
+		    va + span > p->va + p->len)
+			continue;
+		covered = true;
+		idx = (va - p->va) >> EMU_GPU_PAGE_SHIFT;
+		list_for_each_entry(mp, &p->maps, node) {
+			if (&mp->peer->dev != dev || idx + npages > mp->nr ||
+			    mp->m->dma_addresses[idx] != first_dma)
+				continue;
+			for (i = 0; i < npages; i++)
+				out[i] = mp->m->dma_addresses[idx + i];
+			mutex_unlock(&emu.tbl_lock);
+			return 0;
+		}
+	}
+	mutex_unlock(&emu.tbl_lock);
+	if (!covered)
+		return -ENOENT;
+	return atomic64_read(&emu_pin_gen) != since ? -EAGAIN : -ENXIO;
+}
+EXPORT_SYMBOL_GPL(nvp2p_emu_mapped_pages);
+
+u64 nvp2p_emu_pin_generation(void)
+{
+	return atomic64_read(&emu_pin_gen);
+}
+EXPORT_SYMBOL_GPL(nvp2p_emu_pin_generation);
 
 /* The two documented no-ops; count whether they came from a callback. */
 static int free_noop(unsigned int op)

@@ -71,6 +71,9 @@ static void crec_free_callback(void *data)
 {
 	struct emu_crec *r = data;
 
+	/* A pin made with NULL data (F_NULL_DATA): nothing to find. */
+	if (!r)
+		return;
 	atomic_inc(&r->callbacks);
 	if ((r->flags & NVP2P_EMU_CLIENT_F_UNMAP_IN_CB) &&
 	    test_and_clear_bit(CREC_MAPPED, &r->state))
@@ -262,8 +265,12 @@ static int op_unpin(struct emu_crec *r, struct nvp2p_emu_client *req)
 {
 	if (!r->pt)
 		return -EINVAL;
-	if ((r->flags & NVP2P_EMU_CLIENT_F_PERSISTENT) ||
-	    (req->flags & NVP2P_EMU_CLIENT_F_PUT_PERSISTENT))
+	if (req->flags & NVP2P_EMU_CLIENT_F_PUT_WRONG_VA)
+		req->ret = nvidia_p2p_put_pages(0, 0, r->va + EMU_GPU_PAGE_SIZE, r->pt);
+	else if (req->flags & NVP2P_EMU_CLIENT_F_PUT_NONPERSISTENT)
+		req->ret = nvidia_p2p_put_pages(0, 0, r->va, r->pt);
+	else if ((r->flags & NVP2P_EMU_CLIENT_F_PERSISTENT) ||
+		 (req->flags & NVP2P_EMU_CLIENT_F_PUT_PERSISTENT))
 		req->ret = nvidia_p2p_put_pages_persistent(r->va, r->pt, 0);
 	else
 		req->ret = nvidia_p2p_put_pages(0, 0, r->va, r->pt);

@@ -244,6 +244,8 @@ void emu_unmap_user(struct emu_alloc *a);
 int emu_alloc_token(pid_t tgid, u64 va, u64 *token, u32 *va_space);
 int emu_mmap_alloc(struct emu_alloc *a, struct vm_area_struct *vma);
 void emu_teardown_pin(struct emu_pin *p, enum emu_end how);
+/* Pins that left EMU_PIN_LIVE: a free callback began, or a teardown (nvp2p_emu.h). */
+extern atomic64_t emu_pin_gen;
 struct emu_pin *emu_pin_lookup(const struct nvidia_p2p_page_table *pt);
 struct emu_tomb *emu_tomb_lookup(unsigned long key, enum emu_tomb_kind kind);
 void emu_tomb_add(unsigned long key, enum emu_tomb_kind kind, enum emu_end how,

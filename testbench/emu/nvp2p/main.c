@@ -253,6 +253,34 @@ int emu_set_config(const struct nvp2p_emu_config *cfg)
 	return 0;
 }
 
+/*
+ * Whether the real entry point can return `err` on a call with valid
+ * arguments (NVIDIA 595.45.04, kernel-open/nvidia/nv-p2p.c): get_pages and
+ * get_pages_persistent pass any RM status through nvidia_p2p_map_status,
+ * whose table gives one of six errnos (anything else -EIO); put_pages and
+ * put_pages_persistent fail only on an allocation (-ENOMEM) or in RM (the
+ * API or GPU lock, -EIO); dma_map_pages adds -EINVAL (no GPU for the uuid)
+ * and -ENOTSUPP (topology) to those; dma_unmap_pages fails only on NULL
+ * arguments, so no fault is injected there.
+ */
+static bool emu_real_errno(unsigned int op, int err)
+{
+	switch (op) {
+	case NVP2P_EMU_OP_GET_PAGES:
+	case NVP2P_EMU_OP_GET_PAGES_PERSISTENT:
+		return err == -EIO || err == -ENOMEM || err == -EINVAL ||
+		       err == -ENOTSUPP || err == -EBUSY || err == -ENODEV;
+	case NVP2P_EMU_OP_PUT_PAGES:
+	case NVP2P_EMU_OP_PUT_PAGES_PERSISTENT:
+		return err == -ENOMEM || err == -EIO;
+	case NVP2P_EMU_OP_DMA_MAP:
+		return err == -ENOMEM || err == -EIO || err == -EINVAL ||
+		       err == -ENOTSUPP;
+	default:
+		return false;
+	}
+}
+
 int emu_set_fault(struct nvp2p_emu_fault *req)
 {
 	struct emu_fault *f;
@@ -268,6 +296,11 @@ int emu_set_fault(struct nvp2p_emu_fault *req)
 			return -EINVAL;
 		if (req->mode == NVP2P_EMU_FAULT_EVERY_N && req->n == 0)
 			return -EINVAL;
+		if (!emu_real_errno(req->op, req->err)) {
+			pr_info("fault %d refused for op %u: the real call never returns it\n",
+				req->err, req->op);
+			return -EINVAL;
+		}
 		break;
 	default:
 		return -EINVAL;

@@ -371,6 +371,8 @@ static void emu_pin_free_table(struct emu_pin *p)
  * table, return BAR1, drop the allocation. Called with rm_lock held (put or
  * free path) or at unload.
  */
+atomic64_t emu_pin_gen = ATOMIC64_INIT(0);
+
 void emu_teardown_pin(struct emu_pin *p, enum emu_end how)
 {
 	struct emu_map *mp, *tmp;
@@ -378,6 +380,7 @@ void emu_teardown_pin(struct emu_pin *p, enum emu_end how)
 	LIST_HEAD(maps);
 	unsigned long key = (unsigned long)p->pt;
 
+	atomic64_inc(&emu_pin_gen);
 	mutex_lock(&emu.tbl_lock);
 	if (emu_pin_table_modified(p))
 		emu_violation(NVP2P_EMU_V_TABLE_MODIFIED,
@@ -495,6 +498,7 @@ int emu_free_alloc(struct emu_alloc *a, unsigned int *callbacks)
 		if (p->alloc != a || p->persistent || p->state != EMU_PIN_LIVE)
 			continue;
 		p->state = EMU_PIN_CALLBACK;
+		atomic64_inc(&emu_pin_gen);
 		list_add_tail(&p->work, &work);
 	}
 	mutex_unlock(&emu.tbl_lock);

@@ -84,11 +84,13 @@ OP_GET, OP_GET_P, OP_PUT, OP_PUT_P, OP_MAP, OP_UNMAP = range(6)
 FAULT_OFF, FAULT_ONCE, FAULT_EVERY_N = 0, 1, 2
 (V_CALL_IN_CB, V_UNMAP_IN_CB, V_FREED_TABLE, V_UNKNOWN_TABLE, V_WRONG_PEER, V_WRONG_PROCESS_PUT,
  V_DOUBLE_PUT, V_LEAKED_PIN, V_STALE_MAPPING) = range(9)
+V_PUT_VA_MISMATCH = 13
 V_DMA_MAP_UAF, V_PUT_PERSISTENT_ON_NONPERSISTENT, V_DANGLING_OUT_PARAM = 14, 15, 16
 V_COUNT = 17
 C_PIN, C_MAP, C_UNMAP, C_UNPIN, C_STATUS, C_CLOSE = range(6)
 F_PERSISTENT, F_PUT_IN_CB, F_UNMAP_IN_CB, F_NULL_CB, F_NULL_DATA, F_FORCE_BAR1, F_TOKEN, \
-    F_WRONG_PEER, F_FREE_IN_CB, F_KEEP_FAILED_PT, F_PUT_PERSISTENT = (1 << i for i in range(11))
+    F_WRONG_PEER, F_FREE_IN_CB, F_KEEP_FAILED_PT, F_PUT_PERSISTENT, F_PUT_NONPERSISTENT, \
+    F_PUT_WRONG_VA = (1 << i for i in range(13))
 S_PINNED, S_MAPPED, S_REVOKED, S_PT_DANGLING = 1, 2, 4, 8
 EDU = 0xffffffff
 
@@ -284,7 +286,6 @@ def case_get_pages_validation():
         ("length not 64K multiple", dict(va=a.va, length=GPU_PAGE + 0x1000)),
         ("zero length", dict(va=a.va, length=0)),
         ("NULL callback", dict(va=a.va, length=GPU_PAGE, flags=F_NULL_CB)),
-        ("NULL data", dict(va=a.va, length=GPU_PAGE, flags=F_NULL_DATA)),
         ("beyond allocation", dict(va=a.va + 2 * GPU_PAGE, length=4 * GPU_PAGE)),
         ("host memory", dict(va=(ctypes.addressof(host) + GPU_PAGE) & ~(GPU_PAGE - 1),
                              length=GPU_PAGE)),
@@ -298,10 +299,17 @@ def case_get_pages_validation():
     d.client(C_CLOSE, handle=m.handle)
     s = d.stats()
     check(s.live_pins == 0 and s.violations_total == 0, "state after rejected pins")
-    check(s.failures[OP_GET] == 7, f"get_pages failures {s.failures[OP_GET]}")
+    check(s.failures[OP_GET] == 6, f"get_pages failures {s.failures[OP_GET]}")
+    # NULL data is accepted (nv_p2p_get_pages checks the callback only; RM gets its own data).
+    c = d.pin(a.va, GPU_PAGE, flags=F_NULL_DATA)
+    check(c.ret == 0, f"NULL data: ret {c.ret}, expected 0 (the real driver accepts it)")
+    p = d.client(C_UNPIN, handle=c.handle)
+    check(p.ret == 0 and d.stats().live_pins == 0, f"put of the NULL-data pin: {p.ret}")
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.stats().violations_total == 0, "violations on a NULL-data pin")
     d.free(a.va)
     d.close()
-    note("misaligned, NULL callback/data, out-of-range and host VA all -EINVAL")
+    note("misaligned, NULL callback, out-of-range and host VA -EINVAL; NULL data accepted")
 
 
 def case_free_runs_callback():
@@ -342,13 +350,21 @@ def case_persistent_outlives_free():
     s = d.stats()
     check(s.live_pins == 0 and s.violations_total == 0, "after put_persistent")
     d.client(C_CLOSE, handle=c.handle)
-    mig = d.alloc(GPU_PAGE, ALLOC_MIG)
+    # MIG: supported (the instance's internal third-party object, RmP2PGetPagesPersistent), but
+    # never with FORCE_BAR1.
+    mig = d.alloc(GPU_PAGE, ALLOC_MIG | ALLOC_COHERENT)
     m = d.pin(mig.va, GPU_PAGE, flags=F_PERSISTENT)
-    check(m.ret == -ENOTSUPP, f"persistent on MIG: {m.ret}")
+    check(m.ret == 0, f"persistent on MIG: {m.ret}")
+    check(d.client(C_UNPIN, handle=m.handle).ret == 0, "put_pages_persistent on MIG")
     d.client(C_CLOSE, handle=m.handle)
+    m = d.pin(mig.va, GPU_PAGE, flags=F_PERSISTENT | F_FORCE_BAR1)
+    check(m.ret == -ENOTSUPP, f"FORCE_BAR1 persistent on MIG: {m.ret}")
+    d.client(C_CLOSE, handle=m.handle)
+    check(d.stats().live_pins == 0 and d.stats().violations_total == 0, "after the MIG pins")
     d.free(mig.va)
     d.close()
-    note("persistent pin outlived cudaFree until put_pages_persistent; MIG -> -ENOTSUPP")
+    note("persistent pin outlived cudaFree until put_pages_persistent; MIG pinned, MIG with "
+         "FORCE_BAR1 -> -ENOTSUPP")
 
 
 def case_pt_abi_and_flags():
@@ -414,9 +430,20 @@ def case_fault_injection():
     check(d.ioctl(IOC_SET_FAULT, Fault(op=9, mode=1, err=-5)) == -errno.EINVAL, "bad op accepted")
     check(d.ioctl(IOC_SET_FAULT, Fault(op=0, mode=1, err=5)) == -errno.EINVAL, "positive err accepted")
     check(d.ioctl(IOC_SET_FAULT, Fault(op=0, mode=2, err=-5, n=0)) == -errno.EINVAL, "n=0 accepted")
+    # Only what the real call can return (nv-p2p.c 595): put -ENOMEM/-EIO, unmap nothing.
+    refused = [(OP_PUT, -errno.EINVAL), (OP_PUT, -errno.EBUSY), (OP_GET, -errno.EFAULT),
+               (OP_MAP, -errno.ENODEV), (OP_UNMAP, -errno.EIO), (OP_UNMAP, -errno.EINVAL)]
+    for op, err in refused:
+        check(d.ioctl(IOC_SET_FAULT, Fault(op=op, mode=1, err=err)) == -errno.EINVAL,
+              f"fault {err} on op {op} accepted: the real call never returns it")
+    for op, err in ((OP_PUT, -errno.ENOMEM), (OP_GET, -errno.ENODEV), (OP_GET, -errno.EBUSY),
+                    (OP_MAP, -errno.EINVAL)):
+        d.fault(op, FAULT_ONCE, err)
+        d.fault(op, FAULT_OFF)
     d.free(a.va)
     d.close()
-    note("once/skip and every-N faults injected on get_pages, dma_map, put_pages")
+    note("once/skip and every-N faults injected on get_pages, dma_map, put_pages; errnos the real "
+         "calls never return refused")
 
 
 def case_put_blocks_behind_callback():
@@ -697,21 +724,60 @@ def case_violation_put_in_callback():
     note("put_pages inside the free callback: -EIO as in the real driver, recorded")
 
 
-def case_violation_unmap_in_callback():
+def case_unmap_in_callback_legal():
+    """dma_unmap_pages inside the free callback is legal (nv-p2p.c: no RM lock, the container
+    lives until the callback returns): nothing recorded."""
     d = fresh()
     a = d.alloc(GPU_PAGE)
     c = d.pin(a.va, GPU_PAGE, flags=F_UNMAP_IN_CB)
     check(d.client(C_MAP, handle=c.handle).ret == 0, "map")
-    before = list(d.stats().violations)
-    d.free(a.va)
-    _expect_violation(d, V_UNMAP_IN_CB, before)
+    check(d.free(a.va) == 1, "FREE did not run the callback")
+    s = d.stats()
+    check(s.violations_total == 0, f"violations {list(s.violations)[:V_COUNT]}")
     # It takes no RM lock: it works inside the callback, as in the real driver.
     st = d.client(C_STATUS, handle=c.handle)
     check(st.ret == 0, f"dma_unmap_pages inside the callback returned {st.ret}, expected 0")
     d.client(C_CLOSE, handle=c.handle)
     check(d.stats().live_mappings == 0, "mapping leaked")
     d.close()
-    note("dma_unmap_pages inside the free callback: works (0), recorded")
+    note("dma_unmap_pages inside the free callback: works (0), nothing recorded")
+
+
+def case_put_on_persistent_table():
+    """put_pages on a persistent table: RM finds no pin of the process, so 0 and the pin stays."""
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE, flags=F_PERSISTENT)
+    check(c.ret == 0, f"persistent pin {c.ret}")
+    p = d.client(C_UNPIN, handle=c.handle, flags=F_PUT_NONPERSISTENT)
+    check(p.ret == 0, f"put_pages on a persistent table returned {p.ret}, expected 0")
+    s = d.stats()
+    check(p.state & S_PINNED and s.live_pins == 1, "the persistent pin must stay (the real put finds nothing)")
+    check(s.violations_total == 0, "violations")
+    d.client(C_CLOSE, handle=c.handle)       # the right put
+    check(d.stats().live_pins == 0, "pin left after put_pages_persistent")
+    d.free(a.va)
+    d.close()
+    note("put_pages on a persistent table: 0, pin kept (a leak unless put_pages_persistent follows)")
+
+
+def case_violation_put_wrong_va():
+    """The real put ignores the va: the pin is released; the mismatch is recorded."""
+    d = fresh()
+    a = d.alloc(2 * GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    check(d.client(C_MAP, handle=c.handle).ret == 0, "map")
+    d.client(C_UNMAP, handle=c.handle)
+    before = list(d.stats().violations)
+    p = d.client(C_UNPIN, handle=c.handle, flags=F_PUT_WRONG_VA)
+    check(p.ret == 0, f"put with the wrong va returned {p.ret}")
+    _expect_violation(d, V_PUT_VA_MISMATCH, before)
+    check(d.stats().live_pins == 0, "the pin must be released, as the real put does")
+    _vlog_has("released anyway")
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.free(a.va) == 0, "no callback may run after the put")
+    d.close()
+    note("put_pages with another va: pin released (the real put finds it by its table), recorded")
 
 
 def case_violation_freed_table():
@@ -789,7 +855,7 @@ def case_failed_pin_out_params():
     """What a failed get_pages leaves in *page_table, per failure point (nv_p2p_get_pages)."""
     d = fresh()
     a = d.alloc(4 * GPU_PAGE)
-    mig = d.alloc(GPU_PAGE, ALLOC_MIG)
+    mig = d.alloc(GPU_PAGE, ALLOC_MIG | ALLOC_COHERENT)
     host = ctypes.create_string_buffer(4 * GPU_PAGE)
     host_va = (ctypes.addressof(host) + GPU_PAGE) & ~(GPU_PAGE - 1)
 
@@ -807,8 +873,9 @@ def case_failed_pin_out_params():
     for name, kw, err in (("host memory", dict(va=host_va, length=GPU_PAGE), -errno.EINVAL),
                           ("zero length", dict(va=a.va, length=0), -errno.EINVAL),
                           ("BAR1 exhausted", dict(va=a.va, length=2 * GPU_PAGE), -errno.ENOMEM),
-                          ("persistent on MIG", dict(va=mig.va, length=GPU_PAGE,
-                                                     flags=F_PERSISTENT), -ENOTSUPP)):
+                          ("FORCE_BAR1 persistent on MIG", dict(va=mig.va, length=GPU_PAGE,
+                                                                flags=F_PERSISTENT | F_FORCE_BAR1),
+                           -ENOTSUPP)):
         ret, dangling = outcome(**kw)
         check(ret == err and dangling, f"{name}: ret {ret}, dangling {dangling}")
     d.must(IOC_RESET)

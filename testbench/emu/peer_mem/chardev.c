@@ -128,6 +128,9 @@ static int pme_ioc_set_config(void __user *arg)
 	    c.flags & ~PME_CFG_ALL_FLAGS || c.hang_timeout_ms > 600000 ||
 	    c.hold_timeout_ms > 600000)
 		return -EINVAL;
+	/* the pre-25.04 stop-notifier condition, only on a model that had it */
+	if ((c.flags & PME_CFG_STOP_NOTIFIER_BUG) && !pme_model(c.model)->stop_notifier_bug)
+		return -EINVAL;
 	mutex_lock(&pme_cfg_lock);
 	if (c.model != pme_cfg.model && atomic64_read(&pme_cnt.live_mrs))
 		ret = -EBUSY;

@@ -34,6 +34,7 @@ static const char *const pme_rule_names[PME_R_COUNT] = {
 	[PME_R_UNREGISTER_BAD_HANDLE] = "unregister-bad-handle",
 	[PME_R_CORE_INTERNAL] = "core-internal",
 	[PME_R_LIVE_AT_UNLOAD] = "clients-live-at-unload",
+	[PME_R_SG_DMA] = "sg-entry-not-the-providers-mapping",
 };
 
 #define PME_VIOL_KEEP 64

@@ -94,10 +94,19 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	u32 model, cfg_flags;
 	int ret;
 
-	if (pme_current_call())
+	/*
+	 * ib_register_peer_memory_client takes peer_memory_mutex, which the
+	 * core holds only around the clients' acquire (ib_get_peer_client):
+	 * from inside acquire it self-deadlocks, from any other callback it
+	 * works (until 2026-12-02 recorded from every callback). Refused here
+	 * instead of hanging the machine.
+	 */
+	if (pme_current_call() && !strcmp(pme_current_call()->op, "acquire")) {
 		pme_violation(PME_R_REGISTER_IN_CALLBACK,
-			      "%s called from inside client callback %s", __func__,
-			      pme_current_call()->op);
+			      "%s called from inside acquire, which holds peer_memory_mutex (self-deadlock on a real core); refused",
+			      __func__);
+		goto rejected;
+	}
 	if (!peer_client) {
 		pr_err("peer_mem_emu: NULL peer_memory_client\n");
 		goto rejected;

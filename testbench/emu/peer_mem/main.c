@@ -45,8 +45,9 @@ static const struct pme_model_traits pme_models[] = {
 			      .stop_notifier_bug = true },
 	[PME_MODEL_5_5] = { .name = "5.5", .page_size_after_map = true, .invalidate_unmaps = true,
 			    .memory_peers = true, .stop_notifier_bug = true },
+	/* (no DOCA 3.x has the pre-25.04 stop-notifier condition: refused there) */
 	[PME_MODEL_DOCA3] = { .name = "doca3", .page_size_after_map = true,
-			      .invalidate_unmaps = true, .stop_notifier_bug = true },
+			      .invalidate_unmaps = true },
 };
 
 bool pme_model_valid(u32 model)
@@ -83,6 +84,10 @@ static int __init pme_init(void)
 	if (ret) {
 		pr_err("peer_mem_emu: unknown model \"%s\" (4.9, 5.1, 5.4hf, 5.5, doca3)\n", model);
 		return ret;
+	}
+	if (stop_notifier_bug && !pme_model(pme_cfg.model)->stop_notifier_bug) {
+		pr_err("peer_mem_emu: stop_notifier_bug=1 with model %s, which never had it\n", model);
+		return -EINVAL;
 	}
 	pme_cfg.flags = (stop_notifier_bug ? PME_CFG_STOP_NOTIFIER_BUG : 0) |
 			(sysfs ? PME_CFG_SYSFS : 0) |

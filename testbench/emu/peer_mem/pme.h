@@ -117,6 +117,8 @@ struct pme_mr {
 	/* fingerprint of the mapped table, to catch client changes */
 	struct sg_table sgt_seen;
 	u64 sg_hash;
+	u64 p2p_gen;			/* nvp2p_emu_pin_generation() before dma_map */
+	bool p2p_gen_valid;
 	bool revoked;
 	u64 dma_stopped_ns;
 	u32 invalidations;

@@ -327,10 +327,17 @@ void pme_mr_destroy(struct pme_mr *mr)
 	} else if (pme_model(mr->model)->tickets) {
 		pme_dereg_49(mr);
 	} else {
-		/* mlx5: revoke the mkey, stop the notifier, destroy, release */
+		/*
+		 * mlx5: revoke the mkey, stop the notifier, destroy, release.
+		 * From 5.4-3 on (mlx5r_handle_mkey_cleanup in DOCA 3.2.1) the
+		 * stop is called for every peer umem, a persistent one too,
+		 * whose stop takes mapping_lock and unmaps there (before
+		 * 2026-12-02 the emulator stopped invalidating umems only and
+		 * unmapped persistent ones in release); 5.1 has no stop.
+		 */
 		pme_hw_revoke(mr);
 		pme_delay(PME_DP_DEREG_BEFORE_STOP);
-		if (mr->invalidating)
+		if (mr->invalidating || mr->model != PME_MODEL_5_1)
 			pme_stop_notifier(mr, false);
 		pme_delay(PME_DP_STOP_TO_RELEASE);
 		pme_peer_release(mr);
@@ -459,6 +466,17 @@ int pme_invalidate_peer_memory(void *reg_handle, u64 core_context)
 		pme_hw_revoke(mr);
 	if (mr->state == PME_ST_MAPPED) {
 		if (mr->unmaps) {
+			/*
+			 * ib_unmap_peer_client to INVALIDATED: the client unmaps
+			 * by itself, yet the core restores the trim and zeroes
+			 * the umem's sg header all the same. A client that frees
+			 * or reads its table through that header afterwards (in
+			 * release, say) finds it empty, as on the real core.
+			 * (No check of the entries here: the client's own unmap
+			 * ran before this call and may have touched them.)
+			 */
+			pme_restore_sgl(mr);
+			memset(&mr->sgt, 0, sizeof(mr->sgt));
 			WRITE_ONCE(mr->state, PME_ST_INVALIDATED);
 			atomic64_inc(&c->num_dealloc_mrs);
 		} else {

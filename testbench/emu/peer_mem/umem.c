@@ -13,6 +13,8 @@
 #include <linux/dma-mapping.h>
 #include <linux/log2.h>
 #include <linux/jiffies.h>
+#include <linux/module.h>
+#include "nvp2p_emu.h"
 #include "pme.h"
 
 #define PME_EDU_VENDOR 0x1234
@@ -198,7 +200,90 @@ u64 pme_sg_hash(struct sg_table *sgt, u32 n)
 	return h;
 }
 
-/* Section 1.6 step 8 checks: nmap range, entry alignment. */
+#define PME_GPU_PAGE_SHIFT 16
+#define PME_GPU_PAGE (1ul << PME_GPU_PAGE_SHIFT)
+
+/*
+ * The fake HCA reads the client's SGL as an HCA would DMA through it: every
+ * byte the entries name, in order, must be the provider's DMA mapping of the
+ * registered range for this device, from the first byte of its first GPU
+ * page to the last of its last (nothing off by a page, nothing the provider
+ * never mapped or mapped for another device, nothing trimmed before the core
+ * trims). Judged where the range is pinned by the provider emulator
+ * (nvp2p_emu_mapped_pages(), looked up by symbol_get(): neither module needs
+ * the other); other memory (pme_selftest's) is not. Before trimming.
+ */
+static bool pme_check_sgl_dma(struct pme_mr *mr)
+{
+	u64 base = ALIGN_DOWN(mr->addr, PME_GPU_PAGE);
+	u64 end = ALIGN(mr->addr + mr->len, PME_GPU_PAGE);
+	u32 npages = (end - base) >> PME_GPU_PAGE_SHIFT;
+	typeof(&nvp2p_emu_mapped_pages) lookup;
+	struct scatterlist *sg;
+	u64 *pages, pos = 0;
+	bool ok = true;
+	int ret;
+	u32 i;
+
+	if (!mr->dma_dev || !npages)
+		return true;
+	lookup = symbol_get(nvp2p_emu_mapped_pages);
+	if (!lookup)
+		return true;
+	pages = kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
+	if (!pages)
+		goto out_put;	/* not judged, as a probe that cannot allocate */
+	/* (without the generation from before dma_map nothing can tell a race: not judged) */
+	if (!mr->p2p_gen_valid)
+		goto out;
+	ret = lookup(mr->owner_tgid, base, mr->dma_dev, sg_dma_address(mr->sgt.sgl),
+		     pages, npages, mr->p2p_gen);
+	if (ret == -ENOENT || ret == -EAGAIN)
+		goto out;
+	if (ret) {
+		pme_violation(PME_R_SG_DMA,
+			      "client %s: first sg entry of MR %u at %pad is not where a live mapping of the provider for %s starts the range's first GPU page",
+			      mr->client->name, mr->handle, &sg_dma_address(mr->sgt.sgl),
+			      dev_name(mr->dma_dev));
+		ok = false;
+		goto out;
+	}
+	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
+		u64 a = sg_dma_address(sg), left = sg_dma_len(sg);
+
+		while (left) {
+			u64 k = pos >> PME_GPU_PAGE_SHIFT, off = pos & (PME_GPU_PAGE - 1);
+			u64 chunk = min(left, PME_GPU_PAGE - off);
+
+			if (k >= npages || a != pages[k] + off) {
+				pme_violation(PME_R_SG_DMA,
+					      "client %s: sg entry %u of MR %u names %#llx, where the provider mapped %s",
+					      mr->client->name, i, mr->handle, a,
+					      k >= npages ? "nothing (past the range's last GPU page)" :
+					      "another address for that byte of the range");
+				ok = false;
+				goto out;
+			}
+			a += chunk;
+			left -= chunk;
+			pos += chunk;
+		}
+	}
+	if (pos != (u64)npages << PME_GPU_PAGE_SHIFT) {
+		pme_violation(PME_R_SG_DMA,
+			      "client %s: the sg entries of MR %u cover %llu bytes of the %u GPU pages (%llu bytes) the range spans",
+			      mr->client->name, mr->handle, pos, npages,
+			      (u64)npages << PME_GPU_PAGE_SHIFT);
+		ok = false;
+	}
+out:
+	kvfree(pages);
+out_put:
+	symbol_put(nvp2p_emu_mapped_pages);
+	return ok;
+}
+
+/* Section 1.6 step 8 checks: nmap range, entry alignment, the provider's mapping. */
 static bool pme_check_sgl(struct pme_mr *mr)
 {
 	struct scatterlist *sg;
@@ -221,7 +306,7 @@ static bool pme_check_sgl(struct pme_mr *mr)
 			return false;
 		}
 	}
-	return true;
+	return pme_check_sgl_dma(mr);
 }
 
 /*
@@ -262,12 +347,29 @@ static void pme_trim_sgl(struct pme_mr *mr, unsigned long pps)
 	mr->trimmed = true;
 }
 
+/*
+ * The provider emulator's pin generation before the client's dma_map, so that
+ * pme_check_sgl_dma() can tell a client's wrong SGL from one whose pin a free
+ * callback on another thread took meanwhile.
+ */
+static void pme_note_p2p_gen(struct pme_mr *mr)
+{
+	typeof(&nvp2p_emu_pin_generation) gen = symbol_get(nvp2p_emu_pin_generation);
+
+	mr->p2p_gen_valid = gen;
+	if (gen) {
+		mr->p2p_gen = gen();
+		symbol_put(nvp2p_emu_pin_generation);
+	}
+}
+
 static int pme_call_dma_map(struct pme_mr *mr)
 {
 	struct pme_call call;
 	int ret;
 
 	memset(&mr->sgt, 0, sizeof(mr->sgt));
+	pme_note_p2p_gen(mr);
 	pme_call_enter(&call, mr->client, mr, "dma_map");
 	/* like OFED: nmap points at the table's own nents */
 	ret = mr->client->ops->dma_map(&mr->sgt, mr->ctx, mr->dma_dev, 0,
@@ -284,7 +386,14 @@ static struct pme_client *pme_get_peer_client(struct pme_mr *mr)
 	struct pme_client *c, *found = NULL;
 	struct pme_call call;
 	u32 index = 0;
-	void *ctx;
+	/*
+	 * ib_peer_umem_get hands every client's acquire the address of one
+	 * uninitialised local, never reset between clients: poisoned here (a
+	 * non-canonical address, so a client that returns > 0 without storing
+	 * its context faults on first use), and what a declining client
+	 * stored is what the next one sees.
+	 */
+	void *ctx = (void *)0x6b6b6b6b6b6b6b6bul;
 	int ret;
 
 	mutex_lock(&pme_peer_memory_mutex);
@@ -298,7 +407,6 @@ static struct pme_client *pme_get_peer_client(struct pme_mr *mr)
 			continue;
 		if (pme_model(mr->model)->tickets && c->hooks49)
 			continue;
-		ctx = NULL;
 		pme_call_enter(&call, c, NULL, "acquire");
 		ret = c->ops->acquire(mr->addr, mr->len, NULL, NULL, &ctx);
 		pme_call_exit(&call);
@@ -686,7 +794,8 @@ void pme_mr_query(struct pme_mr *mr, struct pme_query *q)
 		   (READ_ONCE(mr->inval_before_act) ? PME_QF_INVAL_BEFORE_ACT : 0) |
 		   (READ_ONCE(mr->trimmed) ? PME_QF_TRIMMED : 0) |
 		   (READ_ONCE(mr->held) ? PME_QF_HELD : 0) |
-		   (mr->invalidating ? PME_QF_INVALIDATING : 0);
+		   (mr->invalidating ? PME_QF_INVALIDATING : 0) |
+		   (mr->is_peer && !READ_ONCE(mr->sgt.sgl) ? PME_QF_SG_EMPTY : 0);
 	q->nmap = mr->nmap;
 	q->core_context = pme_model(mr->model)->tickets ? mr->ticket49 : mr->xa_id;
 	q->page_size = mr->page_size;

@@ -18,7 +18,7 @@ pub const GPU_PAGE_SIZE: u64 = 0x10000;
 pub mod alloc_flags {
     /// Grace/C2C-like coherent memory.
     pub const COHERENT: u32 = 1 << 0;
-    /// A MIG instance: persistent pins fail with -ENOTSUPP.
+    /// A MIG instance: persistent pins with FORCE_BAR1 fail with -ENOTSUPP (others are pinned).
     pub const MIG: u32 = 1 << 1;
     /// vGPU: persistent pins fail with -ENOTSUPP.
     pub const VGPU: u32 = 1 << 2;
@@ -55,10 +55,25 @@ pub const OPS: [&str; 14] = [
 /// Entry points that accept injected faults (indices `0..FAULT_OPS`).
 pub const FAULT_OPS: usize = 6;
 
+/// The errnos (negative) that entry point `op` of the real driver can return on a call with valid
+/// arguments (NVIDIA 595.45.04, `kernel-open/nvidia/nv-p2p.c`), which are the ones the emulator
+/// accepts as an injected fault: the two `get_pages` pass RM's status through
+/// `nvidia_p2p_map_status` (six errnos), the two puts fail only with `-ENOMEM` or `-EIO`,
+/// `dma_map_pages` adds `-EINVAL` and `-ENOTSUPP`, `dma_unmap_pages` fails on NULL arguments only
+/// (none).
+pub fn real_errnos(op: u32) -> &'static [i32] {
+    match op {
+        0 | 1 => &[-5, -12, -22, -524, -16, -19],
+        2 | 3 => &[-12, -5],
+        4 => &[-12, -5, -22, -524],
+        _ => &[],
+    }
+}
+
 /// Contract violations the provider records, by index.
 pub const VIOLATIONS: [(&str, &str); 17] = [
     ("call_in_callback", "get/put/map (an RM-lock call) from inside a free callback"),
-    ("unmap_in_callback", "dma_unmap_pages from inside a free callback"),
+    ("unmap_in_callback", "retired: dma_unmap_pages inside a free callback is legal"),
     ("freed_table", "call with a page table that was torn down (poisoned)"),
     ("unknown_table", "call with a pointer that never was a page table"),
     ("wrong_peer", "dma_unmap peer is not the mapping's pci_dev"),
@@ -546,6 +561,23 @@ mod tests {
         assert_eq!(op_index("dma_map_pages").unwrap(), 4);
         assert_eq!(op_index("dma_map").unwrap(), 4);
         assert!(op_index("nope").is_err());
+    }
+
+    #[test]
+    fn injected_errnos_are_the_real_calls() {
+        // The two puts fail only on an allocation or in RM; dma_unmap_pages never on valid
+        // arguments; every get_pages errno is one of nvidia_p2p_map_status's six.
+        for op in [2, 3] {
+            assert_eq!(real_errnos(op), &[-12, -5]);
+        }
+        assert!(real_errnos(5).is_empty());
+        let status_map = [-5, -12, -22, -524, -16, -19];
+        for op in 0..FAULT_OPS as u32 {
+            assert!(
+                real_errnos(op).iter().all(|e| status_map.contains(e)),
+                "op {op}"
+            );
+        }
     }
 
     #[test]

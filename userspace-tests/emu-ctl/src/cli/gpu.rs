@@ -278,6 +278,13 @@ fn faults(gpu: &Gpu, op: &str, err: i32, every: Option<u32>, skip: u32, clear: b
         vec![nvp2p::op_index(op)?]
     };
     for o in ops {
+        if !clear && op == "all" && !nvp2p::real_errnos(o).contains(&err) {
+            println!(
+                "{}: not armed (the real call never returns {err})",
+                nvp2p::OPS[o as usize]
+            );
+            continue;
+        }
         let (mode, n) = match (clear, every) {
             (true, _) => (nvp2p::fault_mode::OFF, 0),
             (false, Some(n)) => (nvp2p::fault_mode::EVERY_N, n),

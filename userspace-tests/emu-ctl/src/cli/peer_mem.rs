@@ -39,7 +39,7 @@ pub(super) enum CoreCmd {
         /// Use a non-PCI dma_device.
         #[arg(long)]
         non_pci: bool,
-        /// Allocate on an emulated MIG instance (persistent pins fail with ENOTSUPP).
+        /// Allocate on an emulated MIG instance (persistent FORCE_BAR1 pins fail with ENOTSUPP).
         #[arg(long)]
         mig: bool,
         /// Seconds to hold the MR before deregistering.

@@ -174,7 +174,7 @@ pub const DELAY_POINTS: [&str; 8] = [
 ];
 
 /// Violation rules (index = ABI value - 1).
-pub const RULES: [&str; 17] = [
+pub const RULES: [&str; 18] = [
     "client_modified",
     "unregister_in_callback",
     "register_in_callback",
@@ -192,6 +192,7 @@ pub const RULES: [&str; 17] = [
     "unregister_bad_handle",
     "core_internal",
     "live_at_unload",
+    "sg_dma",
 ];
 
 /// Name of a violation rule number.

@@ -36,8 +36,6 @@ const MAX_ALLOCS: usize = 6;
 const MAX_MRS: usize = 16;
 /// Operations per sequence.
 const OPS: std::ops::RangeInclusive<u32> = 12..=48;
-/// Errnos the provider returns (§2.5), negative.
-const PROVIDER_ERRNOS: [i32; 6] = [-22, -12, -5, -524, -16, -19];
 
 /// One MR of the sequence.
 struct LiveMr {
@@ -366,11 +364,14 @@ impl Seq<'_> {
         // does not leaves NVIDIA that pin by the API's contract (no callback can end it), a leak
         // the provider would rightly record whatever the client did.
         let nvpeer = self.e.opts.module == "nvpeer";
+        // (dma_unmap_pages cannot fail on valid arguments: nvp2p::real_errnos)
         let ops: Vec<u32> = (0..nvp2p::FAULT_OPS as u32)
             .filter(|&op| nvpeer || nvp2p::OPS[op as usize] != "put_pages_persistent")
+            .filter(|&op| !nvp2p::real_errnos(op).is_empty())
             .collect();
         let op = ops[self.rng.random_range(0..ops.len())];
-        let err = PROVIDER_ERRNOS[self.rng.random_range(0..PROVIDER_ERRNOS.len())];
+        let errs = nvp2p::real_errnos(op);
+        let err = errs[self.rng.random_range(0..errs.len())];
         let skip = self.rng.random_range(0..3u32);
         self.e.gpu.set_fault(op, fault_mode::ONCE, err, 1, skip)?;
         self.note(format!(
