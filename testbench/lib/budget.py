@@ -24,8 +24,9 @@ row is over when it took more than twice its budget times its factor, and more t
 (the 60 s keep a stage of a few seconds from failing on noise): a healthy run on a machine 1.5x
 slower passes, and a stage that doubled on its own is still caught. A CPU row over its budget
 fails the run, and so does the total's wall row; a stage's wall row over its budget is marked and
-informs (wall_fails: on two shared cores it measures the neighbours too), except where no cgroup
-measured CPU, where the wall rows are all there is and fail. "first" uses the first-run
+informs (wall_fails: on two shared cores it measures the neighbours too), except where CPU is not
+judged (no cgroup measured it, or BUDGETS has no CPU columns), where the wall rows are all there is
+and fail. "first" uses the first-run
 column (empty cache), "cached" the cached one.
 
 CPU seconds are budgeted beside the wall seconds: "cpu-seconds[NAME] N" rows (testbench/lib/cpu.sh:
@@ -187,13 +188,14 @@ def unbudgeted(name, budgets):
     return name not in budgets and not name.startswith(INFORMATIONAL) and " " not in name
 
 
-def wall_fails(name, cpu_measured):
+def wall_fails(name, cpu_judged):
     """Whether a stage's wall seconds can fail the run. On two cores shared by two lanes and the
     host checks, one stage's wall time says what its neighbours left it as much as what it did (a
     cached run's userspace-build took 80 s alone and 116 s beside a VM); its CPU seconds say what it
     did, and they are judged. So a stage's wall row informs, and two wall rows fail: the total's,
-    which is what CI's window holds, and every stage's where no cgroup measured CPU."""
-    return name == "total" or not cpu_measured
+    which is what CI's window holds, and every stage's where CPU is not judged (no cgroup measured
+    it, or the budget file has no CPU columns: budgets-full.txt), as the wall is all there is."""
+    return name == "total" or not cpu_judged
 
 
 def over_budget(secs, budget, factor):
@@ -291,6 +293,20 @@ def selftest():
             failed += not ok
             cases.append(None)
             print(f"{'ok  ' if ok else 'FAIL'} {what}: {' '.join(rows)} -> failed {got or 'none'}")
+        # A budget file without CPU columns (budgets-full.txt): the wall is all that is judged.
+        nocpu = os.path.join(d, "budgets-full.txt")
+        with open(nocpu, "w") as f:
+            f.write("calibration 1.0\nlint 100 100\n")
+        with open(tim, "w") as f:
+            f.write("calibration 1.0\nlint 400\ncpu-seconds[lint] 90\n")
+        open(res, "w").close()
+        with contextlib.redirect_stderr(io.StringIO()):
+            main(["budget.py", nocpu, tim, "first", res])
+        got = [json.loads(x)["case"] for x in open(res) if json.loads(x)["status"] == "fail"]
+        ok = got == ["lint"]
+        failed += not ok
+        cases.append(None)
+        print(f"{'ok  ' if ok else 'FAIL'} no CPU columns in the budgets: a stage's wall fails -> failed {got or 'none'}")
         with open(tim, "w") as f:
             f.write("calibration 2.0\n")
         out = io.StringIO()
@@ -435,7 +451,7 @@ def main(argv):
             if unbudgeted(name, budgets):
                 missing_budget(name, secs, "s")
         else:
-            b, r, m = judge(name, name, secs, budgets[name][col], "s", fails=wall_fails(name, bool(cpu)))
+            b, r, m = judge(name, name, secs, budgets[name][col], "s", fails=wall_fails(name, bool(cpu) and bool(cpu_budgets)))
             wcols, mark = (str(secs), b, r), m
         if key is not None and key in cpu:
             csecs = cpu[key]
