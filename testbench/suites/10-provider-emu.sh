@@ -52,7 +52,7 @@ if [ -c /dev/nvp2p_emu ]; then
         free-runs-callback persistent-outlives-free pt-abi-and-flags bar1-budget fault-injection \
         put-blocks-behind-callback free-in-registration-window rm-cost-model process-exit gpu-teardown token-lookup \
         no-p2p-registration bad-ioctl-input \
-        failed-pin-out-params unmap-in-callback-legal put-on-persistent-table
+        failed-pin-out-params unmap-in-callback-legal put-on-persistent-table persistent-odd-flags
 
     # Violations provoked on purpose: their kernel log lines are expected. The last three are the
     # real driver's own failure modes (docs/emulators.md): a dma_map_pages whose table another

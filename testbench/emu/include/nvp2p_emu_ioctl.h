@@ -286,7 +286,10 @@ struct nvp2p_emu_stats {
 #define NVP2P_EMU_CLIENT_F_PUT_WRONG_VA   (1u << 12) /* UNPIN: put_pages with the pinned va
 						      * plus 64 KiB (bad client)
 						      */
-#define NVP2P_EMU_CLIENT_F_ALL            0x1fffu
+#define NVP2P_EMU_CLIENT_F_ODD_FLAGS     (1u << 13) /* PIN persistent: add flag bits no
+						      * driver defines (0x1fe)
+						      */
+#define NVP2P_EMU_CLIENT_F_ALL            0x3fffu
 
 struct nvp2p_emu_client {
 	__u32 op;        /* in: NVP2P_EMU_CLIENT_* */

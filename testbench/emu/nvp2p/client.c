@@ -198,6 +198,9 @@ static int op_pin(struct emu_client *c, struct nvp2p_emu_client *req)
 		u32 fl = (req->flags & NVP2P_EMU_CLIENT_F_FORCE_BAR1) ?
 			 NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING : 0;
 
+		if (req->flags & NVP2P_EMU_CLIENT_F_ODD_FLAGS)
+			fl |= 0x1fe;
+
 		ret = nvidia_p2p_get_pages_persistent(req->va, req->len, &r->pt, fl);
 	} else {
 		ret = nvidia_p2p_get_pages(token, va_space, req->va, req->len, &r->pt,

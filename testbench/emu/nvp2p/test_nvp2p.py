@@ -90,7 +90,7 @@ V_COUNT = 17
 C_PIN, C_MAP, C_UNMAP, C_UNPIN, C_STATUS, C_CLOSE = range(6)
 F_PERSISTENT, F_PUT_IN_CB, F_UNMAP_IN_CB, F_NULL_CB, F_NULL_DATA, F_FORCE_BAR1, F_TOKEN, \
     F_WRONG_PEER, F_FREE_IN_CB, F_KEEP_FAILED_PT, F_PUT_PERSISTENT, F_PUT_NONPERSISTENT, \
-    F_PUT_WRONG_VA = (1 << i for i in range(13))
+    F_PUT_WRONG_VA, F_ODD_FLAGS = (1 << i for i in range(14))
 S_PINNED, S_MAPPED, S_REVOKED, S_PT_DANGLING = 1, 2, 4, 8
 EDU = 0xffffffff
 
@@ -759,6 +759,21 @@ def case_put_on_persistent_table():
     d.free(a.va)
     d.close()
     note("put_pages on a persistent table: 0, pin kept (a leak unless put_pages_persistent follows)")
+
+
+def case_persistent_odd_flags():
+    """Flag bits no driver defines are ignored (nv_p2p_get_pages: a u8, bit 0 only), not refused."""
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE, flags=F_PERSISTENT | F_ODD_FLAGS)
+    check(c.ret == 0, f"persistent pin with flags 0x1fe returned {c.ret}, expected 0")
+    # Not taken for FORCE_BAR1 (whose tables dma_map refuses with -ENOTSUPP).
+    check(d.client(C_MAP, handle=c.handle).ret == 0, "map of the pin with odd flags")
+    d.client(C_CLOSE, handle=c.handle)
+    check(d.stats().live_pins == 0 and d.stats().violations_total == 0, "after the pin")
+    d.free(a.va)
+    d.close()
+    note("get_pages_persistent with flags 0x1fe: pinned as with 0 (bits beyond FORCE_BAR1 ignored)")
 
 
 def case_violation_put_wrong_va():
