@@ -287,8 +287,8 @@ struct nvp2p_emu_stats {
 						      * plus 64 KiB (bad client)
 						      */
 #define NVP2P_EMU_CLIENT_F_ODD_FLAGS     (1u << 13) /* PIN persistent: add flag bits no
-						      * driver defines (0x1fe)
-						      */
+						     * driver defines (0x1fe)
+						     */
 #define NVP2P_EMU_CLIENT_F_ALL            0x3fffu
 
 struct nvp2p_emu_client {
