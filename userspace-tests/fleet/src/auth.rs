@@ -33,7 +33,11 @@ pub fn nonce() -> Result<Nonce, NoRandom> {
 /// different inputs read the same).
 /// (`None` never happens: HMAC takes a key of any length, a long one hashed first.)
 fn keyed(token: &str, label: &[u8], parts: &[&[u8]]) -> Option<HmacSha256> {
-    let mut m = <HmacSha256 as KeyInit>::new_from_slice(token.as_bytes()).ok()?;
+    keyed_bytes(token.as_bytes(), label, parts)
+}
+
+fn keyed_bytes(key: &[u8], label: &[u8], parts: &[&[u8]]) -> Option<HmacSha256> {
+    let mut m = <HmacSha256 as KeyInit>::new_from_slice(key).ok()?;
     m.update(b"nvpeer-fleet-2 ");
     m.update(label);
     for p in parts {
@@ -115,6 +119,38 @@ pub fn rank_proved(
         .is_some_and(|m| m.verify_slice(proof).is_ok())
 }
 
+/// The key of one connection's frames ([`crate::seal`]): HMAC-SHA256 of the token over both
+/// handshake nonces, so that it differs for every connection and is known to the two ends only.
+pub struct SessionKey([u8; 32]);
+
+/// The session key of the connection whose handshake had these nonces.
+pub fn session_key(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<SessionKey> {
+    let m = keyed(token, b"session", &[rank_nonce, coord_nonce])?;
+    Some(SessionKey(m.finalize().into_bytes().into()))
+}
+
+fn frame_keyed(key: &SessionKey, direction: &[u8], seq: u64, body: &[u8]) -> Option<HmacSha256> {
+    keyed_bytes(&key.0, b"frame", &[direction, &seq.to_be_bytes(), body])
+}
+
+/// The MAC of frame `seq` of `direction` carrying `body`.
+pub fn frame_mac(key: &SessionKey, direction: &[u8], seq: u64, body: &[u8]) -> Vec<u8> {
+    frame_keyed(key, direction, seq, body)
+        .map(|m| m.finalize().into_bytes().to_vec())
+        .unwrap_or_default()
+}
+
+/// Whether `mac` is that MAC (constant time; any other length is refused).
+pub fn frame_mac_checks(
+    key: &SessionKey,
+    direction: &[u8],
+    seq: u64,
+    body: &[u8],
+    mac: &[u8],
+) -> bool {
+    frame_keyed(key, direction, seq, body).is_some_and(|m| m.verify_slice(mac).is_ok())
+}
+
 /// The token of one pair's two-node run (round `round`, the server at `server:port`), as hex:
 /// what the pair's hello carries in clear instead of the fleet token. It tells an eavesdropper
 /// nothing of the fleet token and opens no other pair's server.
@@ -166,6 +202,26 @@ mod tests {
         ] {
             assert!(!rank_proved("tok", &cn, &rn, 1, 2, bad), "{}", bad.len());
             assert!(!coordinator_proved("tok", &rn, &cn, bad));
+        }
+    }
+
+    #[test]
+    fn a_frame_mac_binds_the_connection_the_direction_the_number_and_the_bytes() {
+        let (rn, cn) = ([1; 32], [2; 32]);
+        let k = session_key("tok", &rn, &cn).unwrap();
+        let mac = frame_mac(&k, b"to-rank", 3, b"{}");
+        assert_eq!(mac.len(), 32);
+        assert!(frame_mac_checks(&k, b"to-rank", 3, b"{}", &mac));
+        assert!(!frame_mac_checks(&k, b"to-coordinator", 3, b"{}", &mac));
+        assert!(!frame_mac_checks(&k, b"to-rank", 4, b"{}", &mac));
+        assert!(!frame_mac_checks(&k, b"to-rank", 3, b"{ }", &mac));
+        assert!(!frame_mac_checks(&k, b"to-rank", 3, b"{}", &mac[..31]));
+        for other in [
+            session_key("tok2", &rn, &cn).unwrap(),
+            session_key("tok", &cn, &rn).unwrap(),
+            session_key("tok", &rn, &[3; 32]).unwrap(),
+        ] {
+            assert!(!frame_mac_checks(&other, b"to-rank", 3, b"{}", &mac));
         }
     }
 

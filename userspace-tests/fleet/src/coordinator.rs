@@ -4,7 +4,8 @@
 //! network address needs the shared token, or `--allow-any-peer`) and every rank, rank 0's own
 //! worker included, connects to it over the harness's [`Channel`] and joins: both sides prove
 //! they hold the token without sending it ([`crate::auth`]), then the rank gives its rank, name,
-//! address (the one its connection comes from) and doctor verdict. Each connection's handshake
+//! address (the one its connection comes from) and doctor verdict; that join and every message
+//! after it, both ways, is sealed ([`crate::seal`]). Each connection's handshake
 //! runs on its own thread within `--fleet-handshake-timeout`, at most `--fleet-max-pending` at
 //! once and `--fleet-max-pending-per-source` from one address (a connection beyond that is told
 //! to come back), so silent or trickling connections cannot keep the real ranks out of the join
@@ -23,6 +24,7 @@ use crate::proto::{
 use crate::readiness::Readiness;
 use crate::runner::{ConnectJob, Measurement, PairOutcome, PairRunner, ServeJob};
 use crate::schedule::{Pair, Pairing, Round};
+use crate::seal::{End, Sealed};
 use nvpeer_harness::cli::ServeArgs;
 use nvpeer_harness::oob::{Channel, OobError};
 use nvpeer_harness::server::Refusal;
@@ -192,7 +194,7 @@ pub fn pair_port(base: u16, round: u32) -> Option<u16> {
 }
 
 struct Slot {
-    ch: Option<Channel>,
+    ch: Option<Sealed>,
     node: NodeRecord,
 }
 
@@ -380,7 +382,10 @@ impl Coordinator<'_> {
                         peer.ip(),
                         node.readiness.as_ref().map_or("", |r| r.verdict.as_str())
                     ));
-                    self.slots[rank as usize] = Slot { ch: Some(ch), node };
+                    self.slots[rank as usize] = Slot {
+                        ch: Some(*ch),
+                        node,
+                    };
                 }
             }
             Handshake::Refused {
@@ -634,7 +639,7 @@ impl Drop for PendingSlot {
 /// What a handshake thread found.
 enum Handshake {
     Joined {
-        ch: Channel,
+        ch: Box<Sealed>,
         peer: SocketAddr,
         rank: u32,
         node: NodeRecord,
@@ -656,47 +661,75 @@ struct Gate {
 }
 
 impl Gate {
-    /// One connection's handshake, hello to join (a refusal is sent to the peer).
+    /// One connection's handshake, hello to join (a refusal is sent to the peer: in clear before
+    /// the challenge, sealed after it).
     fn handshake(&self, mut ch: Channel, peer: SocketAddr) -> Handshake {
         let mut messages = 0;
-        match self.exchange(&mut ch, &peer, &mut messages) {
+        let deadline = Instant::now() + self.limit;
+        let refused = |why: JoinRefusal, messages: u64| Handshake::Refused {
+            peer,
+            why: why.to_string(),
+            messages,
+        };
+        let (rank_nonce, coord_nonce) =
+            match self.challenge(&mut ch, &peer, deadline, &mut messages) {
+                Ok(n) => n,
+                Err(why) => {
+                    let _ = ch.send(&ToRank::Refused {
+                        why: why.to_string(),
+                    });
+                    return refused(why, messages + 1);
+                }
+            };
+        let token = self.token.as_deref();
+        let mut ch = match Sealed::new(ch, End::Coordinator, token, &rank_nonce, &coord_nonce) {
+            Ok(ch) => ch,
+            Err(e) => return refused(JoinRefusal::NoJoin(e), messages),
+        };
+        match self.take_join(
+            &mut ch,
+            &peer,
+            deadline,
+            (&rank_nonce, &coord_nonce),
+            &mut messages,
+        ) {
             Ok((rank, node)) => Handshake::Joined {
-                ch,
+                ch: Box::new(ch),
                 peer,
                 rank,
                 node,
                 messages,
             },
             Err(why) => {
-                let why = why.to_string();
-                messages += 1;
-                let _ = ch.send(&ToRank::Refused { why: why.clone() });
-                Handshake::Refused {
-                    peer,
-                    why,
-                    messages,
-                }
+                let _ = ch.send(&ToRank::Refused {
+                    why: why.to_string(),
+                });
+                refused(why, messages + 1)
             }
         }
     }
 
-    fn exchange(
+    /// How a failed read of the handshake is refused.
+    fn recv_refusal(&self, e: OobError) -> JoinRefusal {
+        match e {
+            OobError::Timeout(_) => JoinRefusal::Slow(self.limit),
+            // (the join's frame MAC is keyed by the token: a rank without it fails there first)
+            OobError::Forged(_) if self.token.is_some() => Refusal::Token.into(),
+            e => JoinRefusal::NoJoin(e),
+        }
+    }
+
+    /// The hello and the challenge: both nonces (the rank's, then ours).
+    fn challenge(
         &self,
         ch: &mut Channel,
         peer: &SocketAddr,
+        deadline: Instant,
         messages: &mut u64,
-    ) -> Result<(u32, NodeRecord), JoinRefusal> {
-        let deadline = Instant::now() + self.limit;
-        let recv_err = |e: OobError| match e {
-            OobError::Timeout(_) => JoinRefusal::Slow(self.limit),
-            e => JoinRefusal::NoJoin(e),
-        };
-        let left = || {
-            deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1))
-        };
-        let first = ch.recv_within::<Opening>(left()).map_err(recv_err)?;
+    ) -> Result<(Nonce, Nonce), JoinRefusal> {
+        let first = ch
+            .recv_within::<Opening>(left_until(deadline))
+            .map_err(|e| self.recv_refusal(e))?;
         *messages += 1;
         match first.proto {
             Some(FLEET_PROTO) => {}
@@ -721,7 +754,21 @@ impl Gate {
             proof,
         })
         .map_err(JoinRefusal::NoJoin)?;
-        let join = ch.recv_within::<ToCoordinator>(left()).map_err(recv_err)?;
+        Ok((rank_nonce, coord_nonce))
+    }
+
+    /// The sealed join after the challenge: the rank and what rank 0 records of it.
+    fn take_join(
+        &self,
+        ch: &mut Sealed,
+        peer: &SocketAddr,
+        deadline: Instant,
+        (rank_nonce, coord_nonce): (&Nonce, &Nonce),
+        messages: &mut u64,
+    ) -> Result<(u32, NodeRecord), JoinRefusal> {
+        let join = ch
+            .recv_within::<ToCoordinator>(left_until(deadline))
+            .map_err(|e| self.recv_refusal(e))?;
         *messages += 1;
         let ToCoordinator::Join {
             proof,
@@ -737,7 +784,7 @@ impl Gate {
         if let Some(t) = &self.token {
             let proved = proof
                 .as_deref()
-                .is_some_and(|p| auth::rank_proved(t, &coord_nonce, &rank_nonce, rank, world, p));
+                .is_some_and(|p| auth::rank_proved(t, coord_nonce, rank_nonce, rank, world, p));
             if !proved {
                 return Err(Refusal::Token.into());
             }
@@ -788,6 +835,13 @@ impl Gate {
             Some((a, Err(_))) => Err(JoinRefusal::AddrNotIp(printable(a))),
         }
     }
+}
+
+/// What is left of the time until `deadline` (at least 1 ms: a zero wait would mean none).
+fn left_until(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
 }
 
 fn in_round(r: Option<u32>) -> String {
@@ -950,7 +1004,7 @@ const BUSY_RETRY: Duration = Duration::from_millis(200);
 
 /// Joins rank 0, coming back while it is busy, until `cfg.join_wait` has passed: the channel
 /// the orders come on.
-pub fn join_rank0(cfg: &WorkerConfig) -> Result<Channel, FleetError> {
+pub fn join_rank0(cfg: &WorkerConfig) -> Result<Sealed, FleetError> {
     let end = Instant::now() + cfg.join_wait;
     loop {
         let left = end.saturating_duration_since(Instant::now());
@@ -968,7 +1022,7 @@ pub fn join_rank0(cfg: &WorkerConfig) -> Result<Channel, FleetError> {
 }
 
 /// One attempt at the handshake: the joined channel, or why rank 0 was busy.
-fn join_once(cfg: &WorkerConfig, left: Duration) -> Result<Result<Channel, String>, FleetError> {
+fn join_once(cfg: &WorkerConfig, left: Duration) -> Result<Result<Sealed, String>, FleetError> {
     let rv = &cfg.rendezvous;
     let mut ch = Channel::connect(&rv.host, rv.port, left)
         .map_err(|e| FleetError::Rendezvous(rv.clone(), e))?;
@@ -1000,6 +1054,9 @@ fn join_once(cfg: &WorkerConfig, left: Duration) -> Result<Result<Channel, Strin
         }
     };
     check_coordinator(cfg, &rank_nonce, &coord_nonce, proof.as_deref())?;
+    let token = cfg.token.as_deref();
+    let mut ch = Sealed::new(ch, End::Rank, token, &rank_nonce, &coord_nonce)
+        .map_err(FleetError::Channel)?;
     ch.send(&ToCoordinator::Join {
         proof: cfg
             .token

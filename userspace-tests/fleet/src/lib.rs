@@ -20,6 +20,7 @@ pub mod readiness;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod seal;
 
 pub use command_error::{CommandError, EXIT_COULD_NOT_RUN};
 use coordinator::{CoordinatorConfig, WorkerConfig};

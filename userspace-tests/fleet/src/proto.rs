@@ -7,7 +7,8 @@
 //! or turns the connection away as busy (too many joins in progress) or refused. The rank checks
 //! the proof before it says anything else, then joins (its own proof, rank, world size, name,
 //! address and doctor verdict); the coordinator welcomes or refuses it. The token itself never
-//! crosses the wire. Then, every round, every live rank gets one order (serve, connect, or sit
+//! crosses the wire. From the join on, every message in both directions travels sealed in a
+//! [`crate::seal::Frame`]: numbered and, with a token, authenticated under the connection's key. Then, every round, every live rank gets one order (serve, connect, or sit
 //! this round out), and each rank of a pair answers once (the server whether it served, the
 //! client its measurements). The run ends with `finish` and the fleet's exit status.
 
@@ -16,9 +17,10 @@ use crate::readiness::Readiness;
 use crate::runner::PairOutcome;
 use serde::{Deserialize, Serialize};
 
-/// Version of these messages; a rank of another version is refused at its first message (2: the
-/// challenge-response join; 1 sent the token itself).
-pub const FLEET_PROTO: u32 = 2;
+/// Version of these messages; a rank of another version is refused at its first message (3:
+/// every message after the challenge sealed, [`crate::seal`]; 2: the challenge-response join with
+/// the later messages in clear; 1 sent the token itself).
+pub const FLEET_PROTO: u32 = 3;
 
 /// The longest rank name (`--node-name`), in bytes.
 pub const MAX_NAME: usize = 64;

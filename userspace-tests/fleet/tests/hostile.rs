@@ -1,6 +1,7 @@
 //! The coordinator and the ranks against hostile peers on localhost (no RDMA device): a flood of
 //! silent and trickling connections, a name with escape sequences, a token of the wrong length,
-//! an impostor at the rendezvous port, and a rank that steers its peers to another address.
+//! an impostor at the rendezvous port, a rank that steers its peers to another address, and an
+//! attacker on the path that alters, replays or drops a frame.
 
 use nvpeer_fleet::coordinator::{
     coordinate, work, CoordinatorConfig, FleetError, FleetRun, LostKind, PairStatus, WorkerConfig,
@@ -251,6 +252,7 @@ fn raw_join(
     addr: Option<&str>,
 ) -> Result<(), String> {
     use nvpeer_fleet::proto::{ToCoordinator, ToRank, FLEET_PROTO};
+    use nvpeer_fleet::seal::Frame;
     let mut ch =
         nvpeer_harness::oob::Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
     let rn = nvpeer_fleet::auth::nonce().unwrap();
@@ -262,12 +264,14 @@ fn raw_join(
     let ToRank::Challenge { nonce: cn, .. } = ch.recv::<ToRank>().unwrap() else {
         panic!("no challenge");
     };
-    let proof = match proof {
-        Proof::Token(t) => nvpeer_fleet::auth::rank_proof(t, &cn, &rn, rank, 2),
-        Proof::Bytes(b) => Some(b),
-        Proof::None => None,
+    // (the join's frame is sealed with the proof's token, or with the right one where the
+    // proof itself is what is wrong)
+    let (proof, seal_with) = match proof {
+        Proof::Token(t) => (nvpeer_fleet::auth::rank_proof(t, &cn, &rn, rank, 2), t),
+        Proof::Bytes(b) => (Some(b), TOKEN),
+        Proof::None => (None, TOKEN),
     };
-    ch.send(&ToCoordinator::Join {
+    let body = serde_json::to_string(&ToCoordinator::Join {
         proof,
         rank,
         world: 2,
@@ -276,10 +280,114 @@ fn raw_join(
         readiness: Readiness::assumed(),
     })
     .unwrap();
-    match ch.recv::<ToRank>().unwrap() {
+    let key = nvpeer_fleet::auth::session_key(seal_with, &rn, &cn).unwrap();
+    let mac = nvpeer_fleet::auth::frame_mac(&key, b"to-coordinator", 0, body.as_bytes());
+    ch.send(&Frame {
+        seq: 0,
+        body,
+        mac: Some(mac),
+    })
+    .unwrap();
+    // (rank 0's answer read without checking its MAC: this rank may hold another token)
+    let answer = ch.recv::<Frame>().unwrap();
+    match serde_json::from_str::<ToRank>(&answer.body).unwrap() {
         ToRank::Welcome { .. } => Ok(()),
         ToRank::Refused { why } => Err(why),
         other => panic!("{other:?}"),
+    }
+}
+
+/// What an on-path attacker does to the frames it relays ([`relay`]).
+#[derive(Clone, Copy)]
+enum OnPath {
+    /// Changes the address in rank 0's first order (the MAC left as it was).
+    AlterOrder,
+    /// Sends rank 0's welcome twice.
+    ReplayWelcome,
+    /// Drops rank 0's welcome: its first order arrives as the rank's first frame.
+    DropWelcome,
+    /// Changes the name in the rank's join.
+    AlterJoin,
+}
+
+/// Relays one connection between `client` and rank 0 at `port`, line by line, doing `what`.
+fn relay(client: TcpStream, port: u16, what: OnPath) {
+    use std::io::{BufRead, BufReader};
+    let up = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let pipe = |from: TcpStream, mut to: TcpStream, to_rank: bool| {
+        std::thread::spawn(move || {
+            let mut frames = 0;
+            for line in BufReader::new(from).lines() {
+                let Ok(mut line) = line else { return };
+                // rank 0's challenge and the rank's hello are in clear: frames start after them
+                let seq = line
+                    .contains("\"seq\"")
+                    .then_some(frames)
+                    .inspect(|_| frames += 1);
+                let mut out = vec![line.clone()];
+                match (what, to_rank, seq) {
+                    (OnPath::AlterOrder, true, Some(1)) => {
+                        line = line.replace("127.0.0.1", "127.0.0.9");
+                        out = vec![line];
+                    }
+                    (OnPath::ReplayWelcome, true, Some(0)) => out.push(line),
+                    (OnPath::DropWelcome, true, Some(0)) => out.clear(),
+                    (OnPath::AlterJoin, false, Some(0)) => {
+                        out = vec![line.replace("\\\"n1\\\"", "\\\"n9\\\"")];
+                    }
+                    _ => {}
+                }
+                for l in out {
+                    if to.write_all(format!("{l}\n").as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+        })
+    };
+    pipe(client.try_clone().unwrap(), up.try_clone().unwrap(), false);
+    pipe(up, client, true);
+}
+
+/// An attacker between a rank and rank 0 that alters, replays or drops a frame after the
+/// challenge: the side that receives it refuses it and the connection with it (fleet protocol
+/// 2 carried every message after the challenge in clear, so each of these went through).
+#[test]
+fn a_frame_altered_replayed_or_dropped_on_the_way_is_refused() {
+    for what in [
+        OnPath::AlterOrder,
+        OnPath::ReplayWelcome,
+        OnPath::DropWelcome,
+        OnPath::AlterJoin,
+    ] {
+        let join = Duration::from_secs(3);
+        let (port, coord) = start(config(0, 2, join));
+        let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy_port = proxy.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((c, _)) = proxy.accept() {
+                relay(c, port, what);
+            }
+        });
+        let seen = Seen::default();
+        let r0 = spawn_worker(worker(port, 0, 2, join), &seen);
+        let r1 = spawn_worker(worker(proxy_port, 1, 2, join), &seen);
+        let e = r1.join().unwrap().unwrap_err().to_string();
+        let want = match what {
+            OnPath::AlterOrder => "frame 1 fails its MAC",
+            OnPath::ReplayWelcome => "frame 0 where frame 1 was due",
+            OnPath::DropWelcome => "frame 1 where frame 0 was due",
+            OnPath::AlterJoin => "wrong or missing token",
+        };
+        assert!(e.contains(want), "{want}: {e}");
+        let _ = r0.join().unwrap();
+        let run = coord.join().unwrap();
+        assert!(run.nodes[1].lost.is_some(), "{:?}", run.nodes[1]);
+        assert!(
+            !seen.lock().unwrap().iter().any(|a| a.contains("127.0.0.9")),
+            "an altered address was used"
+        );
     }
 }
 
@@ -310,7 +418,8 @@ fn rank_0_refuses_bad_names_foreign_addresses_and_other_versions() {
         other => panic!("{other:?}"),
     };
     assert!(
-        why.contains("fleet protocol 1") && why.contains("speaks 2"),
+        why.contains("fleet protocol 1")
+            && why.contains(&format!("speaks {}", nvpeer_fleet::proto::FLEET_PROTO)),
         "{why}"
     );
     assert!(raw_join(port, Proof::Token(TOKEN), 1, "n1", Some("127.0.0.1")).is_ok());

@@ -1,5 +1,6 @@
 //! The fleet protocol's wire fuzzer: seeded random, mutated, truncated and oversized frames fed to
-//! the message decoders and to a live coordinator on localhost, for a bounded time. Nothing
+//! the message decoders (sealed frames included) and to a live coordinator on localhost, for a
+//! bounded time. Nothing
 //! panics, rank 0 answers every connection with a refusal (or a challenge), never a welcome, and
 //! a real rank still joins afterwards. A failure prints its seed; NVPEER_FLEET_FUZZ_SEED=<seed>
 //! replays it.
@@ -27,13 +28,15 @@ const BUDGET: Duration = Duration::from_secs(3);
 /// Frames of the protocol as a rank or rank 0 would send them: the material that mutations
 /// start from.
 const TEMPLATES: &[&str] = &[
-    r#"{"msg":"hello","proto":2,"nonce":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31]}"#,
+    r#"{"msg":"hello","proto":3,"nonce":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31]}"#,
     r#"{"msg":"join","proof":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"rank":0,"world":1,"name":"n0","addr":"127.0.0.1","readiness":{"ready":true,"verdict":"ready","causes":[{"check":"c","summary":"s","fix":null}]}}"#,
     r#"{"msg":"join","proto":1,"token":"fleet-fuzz-token","rank":0,"world":1,"name":"n0","readiness":{"ready":true,"verdict":"ready","causes":[]}}"#,
     r#"{"msg":"served","round":0,"result":{"Err":"no device"}}"#,
     r#"{"msg":"measured","round":0,"outcome":{"Ok":{"measurements":[{"test":"write_bw","unit":"g_bps","value":1.5,"passed":true,"detail":""}]}}}"#,
-    r#"{"msg":"challenge","proto":2,"nonce":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31],"proof":null}"#,
+    r#"{"msg":"challenge","proto":3,"nonce":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31],"proof":null}"#,
     r#"{"msg":"order","round":4294967295,"task":{"task":"connect","peer":7,"host":"h","port":65535}}"#,
+    r#"{"seq":0,"body":"{\"msg\":\"join\",\"proof\":null,\"rank\":0,\"world\":1,\"name\":\"n0\",\"readiness\":{\"ready\":true,\"verdict\":\"ready\",\"causes\":[]}}","mac":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#,
+    r#"{"seq":1,"body":"{\"msg\":\"served\",\"round\":0,\"result\":{\"Ok\":null}}","mac":null}"#,
     r#"{"msg":"busy","why":"x"}"#,
     r#"{"msg":"welcome","rounds":3}"#,
     r#"{"msg":"finish","status":255}"#,
@@ -117,6 +120,7 @@ fn decoders_take_any_frame() {
         let _ = serde_json::from_slice::<Opening>(&f);
         let _ = serde_json::from_slice::<ToCoordinator>(&f);
         let _ = serde_json::from_slice::<ToRank>(&f);
+        let _ = serde_json::from_slice::<nvpeer_fleet::seal::Frame>(&f);
         let p = printable(&text);
         prop_assert!(!p.chars().any(char::is_control));
         if name_refusal(&text).is_none() {
@@ -156,10 +160,16 @@ fn exchange(port: u16, frames: &[(Vec<u8>, bool)]) -> Vec<u8> {
     got
 }
 
-/// Every line rank 0 answers is one of its messages, and none is a welcome.
+/// Every line rank 0 answers is one of its messages (in clear, or sealed after the challenge),
+/// and none is a welcome.
 fn answers_are_refusals(got: &[u8]) -> Result<(), String> {
     for line in got.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        match serde_json::from_slice::<ToRank>(line) {
+        let sealed = serde_json::from_slice::<nvpeer_fleet::seal::Frame>(line);
+        let m = match &sealed {
+            Ok(f) => serde_json::from_str::<ToRank>(&f.body),
+            Err(_) => serde_json::from_slice::<ToRank>(line),
+        };
+        match m {
             Ok(ToRank::Refused { .. } | ToRank::Challenge { .. } | ToRank::Busy { .. }) => {}
             other => return Err(format!("{other:?}: {}", String::from_utf8_lossy(line))),
         }

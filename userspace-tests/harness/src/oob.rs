@@ -19,6 +19,10 @@ pub enum OobError {
     Bad(String),
     #[error("no complete message within {} s", .0.as_secs_f64())]
     Timeout(Duration),
+    /// A message that does not come from the authenticated peer as it sent it (a framing layer's
+    /// check above this channel: the fleet's sealed frames).
+    #[error("message refused: {0}")]
+    Forged(String),
 }
 
 /// One TCP connection carrying JSON lines.
