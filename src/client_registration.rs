@@ -88,7 +88,10 @@ impl ClientRegistration {
             return Err(EINVAL);
         };
         if kind.invalidates() {
-            if !invalidate::has_entry() {
+            // SAFETY: this thread made the registration call with `slot`, which returned
+            // `handle`; one registration per kind and load.
+            let published = unsafe { invalidate::publish(handle) };
+            if !published {
                 pr_err!(
                     "the peer-memory core returned no invalidate entry point for '{}'; use \
                      persistent_api_support=1\n",
@@ -98,7 +101,6 @@ impl ClientRegistration {
                 unsafe { ffi::ib_unregister_peer_memory_client(h) };
                 return Err(EINVAL);
             }
-            invalidate::publish(handle);
         }
         // INVARIANT: the handle the core returned for `kind`.
         Ok(Self { handle, kind })

@@ -9,7 +9,6 @@
 //! against `sizeof`/`offsetof` facts compiled from the same headers (`abi.rs`, a `const` assert
 //! each), and against bindgen output of the headers (`scripts/ffi-check.sh`, `make ffi-check`).
 
-use core::cell::UnsafeCell;
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 
@@ -213,37 +212,4 @@ pub(crate) fn shim_param(which: Param) -> c_int {
 pub(crate) fn ratelimit() -> bool {
     // SAFETY: no arguments; the shim's rate-limit state is a static.
     unsafe { nvpeer_shim_ratelimit() }
-}
-
-/// Module-lifetime storage the core writes its invalidate entry point into, *during*
-/// `ib_register_peer_memory_client` (so it must not be a stack local copied afterwards).
-///
-/// # Invariants
-///
-/// Written only by the core, from inside the registration call for the invalidating client; read
-/// only with volatile loads.
-#[repr(transparent)]
-pub(crate) struct InvalidateSlot(UnsafeCell<Option<InvalidateFn>>);
-
-// SAFETY: the only writer is the core during registration, which publishes the client (and thus
-// any caller that reads the slot) after the store; readers only load a function pointer.
-unsafe impl Sync for InvalidateSlot {}
-
-impl InvalidateSlot {
-    /// An empty slot.
-    pub(crate) const fn new() -> Self {
-        Self(UnsafeCell::new(None))
-    }
-
-    /// The pointer handed to `ib_register_peer_memory_client`.
-    pub(crate) fn as_ptr(&self) -> *mut Option<InvalidateFn> {
-        self.0.get()
-    }
-
-    /// The core's invalidate function, once registered.
-    pub(crate) fn get(&self) -> Option<InvalidateFn> {
-        // SAFETY: the cell is valid for the module's lifetime; a volatile read of a pointer-sized
-        // value that the core stored before publishing the client.
-        unsafe { core::ptr::read_volatile(self.0.get()) }
-    }
 }
