@@ -185,6 +185,8 @@ extern "C" {
     pub(crate) fn nvpeer_shim_overtaken_begin();
     pub(crate) fn nvpeer_shim_overtaken_end();
     pub(crate) fn nvpeer_shim_overtaken_wait() -> c_int;
+    pub(crate) fn nvpeer_shim_overtakable_enter();
+    pub(crate) fn nvpeer_shim_overtakable_exit();
     #[cfg(not(nvpeer_has_module_params))]
     pub(crate) fn nvpeer_shim_param(which: u32) -> c_int;
 }

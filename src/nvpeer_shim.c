@@ -10,12 +10,13 @@
  *   - C macros and inline functions (sg_dma_address/sg_dma_len, module_put on THIS_MODULE,
  *     wait_event_killable);
  *   - a statically initialised wait queue (src/overtaken.rs), which needs no
- *     allocation at load nor freeing at unload;
+ *     allocation at load nor freeing at unload, and the lockdep map that shows lockdep the wait;
  *   - on kernels whose module! takes no parameters (before 6.19), the two module parameters,
  *     with the names, types, permissions and descriptions module! gives them elsewhere, and the
  *     record of which side of each Rust API difference this build took (modinfo `compat`).
  * Every function is called only from src/ffi.rs' declarations.
  */
+#include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/namei.h>
 #include <linux/ratelimit.h>
@@ -194,6 +195,35 @@ bool nvpeer_shim_peer_client_visible(const char *name)
 static atomic_t nvpeer_overtaken = ATOMIC_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(nvpeer_overtaken_wq);
 
+/*
+ * The wait as lockdep sees it (a wait queue alone is invisible to it): every provider call a
+ * free callback can overtake holds this map, shared, from before it asks NVIDIA until it
+ * returned; a pin's wait takes it exclusively and drops it at once, whether anything is in
+ * flight or not, as flush_work() does with a work item's map. So whatever a pin holds when it
+ * waits is ordered before every lock an overtakable call takes (NVIDIA's, inside the call),
+ * and a pin made where such a lock is held, such as from inside a free callback, is reported
+ * as a cycle the first time it happens, not only the day it hangs.
+ */
+#ifdef CONFIG_LOCKDEP
+static struct lock_class_key nvpeer_overtaken_key;
+static struct lockdep_map nvpeer_overtaken_map =
+	STATIC_LOCKDEP_MAP_INIT("nvpeer_overtaken_wait", &nvpeer_overtaken_key);
+#endif
+
+void nvpeer_shim_overtakable_enter(void)
+{
+#ifdef CONFIG_LOCKDEP
+	lock_map_acquire_read(&nvpeer_overtaken_map);
+#endif
+}
+
+void nvpeer_shim_overtakable_exit(void)
+{
+#ifdef CONFIG_LOCKDEP
+	lock_map_release(&nvpeer_overtaken_map);
+#endif
+}
+
 void nvpeer_shim_overtaken_begin(void)
 {
 	atomic_inc(&nvpeer_overtaken);
@@ -210,6 +240,10 @@ int nvpeer_shim_overtaken_wait(void)
 {
 	int ret;
 
+#ifdef CONFIG_LOCKDEP
+	lock_map_acquire(&nvpeer_overtaken_map);
+	lock_map_release(&nvpeer_overtaken_map);
+#endif
 	if (!atomic_read(&nvpeer_overtaken))
 		return 0;
 	ret = wait_event_killable(nvpeer_overtaken_wq, !atomic_read(&nvpeer_overtaken));

@@ -32,6 +32,8 @@ bool nvpeer_shim_ratelimit(void);
 void nvpeer_shim_overtaken_begin(void);
 void nvpeer_shim_overtaken_end(void);
 int nvpeer_shim_overtaken_wait(void);
+void nvpeer_shim_overtakable_enter(void);
+void nvpeer_shim_overtakable_exit(void);
 #ifndef NVPEER_HAS_MODULE_PARAMS
 int nvpeer_shim_param(u32 which);
 #endif

@@ -22,10 +22,14 @@
 //! pin that passed that check an instant before the callback counted the call, and the map's own
 //! read of the freed table.
 //!
-//! The wait is a dependency lockdep does not see: a pin made from inside a free callback (which
-//! holds NVIDIA's lock, which the overtaken call needs) would wait forever. No core pins from its
-//! invalidate, and nvpeer's callback pins nothing; NVIDIA refuses such a pin anyway (its lock is
-//! not recursive: `-EIO`).
+//! The wait is a dependency, and lockdep sees it (a lockdep map in the shim): every call a
+//! callback can overtake runs [`overtakable`] (holding the map, shared), and the wait before a pin
+//! takes the map exclusively. A pin made from inside a free callback (which holds NVIDIA's lock,
+//! which the overtaken call needs) would wait forever; lockdep reports it as a cycle through
+//! `nvpeer_overtaken_wait` the first time one is made, whether a call was in flight then or not
+//! (the bench plants one: suite 02-lockdep-canary). No core pins from its invalidate, and nvpeer's
+//! callback pins nothing; NVIDIA refuses such a pin anyway (its lock is not recursive: `-EIO`).
+//! The gate is a kernel mutex, which lockdep sees as it is.
 
 use crate::ffi;
 use crate::stats::STATS;
@@ -54,6 +58,18 @@ pub(crate) unsafe fn init() {
 pub(crate) fn gated<T>(call: impl FnOnce() -> T) -> T {
     let _gate = GATE.lock();
     call()
+}
+
+/// Runs `call`, a provider call a free callback can overtake (a non-persistent put, a map), as
+/// lockdep's model of the wait needs: holding the wait's lockdep map, shared (no-op without
+/// lockdep).
+pub(crate) fn overtakable<T>(call: impl FnOnce() -> T) -> T {
+    // SAFETY: no arguments; the map is a static of the shim.
+    unsafe { ffi::nvpeer_shim_overtakable_enter() };
+    let r = call();
+    // SAFETY: entered just above, on this thread.
+    unsafe { ffi::nvpeer_shim_overtakable_exit() };
+    r
 }
 
 /// A provider call of ours that a free callback overtook and that has not returned yet.

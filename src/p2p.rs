@@ -15,6 +15,7 @@
 
 use crate::ffi;
 use crate::logic::version::{self, PtAbi};
+use crate::overtaken;
 use crate::stats::STATS;
 use core::ptr::{null_mut, NonNull};
 use kernel::bindings;
@@ -279,7 +280,7 @@ pub(crate) unsafe fn put_pages(
         STATS.provider_put_pages.inc();
         // SAFETY: function contract. If the free callback is running, NVIDIA blocks us until it
         // returns and then finds nothing.
-        unsafe { ffi::nvidia_p2p_put_pages(0, 0, start, pt.0.as_ptr()) }
+        overtaken::overtakable(|| unsafe { ffi::nvidia_p2p_put_pages(0, 0, start, pt.0.as_ptr()) })
     };
     to_result(rc).map_err(|e| (e, pt))
 }
@@ -302,7 +303,9 @@ pub(crate) unsafe fn dma_map_pages(
     let mut dm = null_mut();
     // SAFETY: `pdev` referenced while it lives, `pt` live by the function contract; valid
     // out-pointer.
-    let rc = unsafe { ffi::nvidia_p2p_dma_map_pages(pdev.as_raw(), pt.as_ptr(), &mut dm) };
+    let rc = overtaken::overtakable(|| unsafe {
+        ffi::nvidia_p2p_dma_map_pages(pdev.as_raw(), pt.as_ptr(), &mut dm)
+    });
     to_result(rc)?;
     // INVARIANT: NVIDIA returned this mapping.
     NonNull::new(dm).map(DmaMapping).ok_or(EIO)

@@ -78,7 +78,12 @@ enum pme_model {
 					     * (reports the inherent H4 / #2696789 cycle with
 					     * the provider's lock; default off)
 					     */
-#define PME_CFG_ALL_FLAGS	  0x1fu
+#define PME_CFG_ACQUIRE_IN_INVAL  (1u << 5) /* planted lock inversion: invalidate asks the
+					     * client's acquire for the same range, with the
+					     * provider's lock held (lockdep must report it;
+					     * default off)
+					     */
+#define PME_CFG_ALL_FLAGS	  0x3fu
 
 struct pme_config {
 	__u32 model;		/* enum pme_model */

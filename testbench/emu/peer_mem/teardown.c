@@ -393,6 +393,26 @@ static int pme_invalidate_49(struct pme_client *c, u64 ticket)
 	return 0;
 }
 
+/*
+ * The planted inversion (PME_CFG_ACQUIRE_IN_INVAL): no real core does this. A core
+ * that asked a client for a registration from inside invalidate would do it with
+ * the provider's lock held (the free callback's), and a client whose pin waits for
+ * calls that need that lock (nvpeer's wait for overtaken calls) would then wait on
+ * itself. lockdep must report the cycle; the provider refuses the pin (-EIO), so the
+ * acquire declines and nothing is left behind.
+ */
+static void pme_planted_acquire(struct pme_client *c, struct pme_mr *mr)
+{
+	void *ctx = NULL;
+
+	if (!(READ_ONCE(pme_cfg.flags) & PME_CFG_ACQUIRE_IN_INVAL))
+		return;
+	pr_info("peer_mem_emu: planted acquire from invalidate: client %s, MR %u\n",
+		c->name, mr->handle);
+	if (c->ops->acquire(mr->addr, mr->len, NULL, NULL, &ctx) > 0)
+		c->ops->release(ctx);
+}
+
 int pme_invalidate_peer_memory(void *reg_handle, u64 core_context)
 {
 	struct pme_call *call;
@@ -434,6 +454,7 @@ int pme_invalidate_peer_memory(void *reg_handle, u64 core_context)
 		return 0;
 	}
 
+	pme_planted_acquire(c, mr);
 	call = pme_current_call();
 	if (READ_ONCE(mr->lock_owner) == current) {
 		pme_violation(PME_R_INVALIDATE_IN_CALLBACK,

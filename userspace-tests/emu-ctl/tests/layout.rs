@@ -48,6 +48,8 @@ int main(void) {
   I(NVP2P_EMU_ALLOC_COHERENT) I(NVP2P_EMU_ALLOC_MIG) I(NVP2P_EMU_ALLOC_VGPU)
   I(NVP2P_EMU_ALLOC_NO_P2P) I(NVP2P_EMU_ALLOC_FLAGS_ALL) I(NVP2P_EMU_ALLOC_LIVE) I(NVP2P_EMU_ALLOC_FREED)
   I(NVP2P_EMU_V_COUNT) I(PME_R_COUNT) I(PME_FP_COUNT) I(PME_DP_COUNT) I(NVP2P_EMU_OP_COUNT)
+  I(PME_CFG_STOP_NOTIFIER_BUG) I(PME_CFG_SYSFS) I(PME_CFG_DEREG_PAGES_QUIRK) I(PME_CFG_STRICT_SG)
+  I(PME_CFG_LOCKDEP_INVAL) I(PME_CFG_ACQUIRE_IN_INVAL) I(PME_CFG_ALL_FLAGS)
   return 0;
 }
 "#,
@@ -137,6 +139,19 @@ fn structs_match_headers() {
     }
 }
 
+/// Each mirrored flag equals its header's, and together they are every flag the header accepts
+/// (`all`).
+fn flags_match(out: &str, flags: &[(&str, u32)], all: &str) {
+    for (name, rust) in flags {
+        assert_eq!(get(out, name), *rust as usize, "{name}");
+    }
+    assert_eq!(
+        get(out, all),
+        flags.iter().fold(0, |acc, (_, f)| acc | *f) as usize,
+        "{all}"
+    );
+}
+
 #[test]
 fn tables_match_headers() {
     let out = probe();
@@ -147,9 +162,7 @@ fn tables_match_headers() {
         ("NVP2P_EMU_ALLOC_VGPU", af::VGPU),
         ("NVP2P_EMU_ALLOC_NO_P2P", af::NO_P2P),
     ];
-    for (name, rust) in flags {
-        assert_eq!(get(&out, name), rust as usize, "{name}");
-    }
+    flags_match(&out, &flags, "NVP2P_EMU_ALLOC_FLAGS_ALL");
     use nvpeer_emu::nvp2p::alloc_state;
     assert_eq!(
         get(&out, "NVP2P_EMU_ALLOC_LIVE"),
@@ -159,11 +172,16 @@ fn tables_match_headers() {
         get(&out, "NVP2P_EMU_ALLOC_FREED"),
         alloc_state::FREED as usize
     );
-    // Every flag the header accepts is mirrored.
-    assert_eq!(
-        get(&out, "NVP2P_EMU_ALLOC_FLAGS_ALL"),
-        flags.iter().fold(0, |all, (_, f)| all | *f) as usize
-    );
+    use nvpeer_emu::peer_mem::cfg_flags as cf;
+    let cfg = [
+        ("PME_CFG_STOP_NOTIFIER_BUG", cf::STOP_NOTIFIER_BUG),
+        ("PME_CFG_SYSFS", cf::SYSFS),
+        ("PME_CFG_DEREG_PAGES_QUIRK", cf::DEREG_PAGES_QUIRK),
+        ("PME_CFG_STRICT_SG", cf::STRICT_SG),
+        ("PME_CFG_LOCKDEP_INVAL", cf::LOCKDEP_INVAL),
+        ("PME_CFG_ACQUIRE_IN_INVAL", cf::ACQUIRE_IN_INVAL),
+    ];
+    flags_match(&out, &cfg, "PME_CFG_ALL_FLAGS");
     assert_eq!(
         get(&out, "NVP2P_EMU_V_COUNT"),
         nvpeer_emu::nvp2p::VIOLATIONS.len()

@@ -18,6 +18,10 @@ pub(super) enum CoreCmd {
         /// Header rule: put_pages must free the sg_table.
         #[arg(long)]
         strict_sg: Option<bool>,
+        /// Planted lock inversion: invalidate asks the client's acquire for the same range, with
+        /// the provider's lock held (lockdep must report it; suite 02-lockdep-canary).
+        #[arg(long)]
+        acquire_in_invalidate: Option<bool>,
         /// sysfs counters on/off.
         #[arg(long)]
         sysfs: Option<bool>,
@@ -93,6 +97,7 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
             name,
             stop_notifier_bug,
             strict_sg,
+            acquire_in_invalidate,
             sysfs,
             hang_timeout_ms,
         } => {
@@ -111,6 +116,7 @@ pub(super) fn core_cmd(c: CoreCmd) -> Result<u8> {
             };
             flag(stop_notifier_bug, peer_mem::cfg_flags::STOP_NOTIFIER_BUG);
             flag(strict_sg, peer_mem::cfg_flags::STRICT_SG);
+            flag(acquire_in_invalidate, peer_mem::cfg_flags::ACQUIRE_IN_INVAL);
             flag(sysfs, peer_mem::cfg_flags::SYSFS);
             if let Some(t) = hang_timeout_ms {
                 c.hang_timeout_ms = t;

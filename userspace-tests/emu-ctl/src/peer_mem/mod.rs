@@ -54,6 +54,10 @@ pub mod cfg_flags {
     pub const DEREG_PAGES_QUIRK: u32 = 1 << 2;
     /// Header rule: put_pages frees the sg_table.
     pub const STRICT_SG: u32 = 1 << 3;
+    /// Annotate invalidate's mapping_lock wait for lockdep.
+    pub const LOCKDEP_INVAL: u32 = 1 << 4;
+    /// Planted lock inversion: invalidate calls the client's acquire for the same range.
+    pub const ACQUIRE_IN_INVAL: u32 = 1 << 5;
 }
 
 /// Registration access flags.
