@@ -125,28 +125,43 @@ failed_put_holds_module() {
     echo "rmmod after NVIDIA's callback: ok"
 }
 tb_case failed-put-keeps-module-until-callback failed_put_holds_module
-# debugfs `mrs` read while the kernel fails the reader's Nth slab allocation (failslab's fail-nth,
-# counted from the read: the file is opened first), for N = 1..12 with two MRs live: each read
-# returns every line, the documented "# out of memory" line, or ENOMEM, and nothing is left
-# behind (the snapshot's references: the books balance after; KASAN and kmemleak judge the boot).
+# debugfs `mrs` read while the kernel fails the reader's Nth slab or page allocation (failslab's
+# and fail_page_alloc's fail-nth, counted from the read: the file is opened first and the buffer
+# read into is touched before), for N = 1..12 with two MRs live: each read returns every line, the
+# documented "# out of memory" line, or ENOMEM, and nothing is left behind (the snapshot's
+# references: the books balance after; KASAN and kmemleak judge the boot).
+# fail_attrs armed|default: failslab's and fail_page_alloc's knobs as the walk needs them (failing
+# allocations that may sleep, page allocations of every order; user page faults stay out), or back
+# to the kernel's defaults. The debug kernel has both (testbench/kernel.config).
+fail_attrs() {
+    local d=/sys/kernel/debug
+    if [ "$1" = armed ]; then
+        echo N >$d/failslab/ignore-gfp-wait; echo 0 >$d/failslab/verbose
+        [ ! -d $d/fail_page_alloc ] || { echo N >$d/fail_page_alloc/ignore-gfp-wait; echo 0 >$d/fail_page_alloc/min-order; echo 0 >$d/fail_page_alloc/verbose; }
+    else
+        echo Y >$d/failslab/ignore-gfp-wait
+        [ ! -d $d/fail_page_alloc ] || { echo Y >$d/fail_page_alloc/ignore-gfp-wait; echo 1 >$d/fail_page_alloc/min-order; }
+    fi
+}
 debugfs_enomem() {
     np_up 5.5 2 || return 1
     $NVPEER emu steps alloc:1M reg:0:256K reg:0x40000:256K sleep:20000 dereg dereg free >/tmp/np-dbg.log 2>&1 &
     local pid=$! out
     for _ in $(seq 600); do [ "$(np_stat live_mrs)" = 2 ] && break; sleep 0.1; done
     [ "$(np_stat live_mrs)" = 2 ] || { kill $pid; cat /tmp/np-dbg.log; return 1; }
-    echo N >/sys/kernel/debug/failslab/ignore-gfp-wait
-    echo 0 >/sys/kernel/debug/failslab/verbose
+    fail_attrs armed
     out=$(python3 -S - "$NP_DBG/mrs" <<'PY'
 import errno, os, sys
 seen = {"full": 0, "oom line": 0, "ENOMEM": 0}
+buf = bytearray(1 << 16)
 for n in range(1, 13):
     fd = os.open(sys.argv[1], os.O_RDONLY)
     nth = os.open("/proc/thread-self/fail-nth", os.O_WRONLY)
     os.write(nth, str(n).encode())
     try:
-        text = os.read(fd, 1 << 16).decode()
+        got = os.readv(fd, [buf])
         os.write(nth, b"0")
+        text = buf[:got].decode()
         lines = [l for l in text.splitlines() if l]
         if lines == ["# out of memory"]:
             seen["oom line"] += 1
@@ -165,8 +180,8 @@ for n in range(1, 13):
     os.close(fd)
 print("reads under fail-nth 1..12:", ", ".join(f"{k} {v}" for k, v in seen.items()))
 PY
-) || { echo "$out"; echo Y >/sys/kernel/debug/failslab/ignore-gfp-wait; kill $pid; return 1; }
-    echo Y >/sys/kernel/debug/failslab/ignore-gfp-wait
+) || { echo "$out"; fail_attrs default; kill $pid; return 1; }
+    fail_attrs default
     echo "$out"
     [ "$(grep -c '^id=' $NP_DBG/mrs)" = 2 ] || { echo "the MRs changed under the failed reads"; kill $pid; return 1; }
     wait $pid || { cat /tmp/np-dbg.log; return 1; }

@@ -1,5 +1,5 @@
 //! Failures injected into the provider and the core: HW object creation, BAR1 exhaustion, each
-//! provider call and errno, each core fault point, every slab allocation in turn.
+//! provider call and errno, each core fault point, every slab and page allocation in turn.
 
 use super::env::Env;
 use super::runner::leftovers;
@@ -128,38 +128,69 @@ pub(super) fn fault_core(e: &Env) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn enomem_walk(e: &Env) -> Result<()> {
+/// One knob of a fault-injection attribute: (file, armed, the kernel's default).
+type Knob = (&'static str, &'static str, &'static str);
+
+/// The kernel's fault-injection attributes the walk arms (debugfs directories), both counted by
+/// the task's `fail-nth`: slab allocations (`CONFIG_FAILSLAB`) and page allocations
+/// (`CONFIG_FAIL_PAGE_ALLOC`), each with the knobs that keep it from failing what the walk needs
+/// failed, as (file, armed, the kernel's default): by default both leave allocations that may
+/// sleep alone, and the page allocator's attribute those of order 0 too. User page faults stay
+/// out (`ignore-gfp-highmem`, on by default), so the walker's own memory is never failed.
+const FAULT_ATTRS: [(&str, &[Knob]); 2] = [
+    ("failslab", &[("ignore-gfp-wait", "N", "Y")]),
+    (
+        "fail_page_alloc",
+        &[("ignore-gfp-wait", "N", "Y"), ("min-order", "0", "1")],
+    ),
+];
+
+/// Entries of one page-sized scatterlist chunk (`SG_MAX_SINGLE_ALLOC` on x86-64: a 4 KiB page of
+/// 32-byte entries); `sg_alloc_table` takes a chunk of exactly that many from the page allocator,
+/// a shorter one from the slab.
+const SG_ENTRIES_PER_PAGE: u64 = 128;
+
+/// Sets the knobs of every attribute this kernel has to their armed values (`arm`) or back to the
+/// kernel's defaults; returns the attributes found.
+fn arm_fault_attrs(arm: bool) -> Result<Vec<&'static str>> {
+    let mut found = Vec::new();
+    for (attr, knobs) in FAULT_ATTRS {
+        let dir = format!("/sys/kernel/debug/{attr}");
+        if !std::path::Path::new(&dir).is_dir() {
+            continue;
+        }
+        for (file, armed, default) in knobs {
+            let knob = format!("{dir}/{file}");
+            std::fs::write(&knob, if arm { armed } else { default })
+                .map_err(|source| EmuError::File { path: knob, source })?;
+        }
+        let _ = std::fs::write(format!("{dir}/verbose"), "0");
+        found.push(attr);
+    }
+    Ok(found)
+}
+
+/// Fails the n-th allocation (slab or page) of one registration of `pages` GPU pages, for every n
+/// until a registration completes with a failure left unconsumed; every failed registration must
+/// leave nothing behind. Returns (allocations of one registration, failures injected).
+fn walk_allocations(e: &Env, nth: &std::fs::File, pages: u64) -> Result<(u32, u32)> {
     use std::os::unix::fs::FileExt;
-    let knob = "/sys/kernel/debug/failslab/ignore-gfp-wait";
-    std::fs::write(knob, "N").map_err(|source| EmuError::File {
-        path: knob.into(),
-        source,
-    })?;
-    let _ = std::fs::write("/sys/kernel/debug/failslab/verbose", "0");
     let path = "/proc/thread-self/fail-nth";
-    // One open file for the whole walk: opening it again would itself allocate (and be failed).
-    let nth = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|source| EmuError::File {
-            path: path.into(),
-            source,
-        })?;
-    let a = e.alloc()?;
+    let a = e.gpu.alloc(pages * GPU_PAGE_SIZE, 0)?;
     let mut failed = 0;
     let mut n = 1u32;
     let res = loop {
         if n > 400 {
-            break Err(EmuError::Check(
-                "registration still allocating after 400 failures injected".into(),
-            ));
+            break Err(EmuError::Check(format!(
+                "a registration of {pages} pages still allocating after 400 failures injected"
+            )));
         }
-        nth.write_at(n.to_string().as_bytes(), 0)
-            .map_err(|source| EmuError::File {
+        if let Err(source) = nth.write_at(n.to_string().as_bytes(), 0) {
+            break Err(EmuError::File {
                 path: path.into(),
                 source,
-            })?;
+            });
+        }
         let r = e.reg(&a);
         let mut buf = [0u8; 16];
         let got = nth.read_at(&mut buf, 0).unwrap_or(0);
@@ -169,24 +200,69 @@ pub(super) fn enomem_walk(e: &Env) -> Result<()> {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0);
         match &r {
-            Ok(m) => e.core.deregister(m.handle, false)?,
+            Ok(m) => {
+                if let Err(err) = e.core.deregister(m.handle, false) {
+                    break Err(err);
+                }
+            }
             Err(_) => failed += 1,
         }
-        if let Some(m) = leftovers(e)? {
-            break Err(EmuError::Check(format!(
-                "after failing slab allocation #{n} of a registration: {m}"
-            )));
+        match leftovers(e) {
+            Ok(None) => {}
+            Ok(Some(m)) => {
+                break Err(EmuError::Check(format!(
+                    "after failing allocation #{n} of a registration of {pages} pages: {m}"
+                )))
+            }
+            Err(err) => break Err(err),
         }
         if left > 0 && r.is_ok() {
-            e.note(format!(
-                "a registration makes about {} slab allocations; {failed} injected failures each failed it cleanly",
-                n - left
-            ));
-            break Ok(());
+            break Ok((n - left, failed));
         }
         n += 1;
     };
-    let _ = std::fs::write(knob, "Y");
     e.gpu.free(a.va)?;
+    res
+}
+
+pub(super) fn enomem_walk(e: &Env) -> Result<()> {
+    let armed = match arm_fault_attrs(true) {
+        Ok(armed) => armed,
+        Err(err) => {
+            let _ = arm_fault_attrs(false);
+            return Err(err);
+        }
+    };
+    let res = (|| -> Result<()> {
+        if !armed.contains(&"failslab") {
+            return Err(EmuError::Check(
+                "no /sys/kernel/debug/failslab: this kernel has no CONFIG_FAILSLAB".into(),
+            ));
+        }
+        let path = "/proc/thread-self/fail-nth";
+        // One open file for the whole walk: opening it again would itself allocate (and be failed).
+        let nth = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|source| EmuError::File {
+                path: path.into(),
+                source,
+            })?;
+        let kinds = if armed.contains(&"fail_page_alloc") {
+            "slab and page"
+        } else {
+            "slab (no CONFIG_FAIL_PAGE_ALLOC: page allocations not failed)"
+        };
+        // The scenario's size, then one whose SG table needs a page-backed chunk (and a chain).
+        for pages in [e.opts.pages, SG_ENTRIES_PER_PAGE + SG_ENTRIES_PER_PAGE / 2] {
+            let (allocs, failed) = walk_allocations(e, &nth, pages)?;
+            e.note(format!(
+                "{pages} pages: a registration makes about {allocs} {kinds} allocations; {failed} injected failures each failed it cleanly"
+            ));
+        }
+        Ok(())
+    })();
+    let _ = arm_fault_attrs(false);
     res
 }

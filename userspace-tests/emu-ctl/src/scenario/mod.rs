@@ -214,7 +214,7 @@ pub static SCENARIOS: &[Scenario] = &[
     ),
     sc!(
         "enomem-walk",
-        "fail the n-th slab allocation of a registration, for every n",
+        "fail the n-th slab or page allocation of a registration, for every n",
         enomem_walk
     ),
 ];
