@@ -95,12 +95,9 @@ pub enum DoctorError {
     Encode(#[from] serde_json::Error),
 }
 
-/// The exit status of a doctor that could not check.
-pub const EXIT_COULD_NOT_CHECK: u8 = 2;
-
-/// Runs the doctor; returns the process exit status (0 ready, 1 not ready) about the path
-/// `--require` names (by default: any path), or why it could not check.
-pub fn run(args: Args) -> Result<u8, DoctorError> {
+/// Runs the doctor; returns its verdict (passed: ready, failed: not ready, could not run: could
+/// not check) about the path `--require` names (by default: any path), or why it could not check.
+pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
     if !args.root.is_dir() {
         return Err(DoctorError::NotADirectory(args.root));
     }
@@ -110,5 +107,5 @@ pub fn run(args: Args) -> Result<u8, DoctorError> {
     } else {
         print!("{}", report.render_table(args.verbose));
     }
-    Ok(report.exit_code)
+    Ok(report.verdict.into())
 }

@@ -129,13 +129,13 @@ pub enum Verdict {
     CouldNotCheck,
 }
 
-impl Verdict {
-    /// Process exit status for this verdict.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Verdict::Ready => 0,
-            Verdict::NotReady => 1,
-            Verdict::CouldNotCheck => 2,
+/// The doctor's answer as every nvpeer command's verdict, whose exit status it exits with.
+impl From<Verdict> for nvpeer_verdict::Verdict {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Ready => nvpeer_verdict::Verdict::Passed,
+            Verdict::NotReady => nvpeer_verdict::Verdict::Failed,
+            Verdict::CouldNotCheck => nvpeer_verdict::Verdict::CouldNotRun,
         }
     }
 }
@@ -201,7 +201,7 @@ impl Report {
             kernel: None,
             require,
             verdict,
-            exit_code: verdict.exit_code(),
+            exit_code: nvpeer_verdict::Verdict::from(verdict).exit_status(),
             paths,
             libraries: Vec::new(),
             checks,

@@ -1,13 +1,10 @@
 //! Why `nvpeer validate` or `nvpeer bench` could not run, with or without `--fleet`: the command
-//! returns it and `main` prints it once, after the command's name, and exits
-//! [`EXIT_COULD_NOT_RUN`].
+//! returns it and `main` prints it once, after the command's name, and exits with
+//! `Verdict::CouldNotRun`'s status.
 
 use crate::coordinator::FleetError;
 use crate::launcher::LauncherError;
 use std::path::PathBuf;
-
-/// The exit status of a command that could not run (the harness's `Verdict::CouldNotRun`).
-pub const EXIT_COULD_NOT_RUN: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {

@@ -28,6 +28,7 @@ use crate::seal::{End, Sealed};
 use nvpeer_harness::cli::ServeArgs;
 use nvpeer_harness::oob::{Channel, OobError};
 use nvpeer_harness::server::Refusal;
+use nvpeer_verdict::Verdict;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -863,7 +864,7 @@ fn skipped(round: u32, p: Pair, why: String) -> PairRecord {
 pub fn coordinate(
     listener: &TcpListener,
     cfg: &CoordinatorConfig,
-    verdict: &dyn Fn(&FleetRun) -> u8,
+    verdict: &dyn Fn(&FleetRun) -> Verdict,
 ) -> FleetRun {
     let mut c = Coordinator {
         cfg,
@@ -1108,8 +1109,8 @@ fn refusal_text(why: &str) -> String {
     }
 }
 
-/// Runs this rank's part: join rank 0, obey every order, return the fleet's exit status.
-pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<u8, FleetError> {
+/// Runs this rank's part: join rank 0, obey every order, return the fleet's verdict.
+pub fn work(cfg: &WorkerConfig, runner: Arc<dyn PairRunner>) -> Result<Verdict, FleetError> {
     if let Some(why) = name_refusal(&cfg.name) {
         return Err(FleetError::Name(why));
     }

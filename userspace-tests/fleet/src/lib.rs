@@ -22,9 +22,10 @@ pub mod runner;
 pub mod schedule;
 pub mod seal;
 
-pub use command_error::{CommandError, EXIT_COULD_NOT_RUN};
+pub use command_error::CommandError;
 use coordinator::{CoordinatorConfig, WorkerConfig};
 use launcher::Placement;
+use nvpeer_verdict::Verdict;
 use report::{FleetReport, Thresholds};
 use runner::{HarnessRunner, PairRunner};
 use schedule::Pairing;
@@ -186,13 +187,12 @@ fn fleet_conflicts(c: &nvpeer_harness::cli::CommonArgs) -> Option<&'static str> 
     }
 }
 
-/// Runs `nvpeer validate` (the fleet with `--fleet`): the exit status of a run, or why it could
-/// not run.
-pub fn validate(cmd: ValidateCmd) -> Result<u8, CommandError> {
+/// Runs `nvpeer validate` (the fleet with `--fleet`): the run's verdict, or why it could not run.
+pub fn validate(cmd: ValidateCmd) -> Result<Verdict, CommandError> {
     if !cmd.fleet.fleet {
         let mut args = cmd.args;
         args.report = cmd.fleet.report;
-        return Ok(nvpeer_harness::validate(args)?.exit_status());
+        return Ok(nvpeer_harness::validate(args)?);
     }
     if let Some(e) = fleet_conflicts(&cmd.args.common) {
         return Err(CommandError::Args(e.into()));
@@ -213,11 +213,10 @@ pub fn validate(cmd: ValidateCmd) -> Result<u8, CommandError> {
     )
 }
 
-/// Runs `nvpeer bench` (the fleet with `--fleet`): the exit status of a run, or why it could not
-/// run.
-pub fn bench(cmd: BenchCmd) -> Result<u8, CommandError> {
+/// Runs `nvpeer bench` (the fleet with `--fleet`): the run's verdict, or why it could not run.
+pub fn bench(cmd: BenchCmd) -> Result<Verdict, CommandError> {
     if !cmd.fleet.fleet {
-        return Ok(nvpeer_harness::bench(cmd.args)?.exit_status());
+        return Ok(nvpeer_harness::bench(cmd.args)?);
     }
     let mut args = cmd.args.clone();
     if let Some(e) = fleet_conflicts(&args.common) {
@@ -304,7 +303,7 @@ fn run(
     f: &FleetArgs,
     c: &nvpeer_harness::cli::CommonArgs,
     runner: Arc<dyn PairRunner>,
-) -> Result<u8, CommandError> {
+) -> Result<Verdict, CommandError> {
     let env = |k: &str| std::env::var(k).ok();
     let placement = launcher::detect(
         &env,
@@ -372,7 +371,7 @@ fn run(
         let tool = tool.to_string();
         Some(std::thread::spawn(move || {
             let run = coordinator::coordinate(&listener, &cfg, &|run| {
-                FleetReport::new(&tool, run.clone(), th).exit_status()
+                FleetReport::new(&tool, run.clone(), th).verdict()
             });
             FleetReport::new(&tool, run, th)
         }))
@@ -410,7 +409,7 @@ fn run(
     for file in files {
         eprintln!("{tool}: wrote {}", file.display());
     }
-    Ok(report.exit_status())
+    Ok(report.verdict())
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 use crate::auth::Nonce;
 use crate::readiness::Readiness;
 use crate::runner::PairOutcome;
+use nvpeer_verdict::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// Version of these messages; a rank of another version is refused at its first message (3:
@@ -116,9 +117,10 @@ pub enum ToRank {
         round: u32,
         task: Task,
     },
-    /// The run is over; `status` is the fleet's exit status (rank 0 writes the report).
+    /// The run is over; `status` is the fleet's verdict, as its exit status (rank 0 writes the
+    /// report; a status no command exits with is refused).
     Finish {
-        status: u8,
+        status: Verdict,
     },
 }
 

@@ -8,6 +8,7 @@ use crate::coordinator::{FleetRun, LostKind, PairStatus};
 use crate::readiness::RootCause;
 use crate::runner::Unit;
 use crate::schedule::Pairing;
+use nvpeer_verdict::Verdict;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -668,9 +669,9 @@ impl FleetReport {
             && self.failures.is_empty()
     }
 
-    /// The exit status: 0 when clean, 1 when anything is named.
-    pub fn exit_status(&self) -> u8 {
-        u8::from(!self.clean())
+    /// The fleet's verdict: passed when clean, failed when anything is named.
+    pub fn verdict(&self) -> Verdict {
+        Verdict::failed_if(!self.clean())
     }
 
     /// Pair × test results: (passed, failed, skipped), the closing line's figures.
@@ -1269,7 +1270,7 @@ mod tests {
         assert_eq!(m["cells"][2][1]["slow"], true);
         assert_eq!(m["cells"][0][3]["state"], "skipped");
         assert_eq!(m["cells"][0][0]["state"], "none");
-        assert_eq!(r.exit_status(), 1);
+        assert_eq!(r.verdict(), Verdict::Failed);
         let text = r.text();
         let first = text.lines().next().unwrap();
         assert!(first.contains("1 not ready, 1 lost, 1 outlier"), "{first}");

@@ -5,6 +5,7 @@
 
 use crate::auth;
 use nvpeer_harness::bench::{BenchTestDoc, Row};
+use nvpeer_verdict::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// The unit of a measurement, and which way is better.
@@ -74,12 +75,12 @@ pub struct ConnectJob {
 /// Why the serving side of a pair could not serve (what the coordinator reports for the link).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeFailure {
-    #[error("validate server ended: exit {0}")]
-    ValidateEnded(u8),
+    #[error("validate server ended: exit {}", .0.exit_status())]
+    ValidateEnded(Verdict),
     #[error("validate server: {0}")]
     Validate(#[from] nvpeer_harness::ValidateError),
-    #[error("bench server ended: exit {0}")]
-    BenchEnded(u8),
+    #[error("bench server ended: exit {}", .0.exit_status())]
+    BenchEnded(Verdict),
     #[error("bench server: {0}")]
     Bench(#[from] nvpeer_harness::SetupError),
 }
@@ -248,8 +249,8 @@ impl HarnessRunner {
         let mut a = args.clone();
         as_server(&mut a.common, job);
         match nvpeer_harness::bench(a)? {
-            nvpeer_harness::Verdict::Passed => Ok(()),
-            v => Err(ServeFailure::BenchEnded(v.exit_status())),
+            Verdict::Passed => Ok(()),
+            v => Err(ServeFailure::BenchEnded(v)),
         }
     }
 
@@ -299,8 +300,8 @@ impl PairRunner for HarnessRunner {
                 let mut a = (**args).clone();
                 as_server(&mut a.common, job);
                 match nvpeer_harness::validate(a)? {
-                    nvpeer_harness::Verdict::Passed => {}
-                    v => return Err(ServeFailure::ValidateEnded(v.exit_status())),
+                    Verdict::Passed => {}
+                    v => return Err(ServeFailure::ValidateEnded(v)),
                 }
                 Self::bench_serve(link, job)
             }
@@ -403,7 +404,7 @@ mod tests {
     fn validate_outcomes_become_integrity() {
         use nvpeer_harness::report::CaseResult;
         let o = nvpeer_harness::validate::Outcome {
-            status: 1,
+            verdict: Verdict::Failed,
             cases: vec![
                 CaseResult::pass("cap.memory", ""),
                 CaseResult::fail("xfer.write.host->host[ibv_reg_mr]", "mismatch at 12", "x"),
@@ -414,7 +415,7 @@ mod tests {
         let m = from_validate(&o);
         assert!(!m.passed && m.detail.contains("xfer.write"), "{m:?}");
         let o = nvpeer_harness::validate::Outcome {
-            status: 2,
+            verdict: Verdict::CouldNotRun,
             cases: vec![CaseResult::fail("oob.connect", "refused", "token")],
             not_run: vec![("reg.sizes".into(), "not run".into())],
             blocked_by: Some("oob.connect failed".into()),

@@ -11,6 +11,7 @@ use nvpeer_fleet::readiness::{Readiness, RootCause};
 use nvpeer_fleet::report::{FleetReport, Thresholds};
 use nvpeer_fleet::runner::{ConnectJob, PairOutcome, PairRunner, ServeJob};
 use nvpeer_fleet::schedule::{rounds, Pairing};
+use nvpeer_verdict::Verdict;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -83,11 +84,11 @@ fn start(cfg: CoordinatorConfig) -> (u16, JoinHandle<FleetRun>) {
     };
     (
         port,
-        std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0)),
+        std::thread::spawn(move || coordinate(&l, &cfg, &|_| Verdict::Passed)),
     )
 }
 
-fn spawn_worker(w: WorkerConfig, seen: &Seen) -> JoinHandle<Result<u8, FleetError>> {
+fn spawn_worker(w: WorkerConfig, seen: &Seen) -> JoinHandle<Result<Verdict, FleetError>> {
     let fake = Arc::new(Fake(seen.clone()));
     std::thread::spawn(move || work(&w, fake))
 }
@@ -99,7 +100,7 @@ fn two_ranks_join(port: u16, join: Duration) {
         .map(|r| spawn_worker(worker(port, r, 2, join), &seen))
         .collect();
     for r in ranks {
-        assert_eq!(r.join().unwrap().unwrap(), 0);
+        assert_eq!(r.join().unwrap().unwrap(), Verdict::Passed);
     }
 }
 
@@ -135,7 +136,7 @@ fn a_join_flood_does_not_keep_the_real_ranks_out() {
         .collect();
     let run = coord.join().unwrap();
     for r in ranks {
-        assert_eq!(r.join().unwrap().expect("a real rank"), 0);
+        assert_eq!(r.join().unwrap().expect("a real rank"), Verdict::Passed);
     }
     assert!(start.elapsed() < join + Duration::from_secs(3));
     assert!(
@@ -482,7 +483,7 @@ fn one_address_cannot_take_every_pending_join() {
         base_port: port,
         ..config(0, 2, join)
     };
-    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
+    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| Verdict::Passed));
     let silent: Vec<_> = (0..3).map(|_| from_second()).collect();
     std::thread::sleep(Duration::from_millis(200));
     let mut ch = nvpeer_harness::oob::Channel::from_stream(from_second()).unwrap();
@@ -586,8 +587,8 @@ fn a_rank_cannot_steer_its_peers_elsewhere() {
     w1.addr = Some("127.0.0.1".into());
     let r0 = spawn_worker(worker(port, 0, 2, join), &seen);
     let r1 = spawn_worker(w1, &seen);
-    assert_eq!(r1.join().unwrap().unwrap(), 0);
-    assert_eq!(r0.join().unwrap().unwrap(), 0);
+    assert_eq!(r1.join().unwrap().unwrap(), Verdict::Passed);
+    assert_eq!(r0.join().unwrap().unwrap(), Verdict::Passed);
     let run = coord.join().unwrap();
     assert!(run.pairs.iter().all(|p| p.status == PairStatus::Ran));
 }

@@ -12,6 +12,7 @@ use nvpeer_fleet::readiness::{Readiness, RootCause};
 use nvpeer_fleet::report::{FleetReport, Outlier, Thresholds};
 use nvpeer_fleet::runner::{ConnectJob, Measurement, PairOutcome, PairRunner, ServeJob, Unit};
 use nvpeer_fleet::schedule::{rounds, Pairing};
+use nvpeer_verdict::Verdict;
 use std::collections::HashSet;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -109,7 +110,7 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
         max_pending: nvpeer_fleet::coordinator::MAX_PENDING,
         max_pending_per_source: nvpeer_fleet::coordinator::MAX_PENDING_PER_SOURCE,
     };
-    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
+    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| Verdict::Passed));
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut ranks = Vec::new();
     for rank in 0..s.world {
@@ -137,7 +138,7 @@ fn run_fleet(s: Setup) -> (FleetRun, Measured) {
             let hang = s.hangs.contains(&rank);
             ranks.push(std::thread::spawn(move || {
                 rogue(&wcfg, hang);
-                0
+                Verdict::Passed
             }));
             continue;
         }
@@ -205,7 +206,7 @@ fn four_ranks_every_pair_once_one_slow_link_named() {
     assert_eq!(r.outliers.len(), 1, "{:?}", r.outliers);
     assert!(matches!(&r.outliers[0], Outlier::Link { a, b, .. } if a == "n1" && b == "n2"));
     assert!(r.not_ready.is_empty() && r.lost.is_empty() && r.failures.is_empty());
-    assert_eq!(r.exit_status(), 1);
+    assert_eq!(r.verdict(), Verdict::Failed);
 }
 
 #[test]
@@ -294,7 +295,7 @@ fn a_wrong_token_is_refused() {
         max_pending: nvpeer_fleet::coordinator::MAX_PENDING,
         max_pending_per_source: nvpeer_fleet::coordinator::MAX_PENDING_PER_SOURCE,
     };
-    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
+    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| Verdict::Passed));
     let wcfg = WorkerConfig {
         rank: 1,
         world: 2,

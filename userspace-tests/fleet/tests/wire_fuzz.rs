@@ -11,6 +11,7 @@ use nvpeer_fleet::proto::{name_refusal, printable, Opening, ToCoordinator, ToRan
 use nvpeer_fleet::readiness::Readiness;
 use nvpeer_fleet::runner::{ConnectJob, PairOutcome, PairRunner, ServeJob};
 use nvpeer_fleet::schedule::{rounds, Pairing};
+use nvpeer_verdict::Verdict;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -202,7 +203,7 @@ fn the_coordinator_takes_any_frames_and_still_admits_the_rank() {
         max_pending: 8,
         max_pending_per_source: 8,
     };
-    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| 0));
+    let coord = std::thread::spawn(move || coordinate(&l, &cfg, &|_| Verdict::Passed));
     // One byte longer than a frame may be (1 MiB and its newline): refused there, nothing more
     // is read or kept.
     let big = exchange(port, &[(vec![b'['; (1 << 20) + 2], false)]);
@@ -244,7 +245,11 @@ fn the_coordinator_takes_any_frames_and_still_admits_the_rank() {
         pair_timeout: Duration::from_secs(1),
         order_wait: Duration::from_secs(10),
     };
-    assert_eq!(work(&w, Arc::new(Idle)).unwrap(), 0, "seed {seed}");
+    assert_eq!(
+        work(&w, Arc::new(Idle)).unwrap(),
+        Verdict::Passed,
+        "seed {seed}"
+    );
     let run = coord.join().expect("the coordinator panicked");
     assert!(run.nodes[0].lost.is_none(), "seed {seed}: {:?}", run.nodes);
 }

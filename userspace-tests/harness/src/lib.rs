@@ -29,13 +29,12 @@ pub mod stats;
 pub mod sysfs;
 pub mod validate;
 pub mod verbs;
-pub mod verdict;
 
 pub use bench::SetupError;
 pub use cli::{BenchArgs, ValidateArgs};
+use nvpeer_verdict::Verdict;
 pub use report_html::ReportError;
 pub use validate::ValidateError;
-pub use verdict::Verdict;
 
 // Sizes are u64 end to end; a buffer length becomes a `usize` only at the allocator and the
 // copy calls, which is lossless on the 64-bit targets this tool is built for.
@@ -43,7 +42,7 @@ const _: () = assert!(usize::BITS == 64, "nvpeer's harness needs a 64-bit target
 
 /// Runs `nvpeer validate`; an error is why its `--report` could not be written.
 pub fn validate(args: ValidateArgs) -> Result<Verdict, validate::ValidateError> {
-    validate::run(args).map(Verdict::from_status)
+    validate::run(args)
 }
 
 /// Runs `nvpeer bench`; an error is why it could not run.

@@ -2,6 +2,7 @@
 //! for benchmarks.
 
 use crate::stats::{mib_to_gbits, BwResult, LatencySummary};
+use nvpeer_verdict::Verdict;
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
 
@@ -164,9 +165,10 @@ pub struct ValidateReport {
 }
 
 impl ValidateReport {
-    /// The exit status the run had: 2 when a prerequisite failed, 1 when a case failed, else 0.
-    pub fn exit_status(&self) -> u8 {
-        run_status(self.blocked_by.is_some(), &self.summary)
+    /// The verdict the run had: could not run when a prerequisite failed, failed when a case
+    /// failed.
+    pub fn verdict(&self) -> Verdict {
+        run_verdict(self.blocked_by.is_some(), &self.summary)
     }
 
     /// The not-run cases with their reason, as the JUnit file lists them.
@@ -189,13 +191,13 @@ impl ValidateReport {
     }
 }
 
-/// A validation run's exit status: 2 when a prerequisite failed (it could not run), 1 when a
-/// case failed, else 0.
-pub fn run_status(blocked: bool, s: &Summary) -> u8 {
+/// A validation run's verdict: could not run when a prerequisite failed, failed when a case
+/// failed.
+pub fn run_verdict(blocked: bool, s: &Summary) -> Verdict {
     if blocked {
-        2
+        Verdict::CouldNotRun
     } else {
-        u8::from(s.failed > 0)
+        Verdict::failed_if(s.failed > 0)
     }
 }
 

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-/// A failure to produce or write the output; `main` maps every one to exit status
-/// [`EXIT_COULD_NOT_RUN`](crate::EXIT_COULD_NOT_RUN).
+/// A failure to produce or write the output; `main` maps every one to the verdict "could not run"
+/// (exit status 2, nvpeer-verdict).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `--root` is not a directory.

@@ -36,8 +36,6 @@ pub const TEXTFILE_NAME: &str = "nvpeer.prom";
 pub const NFD_DIR: &str = "/etc/kubernetes/node-feature-discovery/features.d";
 /// The file written into the NFD directory.
 pub const NFD_NAME: &str = "nvpeer";
-/// The exit status of a failed `metrics` or `labels` (nothing, or not everything, was written).
-pub const EXIT_COULD_NOT_RUN: u8 = 2;
 
 /// Where the node is read from.
 #[derive(clap::Args, Debug, Clone)]

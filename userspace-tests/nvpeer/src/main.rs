@@ -1,6 +1,7 @@
 //! `nvpeer`: one command line for everything around the nvpeer kernel module.
 
 use clap::{Parser, Subcommand};
+use nvpeer_verdict::Verdict;
 use std::process::ExitCode;
 
 /// Exit statuses of `validate` and `bench`, shown under their `--help`.
@@ -67,39 +68,28 @@ fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
-/// The exit status of `metrics` and `labels`, their error printed.
-fn output_status(cmd: &str, r: Result<(), nvpeer_metrics::Error>) -> u8 {
-    match r {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("nvpeer {cmd}: {e}");
-            nvpeer_metrics::EXIT_COULD_NOT_RUN
-        }
-    }
-}
-
-/// The exit status of `validate` and `bench`, why they could not run printed.
-fn run_status(cmd: &str, r: Result<u8, nvpeer_fleet::CommandError>) -> u8 {
+/// The verdict of a command, or "could not run" with its error printed after the command's name:
+/// the one place a command's conclusion becomes the process's exit status (nvpeer-verdict).
+fn verdict<E: std::fmt::Display>(cmd: &str, r: Result<Verdict, E>) -> Verdict {
     r.unwrap_or_else(|e| {
         eprintln!("nvpeer {cmd}: {e}");
-        nvpeer_fleet::EXIT_COULD_NOT_RUN
+        Verdict::CouldNotRun
     })
 }
 
 fn main() -> ExitCode {
     default_sigpipe();
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Doctor(a) => nvpeer_doctor::run(a).unwrap_or_else(|e| {
-            eprintln!("nvpeer doctor: {e}");
-            nvpeer_doctor::EXIT_COULD_NOT_CHECK
-        }),
-        Command::Validate(a) => run_status("validate", nvpeer_fleet::validate(a)),
-        Command::Bench(a) => run_status("bench", nvpeer_fleet::bench(a)),
-        Command::Metrics(a) => output_status("metrics", nvpeer_metrics::metrics(a)),
-        Command::Labels(a) => output_status("labels", nvpeer_metrics::labels(a)),
+    let written = |()| Verdict::Passed;
+    match cli.command {
+        Command::Doctor(a) => verdict("doctor", nvpeer_doctor::run(a)),
+        Command::Validate(a) => verdict("validate", nvpeer_fleet::validate(a)),
+        Command::Bench(a) => verdict("bench", nvpeer_fleet::bench(a)),
+        Command::Metrics(a) => verdict("metrics", nvpeer_metrics::metrics(a).map(written)),
+        Command::Labels(a) => verdict("labels", nvpeer_metrics::labels(a).map(written)),
+        // (the bench's emulator client, not shipped: its own 0/1/2)
         #[cfg(feature = "bench")]
-        Command::Emu(a) => nvpeer_emu::cli::run(a),
-    };
-    ExitCode::from(code)
+        Command::Emu(a) => return ExitCode::from(nvpeer_emu::cli::run(a)),
+    }
+    .into()
 }

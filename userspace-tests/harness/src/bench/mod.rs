@@ -35,7 +35,7 @@ use crate::reg::{RegPath, Registrar};
 use crate::report::{self, TestInfo};
 use crate::stats;
 use crate::verbs::{self, Device, Endpoint};
-use crate::verdict::Verdict;
+use nvpeer_verdict::Verdict;
 use std::rc::Rc;
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! the node is escaped.
 
 use crate::report::{Status, ValidateReport};
+use nvpeer_verdict::Verdict;
 
 /// What the page shows beside the validate document.
 pub struct PageInput<'a> {
@@ -48,19 +49,19 @@ pub fn escape(s: &str) -> String {
 }
 
 /// The verdict's word, its CSS class and what its exit status means.
-fn verdict(status: u8) -> (&'static str, &'static str, &'static str) {
-    match status {
-        0 => (
+fn verdict(v: Verdict) -> (&'static str, &'static str, &'static str) {
+    match v {
+        Verdict::Passed => (
             "PASSED",
             "pass",
             "every case that ran passed (skips allowed)",
         ),
-        1 => (
+        Verdict::Failed => (
             "FAILED",
             "fail",
             "a case failed: the node ran it and got a wrong or failed result",
         ),
-        _ => (
+        Verdict::CouldNotRun => (
             "COULD NOT RUN",
             "blocked",
             "a prerequisite failed (memory backend, RDMA device, dma-buf import, peer-memory \
@@ -100,7 +101,7 @@ fn pairs_table<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> String {
 /// The whole page.
 pub fn render(p: &PageInput) -> String {
     let d = p.doc;
-    let (word, _, _) = verdict(d.exit_status());
+    let (word, _, _) = verdict(d.verdict());
     let host = d.environment.host.as_deref().unwrap_or("");
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -125,8 +126,8 @@ pub fn render(p: &PageInput) -> String {
 
 /// 1. The answer: the verdict, the counts, what blocked the run, the failed cases.
 fn answer(h: &mut String, d: &ValidateReport) {
-    let status = d.exit_status();
-    let (word, class, meaning) = verdict(status);
+    let status = d.verdict().exit_status();
+    let (word, class, meaning) = verdict(d.verdict());
     let host = d.environment.host.as_deref().unwrap_or("");
     let s = &d.summary;
     h.push_str(&format!(

@@ -31,6 +31,7 @@ use crate::report::{self, CaseResult};
 use crate::report_html::{self, ReportError};
 use crate::sysfs::{self, NodeFacts};
 use crate::verbs::Device;
+use nvpeer_verdict::Verdict;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -171,7 +172,7 @@ impl Suite {
     }
 
     /// Runs every case; returns the process exit status.
-    pub fn run(&mut self) -> u8 {
+    pub fn run(&mut self) -> Verdict {
         // The memory cases need the GPU only: they run before the RDMA device is looked for, so
         // that a node without a NIC (or a NIC developer still waiting for a board) learns what
         // its GPU half does.
@@ -244,7 +245,7 @@ impl Suite {
 /// ran, the cases a failed prerequisite kept from running, and that prerequisite.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    pub status: u8,
+    pub verdict: Verdict,
     pub cases: Vec<CaseResult>,
     pub not_run: Vec<(String, String)>,
     pub blocked_by: Option<String>,
@@ -255,9 +256,9 @@ pub struct Outcome {
 /// --fleet`, which runs one pair of nodes at a time and reports the whole fleet).
 pub fn collect(args: ValidateArgs) -> Outcome {
     let mut s = suite(args, true);
-    let status = s.run();
+    let verdict = s.run();
     Outcome {
-        status,
+        verdict,
         cases: std::mem::take(&mut s.results),
         not_run: std::mem::take(&mut s.not_run),
         blocked_by: s.blocker.take(),
@@ -273,9 +274,9 @@ pub enum ValidateError {
     Server(#[from] peer::ServerError),
 }
 
-/// Entry point of `nvpeer validate`: the exit status of the run, or why it could not run (its
-/// `--report` could not be written, its `--server` could not start).
-pub fn run(args: ValidateArgs) -> Result<u8, ValidateError> {
+/// Entry point of `nvpeer validate`: the run's verdict, or why it could not run (its `--report`
+/// could not be written, its `--server` could not start).
+pub fn run(args: ValidateArgs) -> Result<Verdict, ValidateError> {
     if args.report.is_none() && (args.report_from.is_some() || !args.report_bench.is_empty()) {
         return Err(ReportError::NoDirectory.into());
     }
@@ -284,11 +285,11 @@ pub fn run(args: ValidateArgs) -> Result<u8, ValidateError> {
         let doc = report_html::read_validate(from)?;
         let written = report_html::write(dir, &doc, &args.report_bench)?;
         report::say(&written.summary());
-        return Ok(doc.exit_status());
+        return Ok(doc.verdict());
     }
     if args.common.server {
         serve(&args)?;
-        return Ok(0);
+        return Ok(Verdict::Passed);
     }
     let mut s = suite(args, false);
     if !s.args.common.json {
@@ -300,7 +301,7 @@ pub fn run(args: ValidateArgs) -> Result<u8, ValidateError> {
             s.seed
         ));
     }
-    let status = s.run();
+    let verdict = s.run();
     if let (Some(dir), Some(doc)) = (&s.args.report, &s.document) {
         let written = report_html::write(dir, doc, &s.args.report_bench)?;
         // (on stderr under --json: stdout holds the document alone)
@@ -310,7 +311,7 @@ pub fn run(args: ValidateArgs) -> Result<u8, ValidateError> {
             report::say(&written.summary());
         }
     }
-    Ok(status)
+    Ok(verdict)
 }
 
 /// The suite for `args`, nothing run yet.

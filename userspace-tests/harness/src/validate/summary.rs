@@ -4,18 +4,20 @@ use super::Suite;
 use crate::environment;
 use crate::junit;
 use crate::report;
+use nvpeer_verdict::Verdict;
 use std::path::Path;
 
 impl Suite {
     /// Prints the report (text or JSON), writes the JUnit file if asked and keeps the JSON
-    /// document for `--report` ([`Suite::document`]); returns the exit status: 0 all ran cases
-    /// passed, 1 a case failed, 2 a prerequisite failed (the suite could not run).
-    pub(super) fn finish(&mut self) -> u8 {
+    /// document for `--report` ([`Suite::document`]); returns the verdict: passed when every case
+    /// that ran passed, failed when a case failed, could not run when a prerequisite failed or
+    /// the JUnit file could not be written.
+    pub(super) fn finish(&mut self) -> Verdict {
         let mut s = report::summarize(&self.results);
         s.not_run = self.not_run.len();
-        let mut code = report::run_status(self.blocker.is_some(), &s);
+        let mut verdict = report::run_verdict(self.blocker.is_some(), &s);
         if self.quiet {
-            return code;
+            return verdict;
         }
         let gpu_bus = self
             .info
@@ -65,9 +67,9 @@ impl Suite {
                 });
             if let Err(e) = written {
                 eprintln!("nvpeer validate: writing {}: {e}", f.display());
-                code = 2;
+                verdict = Verdict::CouldNotRun;
             }
         }
-        code
+        verdict
     }
 }
