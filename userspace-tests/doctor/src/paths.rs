@@ -3,7 +3,7 @@
 //! failures follow from an earlier one (so a root cause is named once), and which library takes
 //! which path on this node.
 
-use crate::checks::{Ctx, CONSUMERS};
+use crate::checks::{defs, Ctx, CONSUMERS};
 use crate::report::{Check, Status};
 use crate::settings::Effect;
 use serde::Serialize;
@@ -34,62 +34,15 @@ impl Path {
     }
 }
 
-use Path::{Dmabuf as D, NvidiaPeermem as N, Nvpeer as P};
-
-/// The paths a gating check's `fail` (or `unknown`) blocks.
+/// The paths a gating check's `fail` (or `unknown`) blocks (its definition's, crate::checks::defs).
 pub fn gates(id: &str) -> &'static [Path] {
-    match id {
-        "nvidia.driver" | "nvidia.nouveau" | "gpu.cuda" | "rdma.devices" | "rdma.uverbs"
-        | "pci.acs" | "kernel.config" => &[P, N, D],
-        // A proprietary driver: no GPL module can link against it, and it exports no dma-buf.
-        "nvidia.flavour" => &[P, D],
-        "nvidia.p2p_symbols" | "rdma.peer_api" | "peer.clients" | "peer.consumers"
-        | "kernel.log" => &[P, N],
-        "nvpeer.module"
-        | "peer.conflicts"
-        | "kernel.rust"
-        | "kernel.dkms"
-        | "kernel.signing"
-        | "gpu_operator.driver" => &[P],
-        "nvidia.peermem" => &[N],
-        "rdma.dmabuf" => &[D],
-        _ => &[],
-    }
+    defs::def(id).map_or(&[], |d| d.gates)
 }
 
 /// Earlier checks whose failure explains this check's: a failure with a failed dependency is
-/// reported as following from it, and its fix is the dependency's.
+/// reported as following from it, and its fix is the dependency's (its definition's).
 pub fn depends_on(id: &str) -> &'static [&'static str] {
-    match id {
-        "nvidia.flavour" | "nvidia.p2p_symbols" | "gpu.cuda" | "gpu.mig" => &["nvidia.driver"],
-        "nvpeer.module" => &[
-            "rdma.peer_api",
-            "nvidia.p2p_symbols",
-            "kernel.log",
-            "kernel.rust",
-            "kernel.dkms",
-            "kernel.signing",
-            "gpu_operator.driver",
-        ],
-        "gpu_operator.driver" => &["nvidia.driver"],
-        "nvidia.peermem" => &["rdma.peer_api", "nvidia.p2p_symbols", "kernel.log"],
-        "peer.clients" => &["rdma.peer_api", "nvpeer.module", "nvidia.peermem"],
-        "peer.consumers" => &[
-            "rdma.peer_api",
-            "nvpeer.module",
-            "nvidia.peermem",
-            "peer.clients",
-        ],
-        "rdma.dmabuf" => &[
-            "nvidia.driver",
-            "nvidia.flavour",
-            "gpu.cuda",
-            "rdma.devices",
-        ],
-        "rdma.uverbs" => &["rdma.devices"],
-        "kernel.dkms" => &["kernel.rust"],
-        _ => &[],
-    }
+    defs::def(id).map_or(&[], |d| d.depends_on)
 }
 
 /// A check whose `skip` means the path is not in use on this node (another module serves it).

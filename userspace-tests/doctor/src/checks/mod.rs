@@ -3,6 +3,7 @@
 
 mod build;
 pub mod data;
+pub mod defs;
 mod host;
 mod loader;
 mod nvidia;
@@ -134,42 +135,11 @@ pub fn rust_artifacts() -> &'static [&'static str] {
 
 /// Number of checks [`run_all`] returns.
 pub fn run_all_count() -> usize {
-    30
+    defs::CHECKS.len()
 }
 
-/// Runs every check in display order: causes before what follows from them (crate::paths), so the
-/// first failing check of a path is normally its root cause.
+/// Runs every check in display order ([`defs::CHECKS`]): causes before what follows from them
+/// (crate::paths), so the first failing check of a path is normally its root cause.
 pub fn run_all(ctx: &Ctx) -> Vec<Check> {
-    vec![
-        nvidia::driver(ctx),
-        nvidia::flavour(ctx),
-        nvidia::nouveau(ctx),
-        nvidia::p2p_symbols(ctx),
-        nvidia::cuda_attrs(ctx),
-        nvidia::bar1(ctx),
-        nvidia::mig(ctx),
-        rdma::peer_api(ctx),
-        rdma::devices(ctx),
-        host::uverbs(ctx),
-        loader::log(ctx),
-        build::rust(ctx),
-        loader::dkms(ctx),
-        operator::driver(ctx),
-        rdma::nvpeer_module(ctx),
-        rdma::nvidia_peermem(ctx),
-        rdma::peer_clients(ctx),
-        rdma::conflicts(ctx),
-        rdma::consumers(ctx),
-        rdma::dmabuf(ctx),
-        platform::topology(ctx),
-        platform::acs(ctx),
-        platform::iommu(ctx),
-        platform::link(ctx),
-        platform::relaxed_ordering(ctx),
-        platform::virtualization(ctx),
-        host::memlock(ctx),
-        host::settings(ctx),
-        build::kernel_config(ctx),
-        build::signing(ctx),
-    ]
+    defs::CHECKS.iter().map(|d| (d.run)(ctx)).collect()
 }
