@@ -13,6 +13,7 @@ pub mod distro;
 pub mod kernel;
 pub mod kmsg;
 pub mod limits;
+pub mod nccl_log;
 pub mod nvml;
 pub mod paths;
 pub mod pci;
@@ -45,6 +46,11 @@ pub struct Args {
     /// `nvpeer` (the strict answer: peer memory through nvpeer), `nvidia-peermem`, `dmabuf`.
     #[arg(long, value_enum, default_value = "any")]
     pub require: report::Require,
+    /// Read NCCL's own answer from its `NCCL_DEBUG=INFO` output (a job's log; `-`: standard
+    /// input) and set it beside the doctor's prediction for NCCL. Informs; the verdict and exit
+    /// status stay the node's.
+    #[arg(long, value_name = "FILE")]
+    pub nccl_log: Option<PathBuf>,
 }
 
 /// Builds the report for `args` without printing it.
@@ -93,6 +99,8 @@ pub enum DoctorError {
     NotADirectory(PathBuf),
     #[error("cannot encode the report: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("--nccl-log {0}")]
+    NcclLog(#[from] nccl_log::NcclLogError),
 }
 
 /// Runs the doctor; returns its verdict (passed: ready, failed: not ready, could not run: could
@@ -101,7 +109,13 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
     if !args.root.is_dir() {
         return Err(DoctorError::NotADirectory(args.root));
     }
-    let report = diagnose(&args, probes_for(&args.root, args.no_probes));
+    let nccl = args
+        .nccl_log
+        .as_deref()
+        .map(nccl_log::read_path)
+        .transpose()?;
+    let mut report = diagnose(&args, probes_for(&args.root, args.no_probes));
+    report.nccl_log = nccl.map(|log| nccl_log::NcclReading::new(log, &report.libraries));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

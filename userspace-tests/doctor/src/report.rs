@@ -186,6 +186,9 @@ pub struct Report {
     pub libraries: Vec<LibraryUse>,
     /// Every check, in display order.
     pub checks: Vec<Check>,
+    /// NCCL's own answer, read from its log (`--nccl-log`), beside the doctor's prediction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_log: Option<crate::nccl_log::NcclReading>,
 }
 
 impl Report {
@@ -205,6 +208,7 @@ impl Report {
             paths,
             libraries: Vec::new(),
             checks,
+            nccl_log: None,
         }
     }
 
@@ -307,6 +311,9 @@ impl Report {
                 ]);
             }
             out.push_str(&columns(rows));
+        }
+        if let Some(n) = &self.nccl_log {
+            out.push_str(&n.render());
         }
         out.push('\n');
         let through = match self.require.path() {

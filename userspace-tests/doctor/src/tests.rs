@@ -332,6 +332,7 @@ impl Fx {
             verbose: false,
             no_probes: true,
             require: Require::Nvpeer,
+            nccl_log: None,
         };
         diagnose(&args, probes)
     }

@@ -53,6 +53,7 @@ pub fn check(root: &Path, require: nvpeer_doctor::report::Require) -> Readiness 
         verbose: false,
         no_probes: false,
         require,
+        nccl_log: None,
     };
     of_report(&nvpeer_doctor::diagnose(
         &args,

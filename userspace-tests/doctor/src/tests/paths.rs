@@ -13,6 +13,7 @@ fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
         verbose: false,
         no_probes: true,
         require,
+        nccl_log: None,
     };
     diagnose(&args, probes)
 }

@@ -86,6 +86,7 @@ fn missing_root_is_could_not_check() {
         verbose: false,
         no_probes: true,
         require: Require::Any,
+        nccl_log: None,
     };
     let e = crate::run(args).unwrap_err();
     assert!(matches!(e, crate::DoctorError::NotADirectory(_)));
@@ -114,6 +115,7 @@ fn live_system_does_not_panic() {
         verbose: true,
         no_probes: false,
         require: Require::Any,
+        nccl_log: None,
     };
     let r = diagnose(&args, Probes::run());
     assert_eq!(r.checks.len(), crate::checks::run_all_count());
