@@ -621,6 +621,21 @@ vm:539:539 [0] NCCL INFO Ring 00 : 0 -> 0 -> 0
         assert!(log.render().contains("no network connection in the log"));
     }
 
+    /// The whole log NCCL 2.28.9 wrote on the lent H200 (bench-results/gpu/README.md).
+    #[test]
+    fn the_recorded_h200_log() {
+        let text = include_str!("../../../bench-results/gpu/h200/nccl-2.28.9-one-gpu.log");
+        let log = read(text);
+        assert_eq!(log.lines, text.lines().count() as u64);
+        assert_eq!(log.nccl_lines, log.lines);
+        assert_eq!(log.processes, 1);
+        assert!(log.versions.contains("2.28.9+cuda13.0"));
+        assert_eq!(log.networks.iter().collect::<Vec<_>>(), ["Socket"]);
+        assert_eq!(log.choice(), Choice::NoNetwork);
+        assert_eq!(log.local_connections, 0);
+        assert!(log.nics.iter().all(|n| n.net == "Socket" && n.disabled));
+    }
+
     /// NVIDIA/nccl#1189 (2.18.3+ format): GDRDMA on every NET connection, P2P inside the node.
     const GDR_EVERYWHERE: &str = "\
 H20-GPU-06:4015539:4015652 [0] NCCL INFO Channel 07/0 : 0[0] -> 2[0] [receive] via NET/IB/3/GDRDMA
