@@ -38,8 +38,9 @@ planted_inversion() {
     echo "$log" | grep -q 'nvpeer_overtaken_wait' ||
         { echo "lockdep's report does not name nvpeer_overtaken_wait"; echo "$log" | grep -A30 'circular locking' | head -n 40; return 1; }
     echo "lockdep: $(echo "$log" | grep -m1 -B1 -A0 'nvpeer_overtaken_wait' | tr -s ' ' | paste -sd ' ' -)"
-    # the provider refused the planted pin; nothing of it is left
+    # the provider refused the planted pin; nothing of it is left, and nvpeer and the emulators
+    # unload (the KASAN suites after this one load clients of their own under the name nv_mem)
     $NVPEER emu gpu reset >/dev/null || return 1
-    np_clean
+    np_unload_clean
 }
 tb_case planted-inversion-through-the-overtaken-wait-is-reported planted_inversion
