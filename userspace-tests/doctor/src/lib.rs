@@ -14,6 +14,7 @@ pub mod kernel;
 pub mod kmsg;
 pub mod limits;
 pub mod nccl_log;
+pub mod npd;
 pub mod nvml;
 pub mod paths;
 pub mod pci;
@@ -51,6 +52,11 @@ pub struct Args {
     /// status stay the node's.
     #[arg(long, value_name = "FILE")]
     pub nccl_log: Option<PathBuf>,
+    /// Print one ASCII line of at most 80 bytes (the verdict and its root cause) for Kubernetes'
+    /// node-problem-detector, whose custom plugins exit 0 OK, 1 problem, 2 unknown as the doctor
+    /// does (packaging/kubernetes/npd-nvpeer-gdr.json).
+    #[arg(long, conflicts_with_all = ["json", "verbose", "nccl_log"])]
+    pub npd: bool,
 }
 
 /// Builds the report for `args` without printing it.
@@ -116,7 +122,9 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
         .transpose()?;
     let mut report = diagnose(&args, probes_for(&args.root, args.no_probes));
     report.nccl_log = nccl.map(|log| nccl_log::NcclReading::new(log, &report.libraries));
-    if args.json {
+    if args.npd {
+        println!("{}", npd::line(&report));
+    } else if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.render_table(args.verbose));

@@ -155,7 +155,8 @@ pub enum Require {
 }
 
 impl Require {
-    fn path(self) -> Option<Path> {
+    /// The path the verdict is about; `None` for any path.
+    pub fn path(self) -> Option<Path> {
         match self {
             Require::Any => None,
             Require::Nvpeer => Some(Path::Nvpeer),

@@ -333,6 +333,7 @@ impl Fx {
             no_probes: true,
             require: Require::Nvpeer,
             nccl_log: None,
+            npd: false,
         };
         diagnose(&args, probes)
     }

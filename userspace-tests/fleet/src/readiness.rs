@@ -54,6 +54,7 @@ pub fn check(root: &Path, require: nvpeer_doctor::report::Require) -> Readiness 
         no_probes: false,
         require,
         nccl_log: None,
+        npd: false,
     };
     of_report(&nvpeer_doctor::diagnose(
         &args,

@@ -93,3 +93,24 @@ fn main() -> ExitCode {
     }
     .into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks of every flag (names that conflicts_with and requires refer
+    /// to, duplicate flags): in a test, not at a user's first run.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn npd_refuses_the_flags_that_would_change_its_one_line() {
+        for other in ["--json", "-v", "--nccl-log=x"] {
+            assert!(Cli::try_parse_from(["nvpeer", "doctor", "--npd", other]).is_err());
+        }
+        assert!(Cli::try_parse_from(["nvpeer", "doctor", "--npd", "--require", "nvpeer"]).is_ok());
+    }
+}

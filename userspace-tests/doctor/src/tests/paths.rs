@@ -14,6 +14,7 @@ fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
         no_probes: true,
         require,
         nccl_log: None,
+        npd: false,
     };
     diagnose(&args, probes)
 }

@@ -87,6 +87,7 @@ fn missing_root_is_could_not_check() {
         no_probes: true,
         require: Require::Any,
         nccl_log: None,
+        npd: false,
     };
     let e = crate::run(args).unwrap_err();
     assert!(matches!(e, crate::DoctorError::NotADirectory(_)));
@@ -116,8 +117,30 @@ fn live_system_does_not_panic() {
         no_probes: false,
         require: Require::Any,
         nccl_log: None,
+        npd: false,
     };
     let r = diagnose(&args, Probes::run());
     assert_eq!(r.checks.len(), crate::checks::run_all_count());
     assert!(!r.render_table(true).is_empty());
+}
+
+/// `--npd`: node-problem-detector's line says ready with the paths, or the root cause by id, in
+/// ASCII within NPD's default 80 bytes; the exit status is the verdict's (0, 1, 2 as NPD reads
+/// them).
+#[test]
+fn the_npd_line_names_the_root_cause_within_80_ascii_bytes() {
+    let ready = crate::npd::line(&Fx::healthy().report());
+    assert!(ready.starts_with("GPUDirect RDMA ready: nvpeer"), "{ready}");
+    let f = Fx::healthy();
+    f.rm("/sys/module/nvidia_peermem");
+    let r = f.report();
+    let line = crate::npd::line(&r);
+    assert!(
+        line.starts_with("GPUDirect RDMA not ready: nvpeer.module "),
+        "{line}"
+    );
+    assert_eq!(r.exit_code, 1);
+    for l in [&ready, &line] {
+        assert!(l.len() <= crate::npd::MAX_LEN && l.is_ascii(), "{l}");
+    }
 }
