@@ -131,17 +131,21 @@ tb_case failed-put-keeps-module-until-callback failed_put_holds_module
 # documented "# out of memory" line, or ENOMEM, and nothing is left behind (the snapshot's
 # references: the books balance after; KASAN and kmemleak judge the boot).
 # fail_attrs armed|default: failslab's and fail_page_alloc's knobs as the walk needs them (failing
-# allocations that may sleep, page allocations of every order; user page faults stay out), or back
-# to the kernel's defaults. The debug kernel has both (testbench/kernel.config).
+# allocations that may sleep, page allocations of every order; user data pages, which are highmem
+# allocations, stay out), or back to the kernel's defaults (verbose 2, times 1). The debug kernel
+# has both (testbench/kernel.config).
 fail_attrs() {
-    local d=/sys/kernel/debug
-    if [ "$1" = armed ]; then
-        echo N >$d/failslab/ignore-gfp-wait; echo 0 >$d/failslab/verbose
-        [ ! -d $d/fail_page_alloc ] || { echo N >$d/fail_page_alloc/ignore-gfp-wait; echo 0 >$d/fail_page_alloc/min-order; echo 0 >$d/fail_page_alloc/verbose; }
-    else
-        echo Y >$d/failslab/ignore-gfp-wait
-        [ ! -d $d/fail_page_alloc ] || { echo Y >$d/fail_page_alloc/ignore-gfp-wait; echo 1 >$d/fail_page_alloc/min-order; }
-    fi
+    local d=/sys/kernel/debug a
+    for a in failslab fail_page_alloc; do
+        [ -d $d/$a ] || continue
+        if [ "$1" = armed ]; then
+            echo N >$d/$a/ignore-gfp-wait; echo 0 >$d/$a/verbose
+            [ $a = failslab ] || { echo 0 >$d/$a/min-order; echo Y >$d/$a/ignore-gfp-highmem; }
+        else
+            echo Y >$d/$a/ignore-gfp-wait; echo 2 >$d/$a/verbose; echo 1 >$d/$a/times
+            [ $a = failslab ] || echo 1 >$d/$a/min-order
+        fi
+    done
 }
 debugfs_enomem() {
     np_up 5.5 2 || return 1

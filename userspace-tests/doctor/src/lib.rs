@@ -48,8 +48,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "any")]
     pub require: report::Require,
     /// Read NCCL's own answer from its `NCCL_DEBUG=INFO` output (a job's log; `-`: standard
-    /// input) and set it beside the doctor's prediction for NCCL. Informs; the verdict and exit
-    /// status stay the node's.
+    /// input) and set it beside the doctor's prediction for NCCL. Informs: the verdict and exit
+    /// status stay the node's; a FILE that cannot be read or holds no NCCL line is a bad
+    /// argument (exit 2, nothing checked).
     #[arg(long, value_name = "FILE")]
     pub nccl_log: Option<PathBuf>,
     /// Print one ASCII line of at most 80 bytes (the verdict and its root cause) for Kubernetes'

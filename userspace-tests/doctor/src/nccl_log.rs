@@ -20,8 +20,8 @@
 //! dma-buf: it tries dma-buf first where the GPU offers it (the `DMA-BUF is available` line) and
 //! the NIC's kernel accepts it, and falls back to peer memory silently. The reading says so.
 //!
-//! The log is read line by line; only counts and a few example lines are kept, so a log of any
-//! size takes bounded memory.
+//! The log is read line by line; only counts, a few example lines and at most 65,536 process
+//! names (each cut to 255 bytes) are kept, so a log of any size takes bounded memory.
 
 use regex::Regex;
 use serde::Serialize;
@@ -35,6 +35,10 @@ const MAX_LINE: usize = 64 * 1024;
 const MAX_EXAMPLES: usize = 4;
 /// Distinct NICs, networks, versions and settings kept (more are counted, not named).
 const MAX_NAMES: usize = 256;
+/// Distinct processes (host and pid) told apart; more are not counted.
+const MAX_PROCESSES: usize = 65_536;
+/// A host name is cut to this many bytes before it is kept.
+const MAX_HOST: usize = 255;
 
 /// The environment settings NCCL logs that decide whether and how it uses GPUDirect RDMA.
 const SETTINGS: [&str; 8] = [
@@ -148,8 +152,10 @@ pub struct NcclLog {
     pub networks: BTreeSet<String>,
     /// Processes (host and pid) that printed anything.
     pub processes: u64,
-    /// Processes that printed `DMA-BUF is available on GPU device N`.
+    /// Processes that printed `DMA-BUF is available on GPU device N`, and the lines themselves
+    /// (with or without a process prefix).
     pub dmabuf_processes: u64,
+    pub dmabuf_lines: u64,
     /// Network connections (`Channel ... via NET/...`).
     pub net: NetConnections,
     /// Connections per NCCL network device (`IB/0`, its NIC index in NCCL's list).
@@ -268,11 +274,18 @@ impl NcclLog {
         };
         self.nccl_lines += 1;
         let process = match (c.get(1), c.get(2).and_then(|p| p.as_str().parse().ok())) {
-            (Some(h), Some(pid)) => Some((h.as_str().to_string(), pid)),
+            (Some(h), Some(pid)) => {
+                let host = h.as_str();
+                let mut end = host.len().min(MAX_HOST);
+                while !host.is_char_boundary(end) {
+                    end -= 1;
+                }
+                Some((host[..end].to_string(), pid))
+            }
             _ => None,
         };
         if let Some(p) = &process {
-            if processes.len() < 1 << 20 {
+            if processes.len() < MAX_PROCESSES {
                 processes.insert(p.clone());
             }
         }
@@ -331,11 +344,9 @@ impl NcclLog {
                 keep(&mut self.gpu_nic_disabled_examples, msg);
             }
         } else if DMABUF.is_match(msg) {
-            if let Some(p) = process {
+            self.dmabuf_lines += 1;
+            if let Some(p) = process.filter(|_| dmabuf.len() < MAX_PROCESSES) {
                 dmabuf.insert(p);
-            } else {
-                // (no host:pid prefix: count the line itself)
-                dmabuf.insert((String::new(), dmabuf.len() as u32));
             }
         } else if let Some(m) = NETWORK.captures(msg) {
             if self.networks.len() < MAX_NAMES {
@@ -426,7 +437,7 @@ impl NcclLog {
             .is_some_and(|v| v == "0")
         {
             "peer memory (NCCL_DMABUF_ENABLE=0)"
-        } else if self.dmabuf_processes > 0 {
+        } else if self.dmabuf_lines > 0 {
             "dma-buf where the NIC's kernel accepts it, else peer memory (the GPU offered dma-buf; \
              NCCL does not log which it used)"
         } else {

@@ -135,13 +135,28 @@ type Knob = (&'static str, &'static str, &'static str);
 /// the task's `fail-nth`: slab allocations (`CONFIG_FAILSLAB`) and page allocations
 /// (`CONFIG_FAIL_PAGE_ALLOC`), each with the knobs that keep it from failing what the walk needs
 /// failed, as (file, armed, the kernel's default): by default both leave allocations that may
-/// sleep alone, and the page allocator's attribute those of order 0 too. User page faults stay
-/// out (`ignore-gfp-highmem`, on by default), so the walker's own memory is never failed.
+/// sleep alone, and the page allocator's attribute those of order 0 too. User data pages are
+/// highmem allocations and stay out (`ignore-gfp-highmem`); a page-table page of the walker's own
+/// can still take the injected failure (the kernel retries the fault, or the ioctl's copy fails):
+/// a registration failed that way must leave nothing behind all the same.
 const FAULT_ATTRS: [(&str, &[Knob]); 2] = [
-    ("failslab", &[("ignore-gfp-wait", "N", "Y")]),
+    (
+        "failslab",
+        &[
+            ("ignore-gfp-wait", "N", "Y"),
+            ("verbose", "0", "2"),
+            ("times", "1", "1"),
+        ],
+    ),
     (
         "fail_page_alloc",
-        &[("ignore-gfp-wait", "N", "Y"), ("min-order", "0", "1")],
+        &[
+            ("ignore-gfp-wait", "N", "Y"),
+            ("min-order", "0", "1"),
+            ("ignore-gfp-highmem", "Y", "Y"),
+            ("verbose", "0", "2"),
+            ("times", "1", "1"),
+        ],
     ),
 ];
 
@@ -164,7 +179,6 @@ fn arm_fault_attrs(arm: bool) -> Result<Vec<&'static str>> {
             std::fs::write(&knob, if arm { armed } else { default })
                 .map_err(|source| EmuError::File { path: knob, source })?;
         }
-        let _ = std::fs::write(format!("{dir}/verbose"), "0");
         found.push(attr);
     }
     Ok(found)
