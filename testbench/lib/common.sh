@@ -20,6 +20,10 @@ tb_cargo_build_cli() {
 
 tb_log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 tb_die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
+case ${NVPEER_BENCH_MODVERSIONS:-0} in
+    0 | 1) ;;
+    *) tb_die "NVPEER_BENCH_MODVERSIONS=$NVPEER_BENCH_MODVERSIONS: 0 (make check's bench kernel) or 1 (the variant with symbol versions), please" ;;
+esac
 
 # tb_vm_iommu: what NVPEER_VM_IOMMU (default, strict or pt; testbench/vm) adds to the guest kernel's
 # command line; dies on any other value.
@@ -59,12 +63,23 @@ tb_progress() {
 
 tb_root() { "$TB_DIR/mkroot.sh"; }
 
-# Key of the test kernel: source package version + config fragment + toolchain root.
+# tb_kernel_fragments: the bench kernel's config fragments, relative to the repository, in the
+# order kernel-build.sh merges them: testbench/kernel.config, and with NVPEER_BENCH_MODVERSIONS=1
+# (make check-full) the variant with symbol versions over it.
+tb_kernel_fragments() {
+    echo testbench/kernel.config
+    [ "${NVPEER_BENCH_MODVERSIONS:-0}" = 0 ] || echo testbench/kernel-modversions.config
+}
+
+# Key of the test kernel: source package version + config fragments + build script + toolchain
+# root (each variant has a cache directory of its own).
 tb_kernel_key() {
     local root=$1
-    local srcver
+    local srcver f
     srcver=$(chroot "$root" dpkg-query -W -f '${Version}' 'linux-source-*' 2>/dev/null | head -n1)
-    (echo "$srcver"; echo "$root"; cat "$TB_DIR/kernel.config" "$TB_DIR/lib/kernel-build.sh") | sha256sum | cut -c1-16
+    (echo "$srcver"; echo "$root"
+     for f in $(tb_kernel_fragments); do cat "$REPO_DIR/$f"; done
+     cat "$TB_DIR/lib/kernel-build.sh") | sha256sum | cut -c1-16
 }
 
 # Run a command inside the toolchain root, in a private mount namespace, with the repo at /src

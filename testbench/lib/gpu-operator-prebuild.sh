@@ -9,7 +9,8 @@
 #      log; on a node /run/nvidia/nvpeer/<kernel>, on the host's /run/nvidia) is packed as
 #      /out/gpu-operator-prebuilt.tar; the guest unpacks it there and the script installs and
 #      loads from it (the path a driver pod restarted without a reboot takes).
-#   2. The bench kernel, which has MODVERSIONS (the stock one has not): an OFED upgrade that changed
+#   2. The bench kernel's variant with MODVERSIONS (make check-full's; neither make check's bench
+#      kernel nor the stock one has them): an OFED upgrade that changed
 #      the CRC of ib_register_peer_memory_client in DOCA's module (NVIDIA/gpu-operator#2868),
 #      staged as 57-rehearsal-ubuntu stages it: the build is found stale and rebuilt against the
 #      new CRC; run again, nothing is rebuilt. (Loading needs a kernel: the loader's refusal of the
@@ -47,9 +48,9 @@ echo "gpu-operator-prebuild: packed the driver container's build of nvpeer for $
 exit 0
 fi
 
-# ---- 2. the bench kernel (MODVERSIONS): an OFED upgrade that changed a CRC -------------------
+# ---- 2. the bench kernel (make check-full's variant, MODVERSIONS): an OFED upgrade that changed a CRC
 kb=$(cat /kernel/release)
-grep -q '^CONFIG_MODVERSIONS=y' /kernel/obj/.config || { echo "gpu-operator-prebuild: the bench kernel has no MODVERSIONS" >&2; exit 1; }
+grep -q '^CONFIG_MODVERSIONS=y' /kernel/obj/.config || { echo "gpu-operator-prebuild: the bench kernel has no MODVERSIONS (its variant that has them: NVPEER_BENCH_MODVERSIONS=1)" >&2; exit 1; }
 native_node_up /tmp/gpuop-bench /kernel
 mods=$N/mods
 mkdir -p "$mods" "$R/run/mellanox/drivers" "$R/run/nvidia"

@@ -1,7 +1,12 @@
 #!/bin/bash
 # Runs INSIDE the toolchain root: builds the bench kernel into /kernel (bind-mounted cache dir).
 # /kernel/src: unpacked linux-source; /kernel/obj: build output; /kernel/modules: modules_install.
+# Arguments: the config fragments merged over tinyconfig, in order (a later one's line for an
+# option replaces an earlier one's): testbench/kernel.config, then a variant's
+# (testbench/kernel-modversions.config), paths under /src.
 set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: kernel-build.sh FRAGMENT..." >&2; exit 2; }
+fragments=("$@")
 cd /kernel
 if [ ! -f src/Makefile ]; then
     rm -rf src; mkdir src
@@ -18,16 +23,31 @@ if [ ! -s mok/mok.der ]; then
     openssl x509 -in mok/mok.crt -outform DER -out mok/mok.der
 fi
 make -C src O=/kernel/obj LLVM=1 tinyconfig >/dev/null
-src/scripts/kconfig/merge_config.sh -m -O /kernel/obj obj/.config /src/testbench/kernel.config >/dev/null
+src/scripts/kconfig/merge_config.sh -m -O /kernel/obj obj/.config "${fragments[@]}" >/dev/null
 make -C src O=/kernel/obj LLVM=1 olddefconfig >/dev/null
-# Every option of the fragment must have survived: some drop out silently.
+# Every option of the fragments, as the last one that names it has it, must have survived: some
+# drop out silently.
+declare -A want=()
+order=()
+for f in "${fragments[@]}"; do
+    while IFS= read -r line; do
+        case "$line" in
+            CONFIG_*=*) opt=${line%%=*} ;;
+            "# CONFIG_"*" is not set") opt=${line#\# }; opt=${opt%% *} ;;
+            *) continue ;;
+        esac
+        [ -n "${want[$opt]+set}" ] || order+=("$opt")
+        want[$opt]=$line
+    done <"$f"
+done
 missing=0
-while IFS= read -r line; do
+for opt in "${order[@]}"; do
+    line=${want[$opt]}
     case "$line" in
-        CONFIG_*=*) grep -qx "$line" obj/.config || { echo "kernel config: $line did not survive (got: $(grep "^${line%%=*}=" obj/.config || echo 'unset'))"; missing=1; } ;;
-        "# CONFIG_"*" is not set") opt=${line#\# }; opt=${opt%% *}; grep -q "^$opt=" obj/.config && { echo "kernel config: $opt should be off"; missing=1; } ;;
+        CONFIG_*) grep -qx "$line" obj/.config || { echo "kernel config: $line did not survive (got: $(grep "^$opt=" obj/.config || echo 'unset'))"; missing=1; } ;;
+        *) grep -q "^$opt=" obj/.config && { echo "kernel config: $opt should be off"; missing=1; } ;;
     esac
-done < /src/testbench/kernel.config
+done
 [ "$missing" = 0 ] || exit 1
 make -C src O=/kernel/obj LLVM=1 -j"$(( $(nproc) + 1 ))" bzImage modules
 rm -rf modules

@@ -1,18 +1,23 @@
 # README.md's "Install on a GPU node" on the node of 2026: Ubuntu 26.04 LTS with DOCA-OFED 3.x from
-# Ubuntu's archive, as prebuilt modules that keep no Module.symvers, on the bench kernel configured
-# like Ubuntu's (testbench/kernel.config: MODVERSIONS with gendwarfksyms and extended modversions,
-# module signatures) and booted with module.sig_enforce=1, standing in for Secure Boot.
+# Ubuntu's archive, as prebuilt modules that keep no Module.symvers, on the bench kernel with
+# module signatures as Ubuntu's has them, booted with module.sig_enforce=1, standing in for Secure
+# Boot. Symbol versions (MODVERSIONS with gendwarfksyms and extended modversions, as Ubuntu's) are
+# in make check-full's variant of the bench kernel (testbench/kernel-modversions.config): there the
+# preflight must read the CRCs from the installed exporters and the OFED upgrade case runs; on make
+# check's kernel, which has none, the preflight must find the API's modules by their symbols and
+# need no CRC (as on Debian's kernels).
 # The node (testbench/suites/node-root.sh.inc, with this kernel's build tree): Ubuntu 26.04's
 # os-release (DKMS and the doctor take Ubuntu's paths); the core emulator, which exports the
-# peer-memory API with the CRCs its build computed, and the provider emulator installed where
-# DOCA's and NVIDIA's DKMS packages put their modules (updates/dkms) under their own names; OFED's
-# peer_mem.h in /usr/src/ofa_kernel/default and NVIDIA's real 550 source in /usr/src, neither with a
-# Module.symvers; the MOK that `update-secureboot-policy --new-key` makes, enrolled (the kernel trusts
-# its certificate: testbench/kernel.config). Then, with no bench variable:
-#   make dkms-install (the preflight reads each API's CRCs from the installed module that exports
-#   it, found by the symbol; DKMS compiles nvpeer in this guest and signs it with the MOK);
-#   modprobe nvidia-peermem (accepted: signature and symbol versions); nvpeer doctor (Ubuntu named);
-#   make dkms-uninstall, leaving nothing behind.
+# peer-memory API (with the CRCs its build computed, where the kernel has MODVERSIONS), and the
+# provider emulator installed where DOCA's and NVIDIA's DKMS packages put their modules
+# (updates/dkms) under their own names; OFED's peer_mem.h in /usr/src/ofa_kernel/default and
+# NVIDIA's real 550 source in /usr/src, neither with a Module.symvers; the MOK that
+# `update-secureboot-policy --new-key` makes, enrolled (the kernel trusts its certificate:
+# testbench/kernel.config). Then, with no bench variable:
+#   make dkms-install (the preflight finds each API's installed module by the symbol, and reads
+#   its CRCs there under MODVERSIONS; DKMS compiles nvpeer in this guest and signs it with the MOK);
+#   modprobe nvidia-peermem (accepted: signature, and symbol versions where the kernel has them);
+#   nvpeer doctor (Ubuntu named); make dkms-uninstall, leaving nothing behind.
 # The failures such a node hits, each with the one line that names its fix:
 #   - the module signed with a key the kernel does not trust (DKMS's own key on a node that never
 #     enrolled it): `Key was rejected by service`; the doctor's fix names `mokutil --import` of
@@ -21,7 +26,7 @@
 #     check's host tests prove that line on a synthetic node).
 #   - an OFED upgrade that changed the CRC of ib_register_peer_memory_client under the installed
 #     nvpeer (NVIDIA/gpu-operator#2868): "disagrees about version of symbol"; the doctor's fix
-#     names the DKMS rebuild;
+#     names the DKMS rebuild (a kernel with MODVERSIONS: make check-full);
 # In make check the `make dkms-install` ran natively in the toolchain root against this kernel on
 # the same layout (testbench/lib/node-prebuild.sh, the node-prebuild stage): its output arrives as
 # /bench/node-prebuilt.tar and is unpacked into the node, and every later case runs on it here
@@ -40,12 +45,21 @@ NODE_KBUILD=/kernel/obj
 UPD=/lib/modules/$KREL/updates/dkms
 MOK=/var/lib/shim-signed/mok
 HASH=$(sed -n 's/^CONFIG_MODULE_SIG_HASH="\(.*\)"/\1/p' "$NODE_KBUILD/.config")
+# MODV: y where this kernel has symbol versions (make check-full's bench kernel), else n.
+MODV=n
+grep -q '^CONFIG_MODVERSIONS=y' "$NODE_KBUILD/.config" && MODV=y
 
 ubuntu_setup() {
     [ "$(cat /sys/module/module/parameters/sig_enforce 2>/dev/null)" = Y ] ||
         { echo "this kernel does not enforce module signatures (module.sig_enforce=1: testbench/vm sets it for a kernel with a signing key)"; return 1; }
-    grep -q '^CONFIG_MODVERSIONS=y' "$NODE_KBUILD/.config" && grep -q '^CONFIG_GENDWARFKSYMS=y' "$NODE_KBUILD/.config" ||
-        { echo "$NODE_KBUILD/.config: no MODVERSIONS with gendwarfksyms"; return 1; }
+    if [ "$MODV" = y ]; then
+        grep -q '^CONFIG_GENDWARFKSYMS=y' "$NODE_KBUILD/.config" ||
+            { echo "$NODE_KBUILD/.config: MODVERSIONS without gendwarfksyms"; return 1; }
+    elif [ "${NVPEER_DEPTH:-check}" = full ]; then
+        # (make check-full proves the CRC cases: its bench kernel is the variant with them)
+        echo "$NODE_KBUILD/.config: no MODVERSIONS, and make check-full boots the variant that has them (testbench/kernel-modversions.config)"
+        return 1
+    fi
     node_setup || return 1
     # Ubuntu 26.04 LTS.
     rm -f "$R/etc/os-release" && cat >"$R/etc/os-release" <<'OS' || return 1
@@ -66,7 +80,7 @@ OS
     node_checkout || return 1
     upper_entries >"$O/before.txt" && : >"$O/setup-ok"
     # (which module exports which API is the preflight's finding: make-dkms-install checks its line)
-    echo "node: $(. "$R/etc/os-release" && echo "$PRETTY_NAME"), kernel $KREL (MODVERSIONS, gendwarfksyms, module.sig_enforce=1);" \
+    echo "node: $(. "$R/etc/os-release" && echo "$PRETTY_NAME"), kernel $KREL ($([ "$MODV" = y ] && echo "MODVERSIONS, gendwarfksyms" || echo "no MODVERSIONS"), module.sig_enforce=1);" \
         "the exporters in $UPD: $(cd "$R$UPD" && echo *.ko); no Module.symvers under /usr/src"
 }
 tb_case node-setup ubuntu_setup
@@ -84,9 +98,16 @@ dkms_install() {
     fi
     ok=$(node_preflight_ok)
     echo "$ok"
-    # The CRCs came from the modules that export each API, found by the symbol.
-    echo "$ok" | grep -q "^nvpeer preflight: ok.*MODVERSIONS=y, OFED CRCs: $UPD/peer_mem_emu.ko, NVIDIA CRCs: $UPD/nvp2p_emu.ko" ||
-        { echo "the preflight did not read the CRCs from the installed exporters: ${ok:-no ok line}"; return 1; }
+    if [ "$MODV" = y ]; then
+        # The CRCs came from the modules that export each API, found by the symbol.
+        echo "$ok" | grep -q "^nvpeer preflight: ok.*MODVERSIONS=y, OFED CRCs: $UPD/peer_mem_emu.ko, NVIDIA CRCs: $UPD/nvp2p_emu.ko" ||
+            { echo "the preflight did not read the CRCs from the installed exporters: ${ok:-no ok line}"; return 1; }
+    else
+        # No CRC needed: the OFED API's module named by its symbol (nvpeer's depends=), found in
+        # updates/dkms under the emulator's own name.
+        echo "$ok" | grep -q "^nvpeer preflight: ok.*MODVERSIONS=n, OFED API from peer_mem_emu, no CRC needed, NVIDIA CRCs: none needed" ||
+            { echo "the preflight did not name the installed exporter of the OFED API: ${ok:-no ok line}"; return 1; }
+    fi
     if [ -f /bench/node-prebuilt.tar ]; then
         # (DKMS's status of this install: node-prebuild checked it where it ran, on these files,
         # with this node's dkms; under TCG and KASAN `dkms status` costs 70 s)
@@ -244,7 +265,9 @@ PY
         { echo "no 'disagrees about version of symbol' line in the kernel log"; return 1; }
     echo "$fix" | grep -q "dkms" || { echo "the doctor's kernel.log fix does not name the DKMS rebuild"; return 1; }
 }
-tb_case crc-mismatch-after-ofed-upgrade ofed_upgrade
+# (a kernel with MODVERSIONS only, make check-full's: without symbol versions the loader checks
+# no CRC, and the upgrade cannot be staged)
+[ "$MODV" = n ] || tb_case crc-mismatch-after-ofed-upgrade ofed_upgrade
 
 uninstall() {
     [ ! -e /sys/module/nvidia_peermem ] || in_node rmmod nvidia_peermem || return 1

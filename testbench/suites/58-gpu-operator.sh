@@ -16,10 +16,10 @@
 # loaded and, after DOCA unloaded it, with no module tree in the new pod (the userspace-only
 # path); the unload order; DOCA reloaded under nvpeer; DOCA's core not loaded; a build that
 # cannot be made (one line, not rebuilt while nothing changes).
-# This kernel has no MODVERSIONS: an OFED upgrade that changes a CRC cannot be staged here. In make
-# check it runs natively against the bench kernel, which has them (testbench/lib/
+# This kernel has no MODVERSIONS: an OFED upgrade that changes a CRC cannot be staged here. make
+# check-full runs it natively against its bench kernel, the variant with them (testbench/lib/
 # gpu-operator-prebuild.sh: the build found stale and rebuilt against DOCA's new CRC); the
-# loader's refusal of a stale build is 57-rehearsal-ubuntu's case.
+# loader's refusal of a stale build is 57-rehearsal-ubuntu's case on that kernel.
 # In make check the script's build ran natively in the toolchain root on the same layout
 # (gpu-operator-prebuild.sh): its state directory arrives as /bench/gpu-operator-prebuilt.tar and
 # is unpacked where the script keeps it (/run/nvidia/nvpeer), and the script installs from it.
