@@ -9,85 +9,45 @@
 //! nothing that lets it join, unless it can guess the token (a guessable token can be tested
 //! offline against one proof: use a random one, docs/validation.md, "Fleet").
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+pub use nvpeer_harness::auth::{nonce, NoRandom, Nonce};
+use nvpeer_harness::auth::{proof, proved};
 
-/// A fresh random value of one handshake.
-pub type Nonce = [u8; 32];
+/// The domain of every proof of this protocol (protocol 2 of the rendezvous).
+const DOMAIN: &[u8] = b"nvpeer-fleet-2 ";
 
-type HmacSha256 = Hmac<Sha256>;
-
-/// Why no nonce could be drawn.
-#[derive(Debug, thiserror::Error)]
-#[error("no random nonce from the OS: {0}")]
-pub struct NoRandom(String);
-
-/// A fresh nonce from the OS's random source.
-pub fn nonce() -> Result<Nonce, NoRandom> {
-    let mut n = [0u8; 32];
-    getrandom::fill(&mut n).map_err(|e| NoRandom(e.to_string()))?;
-    Ok(n)
-}
-
-/// The keyed MAC over `label` and then `parts`, each part preceded by its length (so that no two
-/// different inputs read the same).
-/// (`None` never happens: HMAC takes a key of any length, a long one hashed first.)
-fn keyed(token: &str, label: &[u8], parts: &[&[u8]]) -> Option<HmacSha256> {
-    keyed_bytes(token.as_bytes(), label, parts)
-}
-
-fn keyed_bytes(key: &[u8], label: &[u8], parts: &[&[u8]]) -> Option<HmacSha256> {
-    let mut m = <HmacSha256 as KeyInit>::new_from_slice(key).ok()?;
-    m.update(b"nvpeer-fleet-2 ");
-    m.update(label);
-    for p in parts {
-        m.update(&(p.len() as u64).to_be_bytes());
-        m.update(p);
-    }
-    Some(m)
-}
-
-fn coordinator_mac(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<HmacSha256> {
-    keyed(token, b"coordinator", &[rank_nonce, coord_nonce])
-}
-
-fn rank_mac(
-    token: &str,
-    coord_nonce: &Nonce,
-    rank_nonce: &Nonce,
-    rank: u32,
-    world: u32,
-) -> Option<HmacSha256> {
-    keyed(
-        token,
-        b"rank",
-        &[
-            coord_nonce,
-            rank_nonce,
-            &rank.to_be_bytes(),
-            &world.to_be_bytes(),
-        ],
-    )
+fn rank_parts(coord_nonce: &Nonce, rank_nonce: &Nonce, rank: u32, world: u32) -> [Vec<u8>; 4] {
+    [
+        coord_nonce.to_vec(),
+        rank_nonce.to_vec(),
+        rank.to_be_bytes().to_vec(),
+        world.to_be_bytes().to_vec(),
+    ]
 }
 
 /// The coordinator's proof that it holds `token`, for the rank that sent `rank_nonce`.
 pub fn coordinator_proof(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<Vec<u8>> {
-    Some(
-        coordinator_mac(token, rank_nonce, coord_nonce)?
-            .finalize()
-            .into_bytes()
-            .to_vec(),
+    proof(
+        token.as_bytes(),
+        DOMAIN,
+        b"coordinator",
+        &[rank_nonce, coord_nonce],
     )
 }
 
-/// Whether `proof` is the coordinator's proof of `token` for these nonces (constant time).
+/// Whether `got` is the coordinator's proof of `token` for these nonces (constant time).
 pub fn coordinator_proved(
     token: &str,
     rank_nonce: &Nonce,
     coord_nonce: &Nonce,
-    proof: &[u8],
+    got: &[u8],
 ) -> bool {
-    coordinator_mac(token, rank_nonce, coord_nonce).is_some_and(|m| m.verify_slice(proof).is_ok())
+    proved(
+        token.as_bytes(),
+        DOMAIN,
+        b"coordinator",
+        &[rank_nonce, coord_nonce],
+        got,
+    )
 }
 
 /// The rank's proof that it holds `token`, for the coordinator that sent `coord_nonce`.
@@ -98,25 +58,32 @@ pub fn rank_proof(
     rank: u32,
     world: u32,
 ) -> Option<Vec<u8>> {
-    Some(
-        rank_mac(token, coord_nonce, rank_nonce, rank, world)?
-            .finalize()
-            .into_bytes()
-            .to_vec(),
+    let p = rank_parts(coord_nonce, rank_nonce, rank, world);
+    proof(
+        token.as_bytes(),
+        DOMAIN,
+        b"rank",
+        &[&p[0], &p[1], &p[2], &p[3]],
     )
 }
 
-/// Whether `proof` is rank `rank`'s proof of `token` for these nonces (constant time).
+/// Whether `got` is rank `rank`'s proof of `token` for these nonces (constant time).
 pub fn rank_proved(
     token: &str,
     coord_nonce: &Nonce,
     rank_nonce: &Nonce,
     rank: u32,
     world: u32,
-    proof: &[u8],
+    got: &[u8],
 ) -> bool {
-    rank_mac(token, coord_nonce, rank_nonce, rank, world)
-        .is_some_and(|m| m.verify_slice(proof).is_ok())
+    let p = rank_parts(coord_nonce, rank_nonce, rank, world);
+    proved(
+        token.as_bytes(),
+        DOMAIN,
+        b"rank",
+        &[&p[0], &p[1], &p[2], &p[3]],
+        got,
+    )
 }
 
 /// The key of one connection's frames ([`crate::seal`]): HMAC-SHA256 of the token over both
@@ -125,19 +92,24 @@ pub struct SessionKey([u8; 32]);
 
 /// The session key of the connection whose handshake had these nonces.
 pub fn session_key(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<SessionKey> {
-    let m = keyed(token, b"session", &[rank_nonce, coord_nonce])?;
-    Some(SessionKey(m.finalize().into_bytes().into()))
-}
-
-fn frame_keyed(key: &SessionKey, direction: &[u8], seq: u64, body: &[u8]) -> Option<HmacSha256> {
-    keyed_bytes(&key.0, b"frame", &[direction, &seq.to_be_bytes(), body])
+    let k = proof(
+        token.as_bytes(),
+        DOMAIN,
+        b"session",
+        &[rank_nonce, coord_nonce],
+    )?;
+    Some(SessionKey(k.try_into().ok()?))
 }
 
 /// The MAC of frame `seq` of `direction` carrying `body`.
 pub fn frame_mac(key: &SessionKey, direction: &[u8], seq: u64, body: &[u8]) -> Vec<u8> {
-    frame_keyed(key, direction, seq, body)
-        .map(|m| m.finalize().into_bytes().to_vec())
-        .unwrap_or_default()
+    proof(
+        &key.0,
+        DOMAIN,
+        b"frame",
+        &[direction, &seq.to_be_bytes(), body],
+    )
+    .unwrap_or_default()
 }
 
 /// Whether `mac` is that MAC (constant time; any other length is refused).
@@ -148,25 +120,26 @@ pub fn frame_mac_checks(
     body: &[u8],
     mac: &[u8],
 ) -> bool {
-    frame_keyed(key, direction, seq, body).is_some_and(|m| m.verify_slice(mac).is_ok())
+    proved(
+        &key.0,
+        DOMAIN,
+        b"frame",
+        &[direction, &seq.to_be_bytes(), body],
+        mac,
+    )
 }
 
 /// The token of one pair's two-node run (round `round`, the server at `server:port`), as hex:
-/// what the pair's hello carries in clear instead of the fleet token. It tells an eavesdropper
-/// nothing of the fleet token and opens no other pair's server.
+/// the pair's server and client prove it to each other in the harness's handshake instead of
+/// the fleet token ([`nvpeer_harness::auth`]); it opens no other pair's server.
 pub fn pair_token(token: &str, round: u32, server: &str, port: u16) -> Option<String> {
-    let m = keyed(
-        token,
+    let p = proof(
+        token.as_bytes(),
+        DOMAIN,
         b"pair",
         &[&round.to_be_bytes(), server.as_bytes(), &port.to_be_bytes()],
     )?;
-    Some(
-        m.finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    )
+    Some(p.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]

@@ -214,8 +214,9 @@ pub enum HarnessRunner {
     },
 }
 
-/// The pair's own token: the fleet token never goes into the two-node mode's hello (which carries
-/// it in clear), a token of this round, server address and port only ([`auth::pair_token`]).
+/// The pair's own token: the two-node mode's handshake proves a token of this round, server
+/// address and port only ([`auth::pair_token`]), never the fleet token, so that a pair's server
+/// admits no client of another pair.
 fn pair_token(c: &mut nvpeer_harness::cli::CommonArgs, round: u32, server: &str, port: u16) {
     c.serve.token = c
         .serve

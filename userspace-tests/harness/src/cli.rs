@@ -84,8 +84,10 @@ pub struct ServeArgs {
     /// interface, which needs `--token` or `--allow-any-peer`).
     #[arg(long = "bind", value_name = "ADDR", default_value = "127.0.0.1")]
     pub bind: String,
-    /// Shared secret both sides must give; a client with another token is refused. Prefer the
-    /// environment variable (a command line is visible to every user of the node).
+    /// Shared secret both sides must give; each side proves it to the other without sending it,
+    /// and a client with another token is refused (a client given one admits only a server that
+    /// proves it). Prefer the environment variable (a command line is visible to every user of
+    /// the node).
     #[arg(long = "token", env = "NVPEER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Server: serve peers from any address without a token (trusted networks only).

@@ -8,6 +8,7 @@
 //! (output), `report_html` (`validate --report DIR`: the page, its plots and the files beside it), `causes` / `sysfs` (failure analysis). Sizes and statistics come from the `figures`
 //! crate shared with emu-ctl.
 
+pub mod auth;
 pub mod bench;
 pub mod causes;
 pub mod cli;

@@ -186,9 +186,12 @@ pub fn check(q: &Req, view: &dyn View, caps: &Caps) -> Result<(), Refused> {
     };
     let connected = || view.depth().ok_or(Refused::NotConnected);
     match *q {
-        Req::Hello { .. } | Req::Counters | Req::Bye | Req::Free { .. } | Req::Drop { .. } => {
-            Ok(())
-        }
+        Req::Hello { .. }
+        | Req::Proof { .. }
+        | Req::Counters
+        | Req::Bye
+        | Req::Free { .. }
+        | Req::Drop { .. } => Ok(()),
         Req::Alloc { size, .. } => {
             if size == 0 {
                 return Err(Refused::EmptyBuffer);

@@ -5,6 +5,7 @@
 //! The requests and answers ([`Req`], [`Resp`]), the local [`Target`] that serves them and the
 //! [`Peer`] that sends them are one protocol, kept in one file.
 
+use crate::auth;
 use crate::causes;
 use crate::cli::CommonArgs;
 use crate::limits;
@@ -24,8 +25,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Protocol version; both sides must agree (3: the hello says whether the client runs
-/// bidirectional tests, and `BwRun` runs the server's half of one).
-pub const PROTO: u32 = 3;
+/// bidirectional tests, and `BwRun` runs the server's half of one; 4: the shared token is proved,
+/// never sent: the hello carries the client's nonce, a server with a token answers with a
+/// challenge and admits the client on its proof, [`crate::server`]).
+pub const PROTO: u32 = 4;
 
 /// What the far side of a bidirectional (`-b`) bandwidth run posts into the initiator's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,14 +53,20 @@ impl BwOp {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "req", rename_all = "snake_case")]
 pub enum Req {
-    /// The first request of a connection; `token` is checked against the server's, and
-    /// `bidirectional` (`bench -b`) must be what the server was started with.
+    /// The first request of a connection: the client's fresh `nonce`, which a server with a
+    /// token challenges ([`Resp::Challenge`]), and `bidirectional` (`bench -b`), which must be
+    /// what the server was started with.
     Hello {
         proto: u32,
         #[serde(default)]
-        token: Option<String>,
+        nonce: Option<auth::Nonce>,
         #[serde(default)]
         bidirectional: bool,
+    },
+    /// The answer to a [`Resp::Challenge`]: the client's proof of the token over both nonces
+    /// and its `bidirectional` ([`crate::server::client_proof`]).
+    Proof {
+        proof: Vec<u8>,
     },
     /// Allocate and register a buffer (host memory when `host`, else the server's `--mem`).
     Alloc {
@@ -131,9 +140,16 @@ pub enum Req {
 #[serde(tag = "resp", rename_all = "snake_case")]
 pub enum Resp {
     Ok,
+    /// The admission: this server's protocol and the memory it serves.
     Hello {
         proto: u32,
         mem: String,
+    },
+    /// A server with a token, to a hello: its own nonce and its proof of the token over both
+    /// ([`crate::server::server_proof`]); the client answers with [`Req::Proof`].
+    Challenge {
+        nonce: auth::Nonce,
+        proof: Vec<u8>,
     },
     Buf {
         id: u32,
@@ -172,6 +188,9 @@ pub enum PeerError {
     Oob(#[from] OobError),
     #[error("peer answered {0:?} to {1}")]
     Unexpected(Box<Resp>, &'static str),
+    /// The handshake did not prove the shared token, on either side (what to change).
+    #[error("{0}")]
+    Auth(String),
 }
 
 impl PeerError {
@@ -312,6 +331,8 @@ impl Target {
                 format!("protocol {proto} not supported (this side speaks {PROTO})"),
                 None,
             ),
+            // (the server answers proofs before a session exists: one here is out of place)
+            Req::Proof { .. } => err("a proof answers a challenge, and none was sent", None),
             Req::Alloc { size, host } => self.alloc(size, host),
             Req::Connect { info, depth, keep } => self.connect(&info, depth, keep),
             Req::Fill { id, off, len, seed } => self.fill(id, off, len, seed),
@@ -604,6 +625,53 @@ impl Peer {
         matches!(self, Peer::Local(_))
     }
 
+    /// The opening of a connection: the hello (this side's protocol, a fresh nonce, whether it
+    /// runs bidirectional tests: `bench -b`) and, with a token on both sides, the handshake that
+    /// proves it each way ([`crate::server`]); returns the memory the server serves. A client
+    /// given a token admits only a server that proves it.
+    pub fn greet(&mut self, c: &CommonArgs, bidirectional: bool) -> Result<String, PeerError> {
+        let mine = auth::nonce().map_err(|e| PeerError::Auth(e.to_string()))?;
+        let token = c.serve.token.as_deref();
+        let r = self.call(Req::Hello {
+            proto: PROTO,
+            nonce: Some(mine),
+            bidirectional,
+        })?;
+        let r = match (r, token) {
+            (Resp::Challenge { nonce, proof }, Some(t)) => {
+                if !server::server_proved(t, &mine, &nonce, &proof) {
+                    return Err(PeerError::Auth(
+                        "the server did not prove the shared token: it was given another --token \
+                         (or NVPEER_TOKEN), or it is not the nvpeer server meant"
+                            .into(),
+                    ));
+                }
+                let proof = server::client_proof(t, &nonce, &mine, bidirectional)
+                    .ok_or_else(|| PeerError::Auth("no proof of the token could be made".into()))?;
+                self.call(Req::Proof { proof })?
+            }
+            (Resp::Challenge { .. }, None) => {
+                return Err(PeerError::Auth(
+                    "the server admits clients with its shared token only: give this side the \
+                     same --token (or NVPEER_TOKEN)"
+                        .into(),
+                ))
+            }
+            (Resp::Hello { .. }, Some(_)) if !self.is_local() => {
+                return Err(PeerError::Auth(
+                    "the server has no --token, so it proved none: start it with the same --token \
+                     (or NVPEER_TOKEN), or run this side without one"
+                        .into(),
+                ))
+            }
+            (r, _) => r,
+        };
+        match r {
+            Resp::Hello { mem, .. } => Ok(mem),
+            r => Err(PeerError::Unexpected(Box::new(r), "hello")),
+        }
+    }
+
     /// Direct access to the local target (loopback ping-pong drives both QPs itself).
     pub fn local(&mut self) -> Option<&mut Target> {
         match self {
@@ -735,16 +803,6 @@ impl Session for Target {
     }
 }
 
-/// The hello a client opens with (carrying the shared token, if any, and whether it runs
-/// bidirectional tests: `bench -b`).
-pub fn hello(c: &CommonArgs, bidirectional: bool) -> Req {
-    Req::Hello {
-        proto: PROTO,
-        token: c.serve.token.clone(),
-        bidirectional,
-    }
-}
-
 /// Why `--server` could not start or stopped serving (exit status 2, printed once by the caller).
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -808,53 +866,56 @@ mod tests {
     }
 
     #[test]
-    fn hello_carries_an_optional_token_and_bidirectional() {
-        // Without the keys: no token, not bidirectional (a client that does not say -b).
-        let q: Req = serde_json::from_str(r#"{"req":"hello","proto":3}"#).unwrap();
+    fn hello_carries_a_nonce_and_bidirectional_and_never_a_token() {
+        // Without the keys: no nonce, not bidirectional (a client that does not say -b).
+        let q: Req = serde_json::from_str(r#"{"req":"hello","proto":4}"#).unwrap();
         assert!(matches!(
             q,
             Req::Hello {
-                proto: 3,
-                token: None,
+                proto: 4,
+                nonce: None,
                 bidirectional: false
             }
         ));
-        let q: Req = serde_json::from_str(r#"{"req":"hello","proto":3,"token":"t"}"#).unwrap();
-        assert!(matches!(q, Req::Hello { token: Some(t), .. } if t == "t"));
-        let q: Req =
-            serde_json::from_str(r#"{"req":"hello","proto":3,"bidirectional":true}"#).unwrap();
+        let n = vec!["7"; 32].join(",");
+        let q: Req = serde_json::from_str(&format!(
+            r#"{{"req":"hello","proto":4,"nonce":[{n}],"bidirectional":true}}"#
+        ))
+        .unwrap();
         assert!(matches!(
             q,
             Req::Hello {
+                nonce: Some(x),
                 bidirectional: true,
                 ..
-            }
+            } if x == [7; 32]
         ));
-        // What a client sends: this version's protocol and its -b.
-        let c = crate::cli::CommonArgs {
-            mem: crate::cli::MemKind::Host,
-            gpu: crate::cli::GpuSelector::Index(0),
-            ib_dev: None,
-            ib_port: 1,
-            gid_index: None,
-            server: false,
-            client: Some("h".into()),
-            port: 1,
-            serve: crate::cli::ServeArgs {
-                token: Some("s".into()),
-                ..Default::default()
-            },
-            json: false,
-        };
-        for b in [false, true] {
-            let line = serde_json::to_string(&hello(&c, b)).unwrap();
-            assert_eq!(
-                line,
-                format!(r#"{{"req":"hello","proto":{PROTO},"token":"s","bidirectional":{b}}}"#)
-            );
+        // A nonce is exactly 32 bytes.
+        for k in [31, 33] {
+            let n = vec!["7"; k].join(",");
+            let line = format!(r#"{{"req":"hello","proto":4,"nonce":[{n}]}}"#);
+            assert!(serde_json::from_str::<Req>(&line).is_err(), "{k}");
         }
+        // What a client sends: this version's protocol, a fresh nonce, its -b; not its token.
+        for b in [false, true] {
+            let q = Req::Hello {
+                proto: PROTO,
+                nonce: Some(auth::nonce().unwrap()),
+                bidirectional: b,
+            };
+            let line = serde_json::to_string(&q).unwrap();
+            assert!(line.starts_with(&format!(r#"{{"req":"hello","proto":{PROTO},"nonce":["#)));
+            assert!(line.ends_with(&format!(r#"],"bidirectional":{b}}}"#)));
+        }
+        let r: Resp = serde_json::from_str(&format!(
+            r#"{{"resp":"challenge","nonce":[{}],"proof":[1,2]}}"#,
+            vec!["9"; 32].join(",")
+        ))
+        .unwrap();
+        assert!(
+            matches!(r, Resp::Challenge { nonce, proof } if nonce == [9; 32] && proof == [1, 2])
+        );
     }
-
     #[test]
     fn the_far_half_of_a_bidirectional_run_round_trips() {
         let q = Req::BwRun {

@@ -1,13 +1,23 @@
 //! The two-node server (`validate --server`, `bench --server`): listens where it is told
-//! (loopback unless told otherwise), admits a client only with the shared token or, without a
-//! token, only from a loopback address (unless `--allow-any-peer`), serves clients one at a time
+//! (loopback unless told otherwise), admits a client only on its proof of the shared token or,
+//! without a token, only from a loopback address (unless `--allow-any-peer`), serves clients one at a time
 //! until stopped (`--once`: the first only), frees everything a client held when it leaves, and
 //! logs each step on stderr. A connection that does not identify itself within
 //! `--server-hello-timeout` ([`PRE_AUTH`]) is closed, and an admitted client silent for
 //! `--server-idle-timeout` ([`IDLE`]) is dropped, so that a silent peer cannot hold the serial
 //! server; what a client may make it take is capped ([`crate::limits::Caps`]); a failed `accept`
 //! is logged and retried.
+//!
+//! The handshake with a token (protocol 4): the client's hello carries its fresh nonce; the
+//! server answers with its own nonce and its proof of the token over both ([`server_proof`]);
+//! the client checks that before it sends anything more and answers with its proof over both
+//! nonces and its `-b` ([`client_proof`]); the server admits it on that. The token never crosses
+//! the wire, each side knows the other holds it, and a recorded handshake answers no other
+//! challenge ([`crate::auth`]). What follows the handshake is not sealed: an attacker who can
+//! inject into the TCP connection itself can still drive the session it took over (the fleet's
+//! rendezvous seals every message; docs/validation.md, "Two nodes").
 
+use crate::auth::{self, Nonce};
 use crate::cli::ServeArgs;
 use crate::oob::{Channel, OobError};
 use crate::peer::{Req, Resp, PROTO};
@@ -105,18 +115,120 @@ pub fn listen(a: &ServeArgs, port: u16) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).map_err(|e| ServeError::Listen(addr, e))
 }
 
-/// Whether a client at `peer` that said `token` may be served.
-pub fn admit(a: &ServeArgs, peer: &SocketAddr, token: Option<&str>) -> Result<(), Refusal> {
-    match (&a.token, token) {
-        (Some(want), Some(got)) if constant_time_eq(want.as_bytes(), got.as_bytes()) => Ok(()),
-        (Some(_), _) => Err(Refusal::Token),
-        (None, _) if peer.ip().is_loopback() || a.allow_any_peer => Ok(()),
-        (None, _) => Err(Refusal::NotLoopback(peer.ip())),
+/// Whether a client at `peer` that proved no token may be served: by a server without a token,
+/// from a loopback address or with `--allow-any-peer`; never by a server with one.
+pub fn admit(a: &ServeArgs, peer: &SocketAddr) -> Result<(), Refusal> {
+    match &a.token {
+        Some(_) => Err(Refusal::Token),
+        None if peer.ip().is_loopback() || a.allow_any_peer => Ok(()),
+        None => Err(Refusal::NotLoopback(peer.ip())),
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The domain of the two-node handshake's proofs ([`crate::auth`]).
+const DOMAIN: &[u8] = b"nvpeer-harness-4 ";
+
+/// The server's proof of `token` for the client that sent `client_nonce`.
+pub fn server_proof(token: &str, client_nonce: &Nonce, server_nonce: &Nonce) -> Option<Vec<u8>> {
+    auth::proof(
+        token.as_bytes(),
+        DOMAIN,
+        b"server",
+        &[client_nonce, server_nonce],
+    )
+}
+
+/// Whether `got` is the server's proof of `token` for these nonces (constant time).
+pub fn server_proved(token: &str, client_nonce: &Nonce, server_nonce: &Nonce, got: &[u8]) -> bool {
+    auth::proved(
+        token.as_bytes(),
+        DOMAIN,
+        b"server",
+        &[client_nonce, server_nonce],
+        got,
+    )
+}
+
+/// The client's proof of `token` for the server that sent `server_nonce`, binding its `-b`.
+pub fn client_proof(
+    token: &str,
+    server_nonce: &Nonce,
+    client_nonce: &Nonce,
+    bidirectional: bool,
+) -> Option<Vec<u8>> {
+    auth::proof(
+        token.as_bytes(),
+        DOMAIN,
+        b"client",
+        &[server_nonce, client_nonce, &[u8::from(bidirectional)]],
+    )
+}
+
+/// Whether `got` is the client's proof of `token` for these nonces and `-b` (constant time).
+pub fn client_proved(
+    token: &str,
+    server_nonce: &Nonce,
+    client_nonce: &Nonce,
+    bidirectional: bool,
+    got: &[u8],
+) -> bool {
+    auth::proved(
+        token.as_bytes(),
+        DOMAIN,
+        b"client",
+        &[server_nonce, client_nonce, &[u8::from(bidirectional)]],
+        got,
+    )
+}
+
+/// How an admission ended without the client.
+enum NotAdmitted {
+    /// Refused: the client is told why.
+    Refused(String),
+    /// Gone or too slow: logged only.
+    Closed(String),
+}
+
+/// The admission of a client that said hello with `nonce` and `bidirectional`: by its address
+/// without a token ([`admit`]), else the challenge and the client's proof, all within what is
+/// left of the pre-admission time of `connected`.
+fn admission(
+    ch: &mut Channel,
+    a: &ServeArgs,
+    peer: &SocketAddr,
+    nonce: Option<Nonce>,
+    bidirectional: bool,
+    connected: Instant,
+) -> Result<(), NotAdmitted> {
+    let Some(token) = a.token.as_deref() else {
+        return admit(a, peer).map_err(|why| NotAdmitted::Refused(why.to_string()));
+    };
+    // (a hello without a nonce cannot be challenged: a client of another version)
+    let Some(theirs) = nonce else {
+        return Err(NotAdmitted::Refused(Refusal::Token.to_string()));
+    };
+    let ours = auth::nonce().map_err(|e| NotAdmitted::Closed(e.to_string()))?;
+    let proof = server_proof(token, &theirs, &ours)
+        .ok_or_else(|| NotAdmitted::Closed("no proof of the token could be made".into()))?;
+    ch.send(&Resp::Challenge { nonce: ours, proof })
+        .map_err(|e| NotAdmitted::Closed(e.to_string()))?;
+    let left = a.caps.hello_timeout.saturating_sub(connected.elapsed());
+    match ch.recv_within::<Req>(left) {
+        Ok(Req::Proof { proof }) if client_proved(token, &ours, &theirs, bidirectional, &proof) => {
+            Ok(())
+        }
+        Ok(Req::Proof { .. }) => Err(NotAdmitted::Refused(Refusal::Token.to_string())),
+        Ok(_) => Err(NotAdmitted::Refused(
+            "the request after the challenge must be the proof".into(),
+        )),
+        Err(OobError::Timeout(_)) => Err(NotAdmitted::Closed(no_hello(a.caps.hello_timeout))),
+        // (a client checks the server's proof first: one that holds another token, or none,
+        // leaves here)
+        Err(OobError::Closed) => Err(NotAdmitted::Closed(
+            "the client left at the challenge (it holds another token, or none)".into(),
+        )),
+        Err(e) => Err(NotAdmitted::Closed(e.to_string())),
+    }
 }
 
 /// Log lines on stderr, stamped with the seconds since the server started.
@@ -303,8 +415,8 @@ fn one_client<S: Session>(
             return false;
         }
     }
-    // perftest sends no token: it is admitted by its address alone.
-    if let Err(why) = admit(a, &peer, None) {
+    // perftest proves no token: it is admitted by its address alone.
+    if let Err(why) = admit(a, &peer) {
         log.say(&format!("{peer}: perftest client refused: {why}"));
         return false;
     }
@@ -334,8 +446,9 @@ fn no_hello(limit: Duration) -> String {
     )
 }
 
-/// The nvpeer client on `stream` (its first bytes are there): its hello must be complete within
-/// `a.caps.hello_timeout` of `connected`; once admitted, it may be silent for `a.caps.idle_timeout`.
+/// The nvpeer client on `stream` (its first bytes are there): its hello, and with a token its
+/// proof, must be complete within `a.caps.hello_timeout` of `connected`; once admitted, it may be
+/// silent for `a.caps.idle_timeout`.
 fn nvpeer_client<S: Session>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -362,12 +475,12 @@ fn nvpeer_client<S: Session>(
     let t = a.caps;
     // What is left of the pre-admission time; a zero limit times out at once.
     let left = t.hello_timeout.saturating_sub(connected.elapsed());
-    let (token, bidirectional) = match ch.recv_within::<Req>(left) {
+    let (nonce, bidirectional) = match ch.recv_within::<Req>(left) {
         Ok(Req::Hello {
             proto,
-            token,
+            nonce,
             bidirectional,
-        }) if proto == PROTO => (token, bidirectional),
+        }) if proto == PROTO => (nonce, bidirectional),
         Ok(Req::Hello { proto, .. }) => {
             return refuse(
                 &mut ch,
@@ -384,8 +497,13 @@ fn nvpeer_client<S: Session>(
             return false;
         }
     };
-    if let Err(why) = admit(a, &peer, token.as_deref()) {
-        return refuse(&mut ch, why.to_string());
+    match admission(&mut ch, a, &peer, nonce, bidirectional, connected) {
+        Ok(()) => {}
+        Err(NotAdmitted::Refused(why)) => return refuse(&mut ch, why),
+        Err(NotAdmitted::Closed(why)) => {
+            log.say(&format!("{peer}: closed: {why}"));
+            return false;
+        }
     }
     // Admitted: from now on a client may think between requests, and must read its answers.
     if let Err(e) = ch
@@ -519,18 +637,33 @@ mod tests {
     }
 
     #[test]
-    fn admission() {
+    fn admission_without_a_proof() {
         let lo: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let far: SocketAddr = "10.0.0.2:5000".parse().unwrap();
         let open = args("127.0.0.1", None, false);
-        assert!(admit(&open, &lo, None).is_ok());
-        assert!(admit(&open, &far, None).is_err());
-        assert!(admit(&args("0.0.0.0", None, true), &far, None).is_ok());
+        assert!(admit(&open, &lo).is_ok());
+        assert!(admit(&open, &far).is_err());
+        assert!(admit(&args("0.0.0.0", None, true), &far).is_ok());
+        // A server with a token admits no one without the proof, loopback included.
         let tok = args("0.0.0.0", Some("s3cret"), false);
-        assert!(admit(&tok, &far, Some("s3cret")).is_ok());
-        assert!(admit(&tok, &lo, None).is_err());
-        assert!(admit(&tok, &far, Some("s3cre")).is_err());
-        assert!(admit(&tok, &far, Some("s3cret2")).is_err());
+        assert_eq!(admit(&tok, &lo), Err(Refusal::Token));
+        assert_eq!(admit(&tok, &far), Err(Refusal::Token));
+    }
+
+    #[test]
+    fn the_two_proofs_bind_the_token_both_nonces_the_side_and_the_client_s_b() {
+        let (c, s) = (auth::nonce().unwrap(), auth::nonce().unwrap());
+        let sp = server_proof("tok", &c, &s).unwrap();
+        assert!(server_proved("tok", &c, &s, &sp));
+        assert!(!server_proved("tok2", &c, &s, &sp));
+        assert!(!server_proved("tok", &s, &c, &sp));
+        let cp = client_proof("tok", &s, &c, true).unwrap();
+        assert!(client_proved("tok", &s, &c, true, &cp));
+        assert!(!client_proved("tok", &s, &c, false, &cp));
+        assert!(!client_proved("tok", &c, &s, true, &cp));
+        // The server's proof is never the client's (a reflected challenge proves nothing).
+        assert!(!client_proved("tok", &c, &s, false, &sp));
+        assert!(!client_proved("tok", &s, &c, false, &sp));
     }
 
     /// A session that answers every request with Ok and counts how many it saw.
@@ -550,15 +683,25 @@ mod tests {
         client_b(port, token, false)
     }
 
-    /// A client whose hello says `bidirectional` (`bench -b`).
+    /// A client whose hello says `bidirectional` (`bench -b`) and, given a token, that answers
+    /// the server's challenge with its proof of that token (whatever the server proved); the
+    /// server's admission or refusal is the next answer on the channel.
     fn client_b(port: u16, token: Option<&str>, bidirectional: bool) -> Channel {
         let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+        let mine = auth::nonce().unwrap();
         c.send(&Req::Hello {
             proto: PROTO,
-            token: token.map(Into::into),
+            nonce: Some(mine),
             bidirectional,
         })
         .unwrap();
+        if let Some(t) = token {
+            let Ok(Resp::Challenge { nonce, .. }) = c.recv::<Resp>() else {
+                panic!("no challenge");
+            };
+            let proof = client_proof(t, &nonce, &mine, bidirectional).unwrap();
+            c.send(&Req::Proof { proof }).unwrap();
+        }
         c
     }
 
@@ -783,5 +926,212 @@ mod tests {
         assert!(failed[1].contains("next try in 100 ms"), "{}", failed[1]);
         // The waits are short.
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    /// Client options with `token` (or none).
+    fn common(token: Option<&str>) -> crate::cli::CommonArgs {
+        crate::cli::CommonArgs {
+            mem: crate::cli::MemKind::Host,
+            gpu: crate::cli::GpuSelector::Index(0),
+            ib_dev: None,
+            ib_port: 1,
+            gid_index: None,
+            server: false,
+            client: Some("127.0.0.1".into()),
+            port: 1,
+            serve: ServeArgs {
+                token: token.map(Into::into),
+                ..Default::default()
+            },
+            json: false,
+        }
+    }
+
+    /// `Peer::greet` to `port` with `token`: the peer and what the greeting returned.
+    fn greet(
+        port: u16,
+        token: Option<&str>,
+    ) -> (crate::peer::Peer, Result<String, crate::peer::PeerError>) {
+        let ch = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+        let mut p = crate::peer::Peer::Remote(ch);
+        let r = p.greet(&common(token), false);
+        (p, r)
+    }
+
+    /// A proxy on a loopback port to `to` that records what its one client sent (handed over
+    /// once the client closed).
+    fn recording_proxy(to: u16) -> (u16, std::sync::mpsc::Receiver<Vec<u8>>) {
+        use std::io::Read;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut a, _) = l.accept().unwrap();
+            let mut b = TcpStream::connect(("127.0.0.1", to)).unwrap();
+            let (mut a2, mut b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+            let back = std::thread::spawn(move || {
+                let _ = std::io::copy(&mut b2, &mut a2);
+            });
+            let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+            while let Ok(n @ 1..) = a.read(&mut buf) {
+                seen.extend_from_slice(&buf[..n]);
+                if b.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            let _ = b.shutdown(std::net::Shutdown::Both);
+            let _ = back.join();
+            let _ = tx.send(seen);
+        });
+        (port, rx)
+    }
+
+    #[test]
+    fn the_handshake_admits_on_the_proof_and_the_token_never_crosses_the_wire() {
+        const TOKEN: &str = "s3cret-token-42";
+        let a = args("127.0.0.1", Some(TOKEN), false);
+        let l = listen(&a, 0).unwrap();
+        let (proxy, sent) = recording_proxy(l.local_addr().unwrap().port());
+        let t = std::thread::spawn(move || {
+            let (mut p, r) = greet(proxy, Some(TOKEN));
+            assert_eq!(r.unwrap(), "host");
+            assert!(matches!(p.call(Req::Bye), Ok(Resp::Ok)));
+        });
+        let log = Log::keeping();
+        let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+        let (st, peer) = l.accept().unwrap();
+        assert!(one_client(st, peer, &a, &log, &mut || Counting(
+            seen.clone()
+        )));
+        t.join().unwrap();
+        let sent = sent.recv().unwrap();
+        let text = String::from_utf8_lossy(&sent);
+        assert!(
+            text.contains(r#""req":"hello""#) && text.contains(r#""req":"proof""#),
+            "{text}"
+        );
+        assert!(!text.contains(TOKEN) && !text.contains("token"), "{text}");
+        assert!(
+            log.kept().iter().any(|m| m.contains("admitted")),
+            "{:#?}",
+            log.kept()
+        );
+    }
+
+    #[test]
+    fn a_client_with_a_token_admits_only_a_server_that_proves_it() {
+        // (server token, client token, what the client says)
+        let cases: [(Option<&'static str>, Option<&'static str>, &str); 3] = [
+            (None, Some("tok"), "has no --token"),
+            (Some("other"), Some("tok"), "did not prove the shared token"),
+            (
+                Some("tok"),
+                None,
+                "admits clients with its shared token only",
+            ),
+        ];
+        for (server, client, says) in cases {
+            let a = args("127.0.0.1", server, false);
+            let l = listen(&a, 0).unwrap();
+            let port = l.local_addr().unwrap().port();
+            let t = std::thread::spawn(move || {
+                let (p, r) = greet(port, client);
+                drop(p);
+                r
+            });
+            let log = Log::keeping();
+            let (st, peer) = l.accept().unwrap();
+            let served = one_client(st, peer, &a, &log, &mut || Counting(Default::default()));
+            let e = t.join().unwrap().unwrap_err();
+            assert!(matches!(e, crate::peer::PeerError::Auth(_)), "{e:?}");
+            assert!(e.to_string().contains(says), "{server:?} {client:?}: {e}");
+            // A server with a token served no one (the client left at the challenge).
+            assert!(server.is_none() || !served, "{:#?}", log.kept());
+        }
+    }
+
+    #[test]
+    fn a_recorded_proof_answers_no_other_challenge_and_a_bad_answer_is_refused() {
+        let a = args("127.0.0.1", Some("tok"), false);
+        let l = listen(&a, 0).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || {
+            let mine = auth::nonce().unwrap();
+            let hello = Req::Hello {
+                proto: PROTO,
+                nonce: Some(mine),
+                bidirectional: false,
+            };
+            // 1: a real handshake, recorded.
+            let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+            let Ok(Resp::Challenge { nonce, .. }) = c.call::<_, Resp>(&hello) else {
+                panic!("no challenge")
+            };
+            let proof = client_proof("tok", &nonce, &mine, false).unwrap();
+            let admitted = c.call::<_, Resp>(&Req::Proof {
+                proof: proof.clone(),
+            });
+            assert!(matches!(admitted, Ok(Resp::Hello { .. })), "{admitted:?}");
+            assert!(matches!(c.call::<_, Resp>(&Req::Bye), Ok(Resp::Ok)));
+            // 2: the same hello and the recorded proof, against a fresh challenge; 3: a proof
+            // of the wrong length; 4: another request in place of the proof; 5: a hello
+            // without a nonce.
+            let answers = [
+                Some(Req::Proof { proof }),
+                Some(Req::Proof { proof: vec![0; 31] }),
+                Some(Req::Counters),
+            ];
+            for answer in answers {
+                let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+                assert!(matches!(
+                    c.call::<_, Resp>(&hello),
+                    Ok(Resp::Challenge { .. })
+                ));
+                let r = c.call::<_, Resp>(&answer.unwrap());
+                assert!(
+                    matches!(&r, Ok(Resp::Err { msg, .. }) if msg.starts_with("refused: ")),
+                    "{r:?}"
+                );
+            }
+            let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+            let r = c.call::<_, Resp>(&Req::Hello {
+                proto: PROTO,
+                nonce: None,
+                bidirectional: false,
+            });
+            assert!(
+                matches!(&r, Ok(Resp::Err { msg, .. }) if msg == "refused: wrong or missing token"),
+                "{r:?}"
+            );
+        });
+        let log = Log::keeping();
+        let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut served = Vec::new();
+        for _ in 0..5 {
+            let (st, peer) = l.accept().unwrap();
+            served.push(one_client(st, peer, &a, &log, &mut || {
+                Counting(seen.clone())
+            }));
+        }
+        t.join().unwrap();
+        assert_eq!(
+            served,
+            [true, false, false, false, false],
+            "{:#?}",
+            log.kept()
+        );
+        // The session saw the first client's Bye only.
+        assert_eq!(seen.get(), 1);
+        let kept = log.kept();
+        assert_eq!(
+            kept.iter()
+                .filter(|m| m.contains("refused: wrong or missing token"))
+                .count(),
+            3,
+            "{kept:#?}"
+        );
+        assert!(kept
+            .iter()
+            .any(|m| m.contains("refused: the request after the challenge must be the proof")));
     }
 }

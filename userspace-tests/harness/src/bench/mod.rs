@@ -339,7 +339,7 @@ impl Bench {
                 let ch = crate::oob::Channel::connect(&h, c.port, Duration::from_secs(30))
                     .map_err(|e| SetupError::Connect(e.to_string()))?;
                 let mut p = Peer::Remote(ch);
-                p.call(peer::hello(c, args.bidirectional))
+                p.greet(c, args.bidirectional)
                     .map_err(|e| SetupError::Hello(e.to_string()))?;
                 Some(p)
             }

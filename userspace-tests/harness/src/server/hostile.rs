@@ -178,12 +178,12 @@ fn serve_n(a: ServeArgs, l: TcpListener, n: usize) -> mpsc::Receiver<Vec<String>
     rx
 }
 
-/// A client that said its hello (no token, not `-b`).
+/// A client that said its hello (no nonce, not `-b`: the server has no token).
 fn say_hello(port: u16) -> Channel {
     let mut c = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
     c.send(&Req::Hello {
         proto: PROTO,
-        token: None,
+        nonce: None,
         bidirectional: false,
     })
     .unwrap();
@@ -441,11 +441,12 @@ fn any_req() -> impl Strategy<Value = Req> {
             count
         }),
         (small(), size()).prop_map(|(count, timeout_ms)| Req::WaitRecv { count, timeout_ms }),
-        (small(), any::<Option<String>>()).prop_map(|(proto, token)| Req::Hello {
+        (small(), any::<Option<[u8; 32]>>()).prop_map(|(proto, nonce)| Req::Hello {
             proto,
-            token,
+            nonce,
             bidirectional: false
         }),
+        proptest::collection::vec(any::<u8>(), 0..40).prop_map(|proof| Req::Proof { proof }),
         Just(Req::Counters),
         Just(Req::Bye),
     ]
@@ -468,11 +469,13 @@ fn conversation() -> impl Strategy<Value = (u8, Vec<Frame>)> {
 fn bytes_of(opening: u8, frames: &[Frame]) -> Vec<u8> {
     let mut out = Vec::new();
     match opening {
+        // (1: to a server with a token, which answers with its challenge: the frames after it
+        // are the answer)
         0 | 1 => {
             out.extend(
                 serde_json::to_vec(&Req::Hello {
                     proto: PROTO,
-                    token: None,
+                    nonce: (opening == 1).then_some([7; 32]),
                     bidirectional: false,
                 })
                 .unwrap(),
@@ -516,7 +519,7 @@ fn fuzz_seed() -> u64 {
 }
 
 /// Random, truncated and oversized frames to the server's whole path for one connection (the
-/// opening, the hello, the line decoder, the checks, perftest's exchange): no panic, an end within
+/// opening, the hello, the challenge and its answer, the line decoder, the checks, perftest's exchange): no panic, an end within
 /// the timeouts, and never more held than the caps allow. Seeded: a failure prints the seed to
 /// rerun it with (`NVPEER_FUZZ_SEED`).
 #[test]
@@ -531,6 +534,11 @@ fn the_wire_fuzzer_finds_no_panic_and_nothing_beyond_the_caps() {
         idle_timeout: Duration::from_secs(2),
     };
     let (a, l, port) = server(caps);
+    // The same server's options with a token (the conversations that open with a nonce).
+    let a_tok = ServeArgs {
+        token: Some("fuzz-token".into()),
+        ..a.clone()
+    };
     let seed = fuzz_seed();
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
@@ -555,7 +563,8 @@ fn the_wire_fuzzer_finds_no_panic_and_nothing_beyond_the_caps() {
         let (st, p) = l.accept().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let worst = Rc::new(RefCell::new(Worst::default()));
         let begun = Instant::now();
-        one_client(st, p, &a, &Log::silent(), &mut || {
+        let args = if opening == 1 { &a_tok } else { &a };
+        one_client(st, p, args, &Log::silent(), &mut || {
             Model::new(caps, worst.clone())
         });
         let took = begun.elapsed();

@@ -189,15 +189,15 @@ impl Suite {
                 Role::Client(host) => match crate::oob::Channel::connect(&host, self.args.common.port, Duration::from_secs(30)) {
                     Ok(ch) => {
                         let mut p = Peer::Remote(ch);
-                        match p.call(peer::hello(&self.args.common, false)) {
-                            Ok(peer::Resp::Hello { mem, .. }) => {
+                        match p.greet(&self.args.common, false) {
+                            Ok(mem) => {
                                 self.remote_mem = mem;
                                 self.peer = Some(p);
                             }
-                            Ok(r) => self.record(
+                            Err(e @ peer::PeerError::Unexpected(..)) => self.record(
                                 CaseResult::fail(
                                     "oob.connect",
-                                    format!("unexpected answer to hello: {r:?}"),
+                                    e.to_string(),
                                     "the peer is not an nvpeer server of this version",
                                 ),
                                 Instant::now(),
