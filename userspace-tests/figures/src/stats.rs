@@ -45,6 +45,14 @@ pub fn median_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
+/// Median of `samples` in any order, of its finite ones (a NaN or infinite sample is not a
+/// measurement); `None` when none is left.
+pub fn median(samples: &[f64]) -> Option<f64> {
+    let mut s: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    median_sorted(&s)
+}
+
 /// Summarises `samples`; `None` when no non-NaN sample is left.
 pub fn summarize(samples: &[f64]) -> Option<Summary> {
     let mut s: Vec<f64> = samples.iter().copied().filter(|v| !v.is_nan()).collect();
@@ -95,6 +103,10 @@ mod tests {
         assert_eq!(median_sorted(&[1.0, 2.0, 10.0]), Some(2.0));
         assert_eq!(median_sorted(&[1.0, 2.0, 4.0, 10.0]), Some(3.0));
         assert_eq!(median_sorted(&[]), None);
+        // Unsorted, with what is not a measurement left out.
+        assert_eq!(median(&[10.0, 1.0, f64::NAN, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, f64::INFINITY, 1.0, 2.0, 10.0]), Some(3.0));
+        assert_eq!(median(&[f64::NAN, f64::NEG_INFINITY]), None);
     }
 
     #[test]
