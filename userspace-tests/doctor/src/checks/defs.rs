@@ -166,6 +166,12 @@ pub static CHECKS: &[CheckDef] = &[
         run: rdma::dmabuf,
     },
     CheckDef {
+        id: "rdma.nic_paths",
+        gates: &[],
+        depends_on: &["rdma.devices"],
+        run: rdma::nic_paths,
+    },
+    CheckDef {
         id: "pci.topology",
         gates: &[],
         depends_on: &[],

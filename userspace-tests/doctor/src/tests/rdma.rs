@@ -591,3 +591,102 @@ fn dmabuf_verdicts() {
     assert_eq!(crate::probes::dmabuf_verdict(Some(93)), "unsupported");
     assert_eq!(crate::probes::dmabuf_verdict(Some(22)), "inconclusive");
 }
+
+/// An RDMA device `name` of PCI vendor `vendor` beside the healthy node's NIC (its own switch
+/// port), with one ACTIVE port.
+fn vendor_nic(f: &Fx, name: &str, vendor: u32, bdf: &str) -> String {
+    let dir = f.pci(
+        "pci0000:00",
+        &["0000:00:01.0", "0000:01:00.0", "0000:02:01.0", bdf],
+        vendor,
+        0x020000,
+        0,
+        config(0x2810 | 0x10, None, 4096),
+    );
+    f.symlink(&format!("/sys/class/infiniband/{name}/device"), &dir);
+    f.file(
+        &format!("/sys/class/infiniband/{name}/ports/1/state"),
+        "4: ACTIVE\n",
+    );
+    dir
+}
+
+#[test]
+fn nic_paths_name_each_device_s_way_for_gpu_memory() {
+    let f = Fx::healthy();
+    let r = f.report();
+    let c = check(&r, "rdma.nic_paths");
+    assert_eq!(c.status, Status::Pass);
+    assert!(!c.gate);
+    assert_eq!(data(c)["devices"][0]["device"], "mlx5_0");
+    assert_eq!(data(c)["devices"][0]["peer_memory"], true);
+    assert_eq!(data(c)["devices"][0]["dmabuf"], true);
+    // A Broadcom NIC and an unknown one beside it: named, not served by peer memory.
+    vendor_nic(&f, "bnxt_re0", 0x14e4, "0000:05:00.0");
+    vendor_nic(&f, "xyz0", 0x1234, "0000:06:00.0");
+    let r = f.report();
+    let c = check(&r, "rdma.nic_paths");
+    assert_eq!(c.status, Status::Pass);
+    assert!(
+        c.summary.contains("bnxt_re0") && c.summary.contains("nvpeer does not serve them"),
+        "{}",
+        c.summary
+    );
+    let rows = data(c)["devices"].as_array().unwrap().clone();
+    let row = |d: &str| rows.iter().find(|x| x["device"] == d).unwrap().clone();
+    assert_eq!(row("bnxt_re0")["family"], "Broadcom NetXtreme (bnxt_re)");
+    assert_eq!(row("bnxt_re0")["peer_memory"], false);
+    assert_eq!(row("bnxt_re0")["dmabuf"], true);
+    assert!(row("xyz0")["family"].is_null());
+    assert!(
+        c.details
+            .iter()
+            .any(|d| d.starts_with("xyz0: unknown driver family")),
+        "{:?}",
+        c.details
+    );
+}
+
+#[test]
+fn an_efa_device_s_own_p2p_path_is_read_from_its_sysfs() {
+    let f = Fx::healthy();
+    let dir = vendor_nic(&f, "efa_0", 0x1d0f, "0000:05:00.0");
+    // EFA 2.6 and later: device/p2p names the provider; efa_nv_peermem loaded (open driver).
+    f.file(&format!("{dir}/p2p"), "NVIDIA peermem\n");
+    f.file("/sys/module/efa_nv_peermem/version", "1.2.3\n");
+    let r = f.report();
+    let c = check(&r, "rdma.nic_paths");
+    assert_eq!(c.status, Status::Pass, "{:?}", c.details);
+    let rows = data(c)["devices"].as_array().unwrap().clone();
+    let efa = rows.iter().find(|x| x["device"] == "efa_0").unwrap();
+    assert_eq!(efa["peer_memory"], false);
+    assert_eq!(efa["own_p2p_ready"], true);
+    assert_eq!(
+        efa["evidence"],
+        serde_json::json!(["device/p2p: NVIDIA peermem", "efa_nv_peermem 1.2.3 loaded"])
+    );
+    assert!(c.summary.contains("efa_0"), "{}", c.summary);
+    // No provider: a warning naming efa_nv_peermem and dma-buf; nothing gated.
+    f.file(&format!("{dir}/p2p"), "\n");
+    let r = f.report();
+    let c = check(&r, "rdma.nic_paths");
+    assert_eq!(c.status, Status::Warn);
+    assert!(
+        c.summary
+            .contains("efa_0: the EFA driver reports no NVIDIA P2P provider"),
+        "{}",
+        c.summary
+    );
+    let fix = c.fix.as_deref().unwrap();
+    assert!(
+        fix.contains("modprobe efa_nv_peermem") && fix.contains("dma-buf"),
+        "{fix}"
+    );
+    // (the warning gates nothing: the node's verdict is the healthy node's)
+    assert_eq!(r.verdict, Fx::healthy().report().verdict);
+    // Before EFA 2.6: device/gdr.
+    f.rm(&format!("{dir}/p2p"));
+    f.file(&format!("{dir}/gdr"), "1\n");
+    let r = f.report();
+    assert_eq!(check(&r, "rdma.nic_paths").status, Status::Pass);
+}

@@ -20,8 +20,8 @@ pub use platform::{
 };
 pub use rdma::{
     ConflictsData, ConsumersData, DevicesData, DmabufData, DropinData, InstallData, LibraryRow,
-    NvidiaPeermemData, NvpeerModuleData, PeerApiData, PeerClient, PeerClientsData, PortRow,
-    ServedBy,
+    NicPathRow, NicPathsData, NvidiaPeermemData, NvpeerModuleData, PeerApiData, PeerClient,
+    PeerClientsData, PortRow, ServedBy,
 };
 
 use serde::Serialize;
@@ -61,6 +61,8 @@ check_data! {
     PeerApi(PeerApiData),
     /// `rdma.devices`.
     Devices(DevicesData),
+    /// `rdma.nic_paths`.
+    NicPaths(NicPathsData),
     /// `nvpeer.module`.
     NvpeerModule(NvpeerModuleData),
     /// `nvidia.peermem`.

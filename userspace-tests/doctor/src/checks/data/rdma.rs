@@ -237,6 +237,35 @@ pub struct LibraryRow {
     pub newer: Option<String>,
 }
 
+/// `rdma.nic_paths`: each RDMA device's driver family and the ways GPU memory reaches it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NicPathsData {
+    /// A row per device in /sys/class/infiniband.
+    pub devices: Vec<NicPathRow>,
+}
+
+/// One RDMA device's GPU memory paths (null: a driver family the doctor does not know).
+#[derive(Debug, Clone, Serialize)]
+pub struct NicPathRow {
+    /// The RDMA device (`mlx5_0`, `efa_0`).
+    pub device: String,
+    /// Its driver family.
+    pub family: Option<&'static str>,
+    /// Whether OFED's peer-memory core, hence nvpeer, serves its registrations.
+    pub peer_memory: Option<bool>,
+    /// Whether its driver imports dma-buf.
+    pub dmabuf: Option<bool>,
+    /// A P2P path of its driver's own (AWS EFA), else null.
+    pub own_p2p: Option<&'static str>,
+    /// Whether that path reports an NVIDIA provider (EFA's `device/p2p` or `device/gdr`), null
+    /// when it has none or says nothing.
+    pub own_p2p_ready: Option<bool>,
+    /// What was read for it.
+    pub evidence: Vec<String>,
+    /// Where the family's facts are read.
+    pub source: Option<&'static str>,
+}
+
 /// `rdma.dmabuf`: the dma-buf path's three parts.
 #[derive(Debug, Clone, Serialize)]
 pub struct DmabufData {

@@ -2,7 +2,8 @@
 //! its own), who serves `nv_mem`, conflicts, what the communication libraries will detect, dma-buf.
 //!
 //! One file per check: `peer_api`, `devices`, `nvpeer_module`, `nvidia_peermem`, `peer_clients`,
-//! `conflicts`, `consumers` (what the communication libraries will detect), `dmabuf`;
+//! `conflicts`, `consumers` (what the communication libraries will detect), `dmabuf`, `nic_paths`
+//! (which way GPU memory reaches each NIC by its driver family);
 //! `nv_mem_owner` holds what several of them ask: which module serves `nv_mem` and how nvpeer is
 //! installed.
 
@@ -10,6 +11,7 @@ mod conflicts;
 mod consumers;
 mod devices;
 mod dmabuf;
+mod nic_paths;
 mod nv_mem_owner;
 mod nvidia_peermem;
 mod nvpeer_module;
@@ -20,6 +22,7 @@ pub use conflicts::conflicts;
 pub use consumers::{consumers, CONSUMERS};
 pub use devices::devices;
 pub use dmabuf::dmabuf;
+pub use nic_paths::nic_paths;
 pub use nv_mem_owner::{nv_mem_providers, nvpeer_name, NvMemProvider};
 pub use nvidia_peermem::nvidia_peermem;
 pub use nvpeer_module::nvpeer_module;
