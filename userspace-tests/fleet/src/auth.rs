@@ -15,15 +15,6 @@ use nvpeer_harness::auth::{proof, proved};
 /// The domain of every proof of this protocol (protocol 2 of the rendezvous).
 const DOMAIN: &[u8] = b"nvpeer-fleet-2 ";
 
-fn rank_parts(coord_nonce: &Nonce, rank_nonce: &Nonce, rank: u32, world: u32) -> [Vec<u8>; 4] {
-    [
-        coord_nonce.to_vec(),
-        rank_nonce.to_vec(),
-        rank.to_be_bytes().to_vec(),
-        world.to_be_bytes().to_vec(),
-    ]
-}
-
 /// The coordinator's proof that it holds `token`, for the rank that sent `rank_nonce`.
 pub fn coordinator_proof(token: &str, rank_nonce: &Nonce, coord_nonce: &Nonce) -> Option<Vec<u8>> {
     proof(
@@ -58,12 +49,16 @@ pub fn rank_proof(
     rank: u32,
     world: u32,
 ) -> Option<Vec<u8>> {
-    let p = rank_parts(coord_nonce, rank_nonce, rank, world);
     proof(
         token.as_bytes(),
         DOMAIN,
         b"rank",
-        &[&p[0], &p[1], &p[2], &p[3]],
+        &[
+            coord_nonce,
+            rank_nonce,
+            &rank.to_be_bytes(),
+            &world.to_be_bytes(),
+        ],
     )
 }
 
@@ -76,12 +71,16 @@ pub fn rank_proved(
     world: u32,
     got: &[u8],
 ) -> bool {
-    let p = rank_parts(coord_nonce, rank_nonce, rank, world);
     proved(
         token.as_bytes(),
         DOMAIN,
         b"rank",
-        &[&p[0], &p[1], &p[2], &p[3]],
+        &[
+            coord_nonce,
+            rank_nonce,
+            &rank.to_be_bytes(),
+            &world.to_be_bytes(),
+        ],
         got,
     )
 }

@@ -1134,4 +1134,49 @@ mod tests {
             .iter()
             .any(|m| m.contains("refused: the request after the challenge must be the proof")));
     }
+
+    #[test]
+    fn a_client_silent_after_the_challenge_is_closed_and_the_next_is_served() {
+        let mut a = args("127.0.0.1", Some("tok"), false);
+        a.caps.hello_timeout = Duration::from_millis(300);
+        let l = listen(&a, 0).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || {
+            // Says hello, takes the challenge, never answers it.
+            let mut silent = Channel::connect("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+            let hello = Req::Hello {
+                proto: PROTO,
+                nonce: Some(auth::nonce().unwrap()),
+                bidirectional: false,
+            };
+            assert!(matches!(
+                silent.call::<_, Resp>(&hello),
+                Ok(Resp::Challenge { .. })
+            ));
+            let mut next = client(port, Some("tok"));
+            assert!(matches!(next.recv::<Resp>(), Ok(Resp::Hello { .. })));
+            assert!(matches!(next.call::<_, Resp>(&Req::Bye), Ok(Resp::Ok)));
+            drop(silent);
+        });
+        let log = Log::keeping();
+        let started = Instant::now();
+        let (st, peer) = l.accept().unwrap();
+        assert!(!one_client(st, peer, &a, &log, &mut || Counting(
+            Default::default()
+        )));
+        // Closed within the pre-admission time, not the idle one.
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let (st, peer) = l.accept().unwrap();
+        assert!(one_client(st, peer, &a, &log, &mut || Counting(
+            Default::default()
+        )));
+        t.join().unwrap();
+        assert!(
+            log.kept()
+                .iter()
+                .any(|m| m.contains("closed: no hello within 0.3 s")),
+            "{:#?}",
+            log.kept()
+        );
+    }
 }
