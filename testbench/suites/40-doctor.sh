@@ -63,7 +63,7 @@ baseline() {
     [ "$rc" = 1 ] || { echo "exit $rc, want 1 (not ready)"; cat /bench/doctor.err; return 1; }
     want 'r["verdict"]' not_ready \
          'r["exit_code"]' 1 \
-         'len(r["checks"])' 31 \
+         'len(r["checks"])' 33 \
          '[p["state"] for p in r["paths"]]' '["not_ready", "not_ready", "not_ready"]' \
          'c("rdma.dmabuf")["status"] != "pass"' true \
          'c("nvidia.p2p_symbols")["status"]' fail \

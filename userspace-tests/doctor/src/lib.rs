@@ -16,6 +16,7 @@ pub mod limits;
 pub mod nccl_log;
 pub mod npd;
 pub mod nvml;
+pub mod nvreg;
 pub mod paths;
 pub mod pci;
 pub mod probes;

@@ -95,7 +95,7 @@ pub struct Probes {
     pub nvml: crate::nvml::NvmlProbe,
     /// NVML's C2C link fields per GPU (empty without NVML): what makes a GPU coherent (crate::c2c).
     pub c2c: Vec<crate::nvml::NvmlC2c>,
-    /// The doctor's own environment (`NCCL_*`, `UCX_*` and `HOME` matter), as the libraries would
+    /// The doctor's own environment (`NCCL_*`, `UCX_*`, `NVSHMEM_*` and `HOME` matter), as the libraries would
     /// see it when started from the same shell.
     pub env: Vec<(String, String)>,
 }
@@ -129,6 +129,7 @@ impl Probes {
                 .filter(|(k, _)| {
                     k.starts_with("NCCL_")
                         || k.starts_with("UCX_")
+                        || k.starts_with("NVSHMEM_")
                         || k == "HOME"
                         || (cfg!(feature = "bench") && k == BENCH_P2P_PROVIDER)
                 })

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod golden;
+mod gpu_initiated;
 mod kernel;
 mod nvidia;
 mod operator;

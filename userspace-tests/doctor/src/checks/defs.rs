@@ -3,7 +3,7 @@
 //! is the report's (causes before what follows from them), its length the number of checks, and
 //! crate::paths reads the gates and dependencies from it: adding a check is one row here.
 
-use super::{build, host, loader, nvidia, operator, platform, rdma, Ctx};
+use super::{build, host, loader, mlopart, nvidia, operator, platform, rdma, Ctx};
 use crate::paths::Path::{self, Dmabuf, NvidiaPeermem, Nvpeer};
 use crate::report::Check;
 
@@ -68,6 +68,12 @@ pub static CHECKS: &[CheckDef] = &[
         gates: &[],
         depends_on: &["nvidia.driver"],
         run: nvidia::mig,
+    },
+    CheckDef {
+        id: "gpu.mlopart",
+        gates: &[],
+        depends_on: &["gpu.cuda"],
+        run: mlopart::mlopart,
     },
     CheckDef {
         id: "rdma.peer_api",
@@ -164,6 +170,12 @@ pub static CHECKS: &[CheckDef] = &[
             "rdma.devices",
         ],
         run: rdma::dmabuf,
+    },
+    CheckDef {
+        id: "peer.gpu_initiated",
+        gates: &[],
+        depends_on: &["rdma.devices", "rdma.dmabuf"],
+        run: rdma::gpu_initiated,
     },
     CheckDef {
         id: "rdma.nic_paths",

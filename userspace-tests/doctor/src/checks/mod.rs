@@ -6,6 +6,7 @@ pub mod data;
 pub mod defs;
 mod host;
 mod loader;
+mod mlopart;
 mod nvidia;
 mod operator;
 mod platform;

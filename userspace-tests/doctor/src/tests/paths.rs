@@ -20,7 +20,7 @@ fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
 }
 
 /// Live probes of a node whose NIC imports no dma-buf.
-fn no_dmabuf_probes() -> Probes {
+pub(super) fn no_dmabuf_probes() -> Probes {
     let mut p = dmabuf_probes();
     p.verbs = VerbsProbe::Probed {
         results: vec![DmabufProbe {

@@ -594,7 +594,7 @@ fn dmabuf_verdicts() {
 
 /// An RDMA device `name` of PCI vendor `vendor` beside the healthy node's NIC (its own switch
 /// port), with one ACTIVE port.
-fn vendor_nic(f: &Fx, name: &str, vendor: u32, bdf: &str) -> String {
+pub(super) fn vendor_nic(f: &Fx, name: &str, vendor: u32, bdf: &str) -> String {
     let dir = f.pci(
         "pci0000:00",
         &["0000:00:01.0", "0000:01:00.0", "0000:02:01.0", bdf],
@@ -684,6 +684,31 @@ fn an_efa_device_s_own_p2p_path_is_read_from_its_sysfs() {
     );
     // (the warning gates nothing: the node's verdict is the healthy node's)
     assert_eq!(r.verdict, Fx::healthy().report().verdict);
+    // A ConnectX-8 Data Direct function beside the NIC: listed, with what NCCL does with it.
+    let dd = f.pci(
+        "pci0000:00",
+        &[
+            "0000:00:01.0",
+            "0000:01:00.0",
+            "0000:02:01.0",
+            "0000:07:00.0",
+        ],
+        0x15b3,
+        0x020000,
+        0,
+        config(0x2810 | 0x10, None, 4096),
+    );
+    f.file(&format!("{dd}/device"), "0x2100\n");
+    let r = f.report();
+    let c = check(&r, "rdma.nic_paths");
+    assert_eq!(data(c)["data_direct"], serde_json::json!(["0000:07:00.0"]));
+    assert!(
+        c.details.iter().any(|d| d
+            .starts_with("Data Direct DMA functions (ConnectX-8, 15b3:2100): 0000:07:00.0")
+            && d.contains("never peer memory")),
+        "{:?}",
+        c.details
+    );
     // Before EFA 2.6: device/gdr.
     f.rm(&format!("{dir}/p2p"));
     f.file(&format!("{dir}/gdr"), "1\n");

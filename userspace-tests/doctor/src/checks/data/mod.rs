@@ -12,16 +12,18 @@ mod rdma;
 pub use build::{ConfigData, OperatorData, PeermemKo, RustData, SigningData};
 pub use host::{DkmsBuild, DkmsData, LogData, MemlockData, SettingsData, UverbsData};
 pub use nvidia::{
-    Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, P2pSymbolsData, PinnedShareData,
+    Bar1Data, DriverData, FlavourData, GpuBar1Row, MigData, MloPartData, P2pSymbolsData,
+    PinnedShareData,
 };
 pub use platform::{
     AcsBridge, AcsData, BestRow, IommuData, IommuDomain, LinkData, LinkRow, PairRow,
     RelaxedOrderingData, TopologyData, VirtualizationData,
 };
 pub use rdma::{
-    ConflictsData, ConsumersData, DevicesData, DmabufData, DropinData, InstallData, LibraryRow,
-    NicPathRow, NicPathsData, NvidiaPeermemData, NvpeerModuleData, PeerApiData, PeerClient,
-    PeerClientsData, PortRow, ServedBy,
+    ConflictsData, ConsumersData, DevicesData, DmabufData, DropinData, GdrcopyState,
+    GpuInitiatedData, GpuInitiatedRow, InstallData, LibraryRow, NicPathRow, NicPathsData,
+    NvidiaPeermemData, NvpeerModuleData, PeerApiData, PeerClient, PeerClientsData,
+    PeerMappingState, PortRow, ServedBy,
 };
 
 use serde::Serialize;
@@ -57,6 +59,8 @@ check_data! {
     Bar1(Bar1Data),
     /// `gpu.mig`.
     Mig(MigData),
+    /// `gpu.mlopart`.
+    MloPart(MloPartData),
     /// `rdma.peer_api`.
     PeerApi(PeerApiData),
     /// `rdma.devices`.
@@ -75,6 +79,8 @@ check_data! {
     Consumers(ConsumersData),
     /// `rdma.dmabuf`.
     Dmabuf(DmabufData),
+    /// `peer.gpu_initiated`.
+    GpuInitiated(GpuInitiatedData),
     /// `kernel.log`.
     Log(LogData),
     /// `kernel.dkms`.

@@ -111,3 +111,12 @@ pub struct MigData {
     /// Every GPU NVML lists, with its BAR1 and MIG mode.
     pub gpus: Vec<NvmlGpu>,
 }
+
+/// `gpu.mlopart`: CUDA devices that are MLOPart partitions, and NCCL's setting for them.
+#[derive(Debug, Clone, Serialize)]
+pub struct MloPartData {
+    /// `name (bdf, CUDA ordinal)` of each MLOPart device.
+    pub partitions: Vec<String>,
+    /// `NCCL_NET_GDR_MLOPART` as NCCL would read it, null when unset.
+    pub setting: Option<String>,
+}

@@ -1,5 +1,5 @@
 //! Data of the RDMA checks: `rdma.peer_api`, `rdma.devices`, `nvpeer.module`, `nvidia.peermem`,
-//! `peer.clients`, `peer.conflicts`, `peer.consumers`, `rdma.dmabuf`.
+//! `peer.clients`, `peer.conflicts`, `peer.consumers`, `rdma.dmabuf`, `peer.gpu_initiated`, `rdma.nic_paths`.
 
 use crate::probes::VerbsProbe;
 use serde::Serialize;
@@ -242,6 +242,8 @@ pub struct LibraryRow {
 pub struct NicPathsData {
     /// A row per device in /sys/class/infiniband.
     pub devices: Vec<NicPathRow>,
+    /// PCI functions of ConnectX-8's Data Direct DMA engine (15b3:2100).
+    pub data_direct: Vec<String>,
 }
 
 /// One RDMA device's GPU memory paths (null: a driver family the doctor does not know).
@@ -275,4 +277,69 @@ pub struct DmabufData {
     pub gpu: Option<bool>,
     /// The verbs probe (`ibv_reg_dmabuf_mr`) as it ran.
     pub verbs: VerbsProbe,
+}
+
+/// `peer.gpu_initiated`: what GPU-initiated networking needs, per library backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInitiatedData {
+    /// The mlx5 RDMA devices (GDAKI, IBGDA and `rc_gda` use no other).
+    pub mlx5_devices: Vec<String>,
+    /// Whether GPU memory registers through dma-buf (`rdma.dmabuf`), null when undetermined.
+    pub dmabuf: Option<bool>,
+    /// The driver's `PeerMappingOverride`.
+    pub peer_mapping_override: PeerMappingState,
+    /// GDRCopy as installed.
+    pub gdrcopy: GdrcopyState,
+    /// One row per backend.
+    pub backends: Vec<GpuInitiatedRow>,
+}
+
+/// `PeerMappingOverride` as `/proc/driver/nvidia/params` shows it (crate::nvreg).
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerMappingState {
+    /// Whether the params file was read.
+    pub read: bool,
+    /// Its value in `RegistryDwords` (every GPU).
+    pub global: Option<u64>,
+    /// `[bdf, value]` pairs of `RegistryDwordsPerDevice`.
+    pub per_device: Vec<(String, u64)>,
+    /// The GPUs it is nonzero for.
+    pub gpus_with: Vec<String>,
+    /// Whether it is nonzero for every GPU, null when the file was not read.
+    pub every_gpu: Option<bool>,
+}
+
+/// GDRCopy's kernel module and library.
+#[derive(Debug, Clone, Serialize)]
+pub struct GdrcopyState {
+    /// `/sys/module/gdrdrv/version`, when loaded.
+    pub gdrdrv: Option<String>,
+    /// Whether `/dev/gdrdrv` exists.
+    pub dev_gdrdrv: bool,
+    /// The newest `libgdrapi.so.2.<minor>` found in the usual library directories.
+    pub library: Option<String>,
+    /// Its version (`2.6`).
+    pub version: Option<String>,
+    /// Whether its dma-buf mmap backend (GDRCopy ≥ 2.6, CUDA driver ≥ 13.3) can stand in for
+    /// gdrdrv, null when undetermined.
+    pub dmabuf_backend: Option<bool>,
+}
+
+/// One GPU-initiated backend on this node.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInitiatedRow {
+    /// Library and backend.
+    pub backend: &'static str,
+    /// Where its prerequisites are read.
+    pub source: &'static str,
+    /// Whether it can run, null when undetermined.
+    pub ready: Option<bool>,
+    /// What it lacks.
+    pub missing: Vec<String>,
+    /// How it registers GPU memory: `peer memory (<file>)` or `dma-buf`; null: neither found.
+    pub memory: Option<String>,
+    /// Who rings the NIC's doorbell.
+    pub doorbell: String,
+    /// The setting of the doctor's environment that selects it, when one does.
+    pub requested: Option<String>,
 }

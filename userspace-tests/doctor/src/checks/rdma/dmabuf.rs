@@ -7,17 +7,49 @@ use crate::paths::DmabufUse;
 use crate::probes::{CudaProbe, VerbsProbe};
 use crate::report::{Check, Status};
 
-/// `rdma.dmabuf`: the dma-buf alternative (kernel import, GPU export, provider support).
-pub fn dmabuf(ctx: &Ctx) -> Check {
-    const ID: &str = "rdma.dmabuf";
-    const T: &str = "dma-buf path";
-    let kernel = ctx.kallsyms.as_ref().map(|k| k.has("ib_umem_dmabuf_get"));
-    let gpu: Option<bool> = match &ctx.probes.cuda {
+/// Whether the kernel imports dma-buf for RDMA (`ib_umem_dmabuf_get`); `None` without kallsyms.
+fn kernel_imports(ctx: &Ctx) -> Option<bool> {
+    ctx.kallsyms.as_ref().map(|k| k.has("ib_umem_dmabuf_get"))
+}
+
+/// Whether every GPU exports dma-buf (CUDA's attribute); `None` when CUDA was not probed.
+fn gpus_export(ctx: &Ctx) -> Option<bool> {
+    match &ctx.probes.cuda {
         CudaProbe::Ok { gpus, .. } if !gpus.is_empty() => {
             Some(gpus.iter().all(|g| g.dmabuf_supported.unwrap_or(0) != 0))
         }
         _ => None,
-    };
+    }
+}
+
+/// Whether an RDMA provider imports dma-buf (the verbs probe); `None` when it did not decide.
+fn provider_imports(ctx: &Ctx) -> Option<bool> {
+    match &ctx.probes.verbs {
+        VerbsProbe::Probed { results } => Some(results.iter().any(|r| r.verdict == "supported")),
+        _ => None,
+    }
+}
+
+/// Whether GPU memory can be registered through dma-buf here, as `rdma.dmabuf` decides it:
+/// `Some(false)` when any of its three parts is missing; `Some(true)` when the GPUs export and a
+/// provider imports (the probe's success shows the kernel's import too, kallsyms or not); `None`
+/// otherwise.
+pub fn usable(ctx: &Ctx) -> Option<bool> {
+    let (kernel, gpu, verbs) = (kernel_imports(ctx), gpus_export(ctx), provider_imports(ctx));
+    if [kernel, gpu, verbs].contains(&Some(false)) {
+        Some(false)
+    } else if gpu == Some(true) && verbs == Some(true) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// `rdma.dmabuf`: the dma-buf alternative (kernel import, GPU export, provider support).
+pub fn dmabuf(ctx: &Ctx) -> Check {
+    const ID: &str = "rdma.dmabuf";
+    const T: &str = "dma-buf path";
+    let (kernel, gpu) = (kernel_imports(ctx), gpus_export(ctx));
     let mut details = vec![format!(
         "kernel dma-buf import (ib_umem_dmabuf_get): {}",
         match kernel {
@@ -36,7 +68,7 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
             _ => "not probed".to_string(),
         }
     ));
-    let verbs: Option<bool> = match &ctx.probes.verbs {
+    match &ctx.probes.verbs {
         VerbsProbe::Probed { results } => {
             for r in results {
                 details.push(format!(
@@ -44,24 +76,22 @@ pub fn dmabuf(ctx: &Ctx) -> Check {
                     r.device, r.errno, r.verdict
                 ));
             }
-            Some(results.iter().any(|r| r.verdict == "supported"))
         }
         VerbsProbe::NoDevices => {
-            details.push("ibv_reg_dmabuf_mr probe: no RDMA device to probe".into());
-            None
+            details.push("ibv_reg_dmabuf_mr probe: no RDMA device to probe".into())
         }
         VerbsProbe::Unavailable { error } => {
-            details.push(format!("ibv_reg_dmabuf_mr probe: {error}"));
-            None
+            details.push(format!("ibv_reg_dmabuf_mr probe: {error}"))
         }
-        VerbsProbe::NotRun => None,
-    };
+        VerbsProbe::NotRun => {}
+    }
+    let verbs = provider_imports(ctx);
     let data = DmabufData {
         kernel,
         gpu,
         verbs: ctx.probes.verbs.clone(),
     };
-    let usable = kernel != Some(false) && gpu == Some(true) && verbs == Some(true);
+    let usable = usable(ctx) == Some(true);
     let prefer: Vec<&str> = CONSUMERS
         .iter()
         .filter(|p| p.dmabuf == DmabufUse::Prefers)

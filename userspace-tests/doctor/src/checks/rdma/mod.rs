@@ -2,7 +2,8 @@
 //! its own), who serves `nv_mem`, conflicts, what the communication libraries will detect, dma-buf.
 //!
 //! One file per check: `peer_api`, `devices`, `nvpeer_module`, `nvidia_peermem`, `peer_clients`,
-//! `conflicts`, `consumers` (what the communication libraries will detect), `dmabuf`, `nic_paths`
+//! `conflicts`, `consumers` (what the communication libraries will detect), `dmabuf`,
+//! `gpu_initiated` (GIN, IBGDA and `rc_gda` prerequisites), `nic_paths`
 //! (which way GPU memory reaches each NIC by its driver family);
 //! `nv_mem_owner` holds what several of them ask: which module serves `nv_mem` and how nvpeer is
 //! installed.
@@ -11,6 +12,7 @@ mod conflicts;
 mod consumers;
 mod devices;
 mod dmabuf;
+mod gpu_initiated;
 mod nic_paths;
 mod nv_mem_owner;
 mod nvidia_peermem;
@@ -22,6 +24,7 @@ pub use conflicts::conflicts;
 pub use consumers::{consumers, CONSUMERS};
 pub use devices::devices;
 pub use dmabuf::dmabuf;
+pub use gpu_initiated::gpu_initiated;
 pub use nic_paths::nic_paths;
 pub use nv_mem_owner::{nv_mem_providers, nvpeer_name, NvMemProvider};
 pub use nvidia_peermem::nvidia_peermem;

@@ -102,6 +102,11 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
+/// The PCI id of ConnectX-8's Data Direct DMA function (Linux drivers/infiniband/hw/mlx5/
+/// data_direct.c, `mlx5_data_direct_pci_tbl`). Which mlx5 device it serves is matched by a VUID
+/// through a uverbs ioctl (`MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH`), not shown in sysfs.
+const DATA_DIRECT: (u32, u32) = (0x15b3, 0x2100);
+
 /// The family of device `name` (PCI vendor `vendor`, where it has a PCI function): its name
 /// prefix first, then the vendor.
 fn family(name: &str, vendor: Option<u32>) -> Option<&'static Family> {
@@ -137,6 +142,7 @@ pub fn nic_paths(ctx: &Ctx) -> Check {
     if ctx.rdma_devices.is_empty() {
         return Check::new(ID, T, false, Status::Skip, "no RDMA device").data(NicPathsData {
             devices: Vec::new(),
+            data_direct: Vec::new(),
         });
     }
     let efa_module = ctx.root.read_trim("/sys/module/efa_nv_peermem/version");
@@ -214,7 +220,21 @@ pub fn nic_paths(ctx: &Ctx) -> Check {
             source: f.map(|f| f.source),
         });
     }
-    let data = NicPathsData { devices: rows };
+    let data_direct: Vec<String> = crate::pci::PciDev::all(ctx.root)
+        .into_iter()
+        .filter(|d| (d.vendor, d.device) == DATA_DIRECT)
+        .map(|d| d.bdf)
+        .collect();
+    if !data_direct.is_empty() {
+        details.push(format!(
+            "Data Direct DMA functions (ConnectX-8, 15b3:2100): {}. NCCL ≥ 2.27.3 (NCCL_IB_DATA_DIRECT=1, its default) exposes an mlx5 device that has one through it: it registers GPU memory with mlx5dv_reg_dmabuf_mr's DATA_DIRECT access (dma-buf, never peer memory) and places the NIC at the function's PCI position, not the device's own (pci.topology classifies the device's own function; which device a function serves is not in sysfs)",
+            data_direct.join(", ")
+        ));
+    }
+    let data = NicPathsData {
+        devices: rows,
+        data_direct,
+    };
     let served = ctx.rdma_devices.len() - elsewhere.len();
     let summary = if elsewhere.is_empty() {
         format!(
