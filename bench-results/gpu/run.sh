@@ -34,6 +34,9 @@ rec() {
     nvidia-smi -q -d MEMORY 2>&1 | sed -n '/BAR1 Memory Usage/,/Free/p'
 } >"$out/host.txt" 2>&1
 
+# The driver's options as it prints them (the doctor reads RegistryDwords there: crate::nvreg).
+rec nvidia-params.txt cat /proc/driver/nvidia/params
+
 # The doctor: default verdict (any path), the strict answer, JSON, and as an unprivileged user.
 rec doctor.txt "$bin" doctor -v
 rec doctor-require-nvpeer.txt "$bin" doctor --require nvpeer
@@ -45,6 +48,9 @@ stub=$(mktemp -d)
 ln -s "$(ldconfig -p | awk '/libm.so.6 .*x86-64/ {print $NF; exit}')" "$stub/libcuda.so"
 rec doctor-stub-libcuda.txt env LD_LIBRARY_PATH="$stub" "$bin" doctor --require dmabuf
 rm -rf "$stub"
+
+# GPU-initiated networking selected in the environment (peer.gpu_initiated's "requested").
+rec doctor-gin-selected.txt env NCCL_GIN_TYPE=3 NVSHMEM_IB_ENABLE_IBGDA=1 UCX_TLS=rc_gda "$bin" doctor -v
 
 # The harness's CUDA side.
 rec validate-cuda.txt "$bin" validate --mem cuda --max-size 64M

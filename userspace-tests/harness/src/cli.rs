@@ -220,6 +220,23 @@ pub struct ValidateArgs {
     /// keeps beside the page (comma-separated or repeated).
     #[arg(long = "report-bench", value_name = "FILE", value_delimiter = ',')]
     pub report_bench: Vec<std::path::PathBuf>,
+    /// Run NCCL's own test instead of the verbs cases: nccl-tests' `all_reduce_perf` over the
+    /// node's GPUs with NCCL's P2P and SHM transports off, so that their traffic loops through
+    /// the NIC; reports its bus bandwidth and which path NCCL took (validate/nccl.rs).
+    #[arg(long = "nccl", conflicts_with_all = ["server", "only", "report_from"])]
+    pub nccl: bool,
+    /// With --nccl: the `all_reduce_perf` binary (default: the one on PATH).
+    #[arg(long = "nccl-tests", value_name = "BIN", requires = "nccl")]
+    pub nccl_tests: Option<std::path::PathBuf>,
+    /// With --nccl: GPUs to run over (`-g`); 0, the default, is every NVIDIA GPU of the node.
+    #[arg(long = "nccl-gpus", default_value_t = 0, requires = "nccl")]
+    pub nccl_gpus: u32,
+    /// With --nccl: the largest message (`-e`).
+    #[arg(long = "nccl-max-size", default_value = "128M", value_parser = parse_size, requires = "nccl")]
+    pub nccl_max_size: u64,
+    /// With --nccl: seconds before the test is killed as hung.
+    #[arg(long = "nccl-timeout", default_value_t = 600, requires = "nccl")]
+    pub nccl_timeout: u64,
     /// The report's directory: `--report DIR` (an option of `nvpeer validate`'s, shared with
     /// `--fleet`), set by the command that owns it.
     #[arg(skip)]

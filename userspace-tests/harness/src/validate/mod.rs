@@ -1,6 +1,7 @@
 //! `nvpeer validate`: the conformance suite (docs/validation.md, "Cases"). Capability discovery, the
 //! registration matrix per path, data integrity for every operation and direction, and
-//! invalidation, each as one case with a pass/fail line and a probable cause.
+//! invalidation, each as one case with a pass/fail line and a probable cause. `--nccl` runs
+//! NCCL's own test instead (`nccl`).
 //!
 //! Files by concept: `capability` (the `cap.*` prerequisites), `memory` (the `mem.*` cases of the
 //! memory backend), `registration` (the registration matrix per path), `transfer` (data integrity
@@ -15,6 +16,7 @@ mod capability;
 mod emu_kinds;
 mod invalidation;
 mod memory;
+pub mod nccl;
 pub mod peer_path;
 mod registration;
 mod summary;
@@ -286,6 +288,15 @@ pub fn run(args: ValidateArgs) -> Result<Verdict, ValidateError> {
         let written = report_html::write(dir, &doc, &args.report_bench)?;
         report::say(&written.summary());
         return Ok(doc.verdict());
+    }
+    if args.nccl {
+        return Ok(nccl::run(&nccl::NcclArgs {
+            binary: args.nccl_tests.clone(),
+            gpus: args.nccl_gpus,
+            max_bytes: args.nccl_max_size,
+            timeout: Duration::from_secs(args.nccl_timeout),
+            json: args.common.json,
+        }));
     }
     if args.common.server {
         serve(&args)?;
