@@ -141,6 +141,13 @@ fn gdaki_does_not_count_peer_memory_under_another_name() {
         "{:?}",
         c.fix
     );
+    // Without live probes dma-buf is undetermined: so is GDAKI, never "not ready".
+    let r = f.report();
+    assert!(backend(&r, "NCCL GIN, GDAKI")["ready"].is_null());
+    assert_eq!(
+        backend(&r, "NCCL GIN, GDAKI")["missing"],
+        serde_json::json!([])
+    );
     // dma-buf working instead: GDAKI registers through it.
     let r = f.report_with(dmabuf_probes());
     assert_eq!(backend(&r, "NCCL GIN, GDAKI")["memory"], "dma-buf");

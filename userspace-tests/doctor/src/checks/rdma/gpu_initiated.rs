@@ -309,11 +309,13 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
         if b.mlx5 && mlx5.is_empty() {
             missing.push("an mlx5 device (ConnectX or BlueField)".to_string());
         }
-        if memory.is_none() {
-            missing.push(match dmabuf {
-                Some(false) => format!("GPU memory registration: none of {} exists and dma-buf is not available (rdma.dmabuf)", b.peer.join(", ")),
-                _ => format!("GPU memory registration: none of {} exists and dma-buf is undetermined (rdma.dmabuf)", b.peer.join(", ")),
-            });
+        // Without a peer-memory file, dma-buf decides; undetermined (no live probe) stays so.
+        let memory_unknown = memory.is_none() && dmabuf.is_none();
+        if memory.is_none() && dmabuf == Some(false) {
+            missing.push(format!(
+                "GPU memory registration: none of {} exists and dma-buf is not available (rdma.dmabuf)",
+                b.peer.join(", ")
+            ));
         }
         let doorbell = match b.gpu_doorbell {
             None => "CPU".to_string(),
@@ -343,7 +345,7 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
         };
         let ready = if !missing.is_empty() {
             Some(false)
-        } else if memory.is_some() && (b.gpu_doorbell != Some(Doorbell::Fails) || mapping.read) {
+        } else if !memory_unknown && (b.gpu_doorbell != Some(Doorbell::Fails) || mapping.read) {
             Some(true)
         } else {
             None
@@ -356,7 +358,11 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
                 Some(false) => format!("not ready: needs {}", missing.join("; ")),
                 None => "undetermined".to_string(),
             },
-            memory.as_deref().unwrap_or("none found"),
+            memory.as_deref().unwrap_or(if memory_unknown {
+                "no peer-memory file; dma-buf undetermined (no live probe)"
+            } else {
+                "none"
+            }),
             doorbell,
             requested
                 .as_ref()
