@@ -63,8 +63,22 @@ fn gdaki_is_ready_on_the_healthy_node_with_cpu_doorbells_where_the_option_is_uns
             && fix.contains("driver.kernelModuleConfig.name"),
         "{fix}"
     );
-    // Not read: undetermined, never "not ready".
+    // A params file without the registry lines is not read either.
+    f.file("/proc/driver/nvidia/params", "EnableStreamMemOPs: 0\n");
+    let r = f.report();
+    assert!(backend(&r, "UCX rc_gda")["ready"].is_null());
+    // Not read: undetermined, never "not ready"; selected, the summary says so.
     f.rm("/proc/driver/nvidia/params");
+    let mut p = Probes::none();
+    p.env = env(&[("UCX_TLS", "rc_gda")]);
+    let c = f.report_with(p);
+    assert!(
+        check(&c, "peer.gpu_initiated")
+            .summary
+            .ends_with("; selected, undetermined: UCX rc_gda (≥ 1.20)"),
+        "{}",
+        check(&c, "peer.gpu_initiated").summary
+    );
     let r = f.report();
     assert!(backend(&r, "UCX rc_gda")["ready"].is_null());
     assert_eq!(
@@ -164,7 +178,7 @@ fn without_an_mlx5_device_only_nccl_s_proxy_backend_remains() {
     assert_eq!(c.status, Status::Pass);
     assert_eq!(
         c.summary,
-        "no mlx5 device: GDAKI, IBGDA and rc_gda need one; NCCL's proxy backend only"
+        "no mlx5 device: GDAKI, IBGDA and rc_gda need one; NCCL's proxy backend: ready"
     );
     assert_eq!(backend(&r, "NCCL GIN, proxy")["ready"], true);
     assert!(backend(&r, "NCCL GIN, GDAKI")["missing"][0]

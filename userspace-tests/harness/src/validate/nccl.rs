@@ -1,6 +1,7 @@
 //! `nvpeer validate --nccl`: NCCL's own test of the node's network path. It runs nccl-tests'
 //! `all_reduce_perf` over the node's GPUs with NCCL's shared-memory and peer-to-peer transports
-//! off (so every byte between the GPUs crosses the NIC: NCCL's network loopback), reads NCCL's
+//! off unless the caller set them (so the traffic between the GPUs crosses the NIC: NCCL's network
+//! loopback), reads NCCL's
 //! `NCCL_DEBUG=INFO` lines from its output with the doctor's reader (`nvpeer_doctor::nccl_log`:
 //! which connections used GPUDirect RDMA, and why the others did not) and the table the test
 //! prints (bus bandwidth per size, the `#wrong` counts of its data check).
@@ -8,14 +9,17 @@
 //! The table's layout is nccl-tests' (NVIDIA/nccl-tests src/util.cu `writeResultHeader`,
 //! `writeResultFooter`): per size the columns `size count type redop root`, then out-of-place
 //! `time algbw busbw #wrong` and in-place the same (four per-iteration columns after each
-//! `#wrong` with `-R`, a timestamp at the end with `-T`); `#wrong` is `N/A` without the data
-//! check; the footer's `# Out of bounds values : N OK|FAILED` and `# Avg bus bandwidth : X`.
+//! `#wrong` in its per-iteration layout, whose header says `(+ per-iteration)`; a timestamp
+//! column at the end when asked for); `#wrong` is `N/A` without the data check and printed with
+//! `%g` (`1e+06`); the footer's `# Out of bounds values : N OK|FAILED` and `# Avg bus bandwidth :
+//! X`. The test exits non-zero when its data check failed.
 
 use crate::report::{self, CaseResult};
 use nvpeer_doctor::nccl_log::{Choice, NcclLog};
 use nvpeer_verdict::Verdict;
 use serde::Serialize;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -25,6 +29,10 @@ use wait_timeout::ChildExt;
 pub const BINARY: &str = "all_reduce_perf";
 /// Output kept per stream; what a run prints beyond it is counted, not kept.
 const MAX_OUTPUT: usize = 16 << 20;
+/// The test's smallest message (`-b`): a `--nccl-max-size` below it runs no size.
+const MIN_BYTES: u64 = 8;
+/// Lines of the test's standard error shown when it failed.
+const ERR_TAIL: usize = 12;
 
 /// What `--nccl` needs from the command line.
 #[derive(Debug, Clone)]
@@ -66,8 +74,12 @@ pub struct PerfTable {
     pub avg_busbw: Option<f64>,
 }
 
+/// A `#wrong` count as printed (`%g`: `1e+06` for a million); `None` for `N/A`.
 fn wrong(s: &str) -> Option<u64> {
-    s.parse().ok()
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| v as u64)
 }
 
 /// Reads nccl-tests' table out of its output (NCCL's own lines among it are skipped).
@@ -168,6 +180,8 @@ pub struct NcclRun {
     pub timed_out: bool,
     /// Output bytes beyond what was kept.
     pub output_dropped: u64,
+    /// The last lines of its standard error that are not NCCL's, when a case failed.
+    pub stderr_tail: Vec<String>,
     pub table: PerfTable,
     /// NCCL's own reading, when its log lines were in the output.
     pub nccl: Option<NcclLog>,
@@ -203,22 +217,24 @@ pub fn judge(
             .map_or_else(|| "not printed".to_string(), |b| format!("{b:.2}"))
     );
     let a = "nccl.all-reduce";
+    let bad_data = wrong > 0 || table.out_of_bounds.is_some_and(|n| n > 0);
     cases.push(if timed_out {
         CaseResult::fail(a, "all_reduce_perf did not finish in time and was killed", "a hang in NCCL's setup or transfer: rerun with NCCL_DEBUG=INFO and read where it stopped; check the NIC's link and `nvpeer doctor`")
+    } else if bad_data {
+        // (the test exits non-zero for this too: the data check is the finding)
+        CaseResult::fail(
+            a,
+            format!(
+                "{wrong} wrong element(s), {} out-of-bounds value(s), exit {exit:?}; {figures}",
+                table.out_of_bounds.unwrap_or(0)
+            ),
+            "data corrupted on the way: the NIC's or the GPU's DMA into GPU memory (run `nvpeer validate --mem cuda` for the RDMA-level cases)",
+        )
     } else if exit != Some(0) {
         CaseResult::fail(
             a,
             format!("all_reduce_perf exited with {exit:?}; {figures}"),
-            "NCCL or CUDA reported an error: its WARN lines (above) name it",
-        )
-    } else if wrong > 0 || table.out_of_bounds.is_some_and(|n| n > 0) {
-        CaseResult::fail(
-            a,
-            format!(
-                "{wrong} wrong element(s), {} out-of-bounds value(s); {figures}",
-                table.out_of_bounds.unwrap_or(0)
-            ),
-            "data corrupted on the way: the NIC's or the GPU's DMA into GPU memory (run `nvpeer validate --mem cuda` for the RDMA-level cases)",
+            "NCCL, CUDA or the test reported an error: its standard error's last lines (below) and NCCL's WARN lines name it",
         )
     } else if table.rows.is_empty() {
         CaseResult::fail(
@@ -266,16 +282,56 @@ pub fn judge(
     cases
 }
 
+/// What a run that could not start says: its one case, as text or as the JSON document.
+fn could_not_run(json: bool, r: CaseResult) -> Verdict {
+    if json {
+        report::print_json(&serde_json::json!({
+            "tool": "nvpeer validate --nccl",
+            "cases": [r],
+            "verdict": Verdict::CouldNotRun,
+        }));
+    } else {
+        report::say(&report::case_line(&r));
+    }
+    Verdict::CouldNotRun
+}
+
+/// The last [`ERR_TAIL`] lines of `stderr` that are not NCCL's own (those are read as the log).
+fn err_tail(stderr: &str) -> Vec<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains(" NCCL INFO ") && !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(ERR_TAIL)..]
+        .iter()
+        .map(|l| l.chars().take(300).collect())
+        .collect()
+}
+
 /// Runs the test and reports it; the verdict is the command's exit status.
 pub fn run(a: &NcclArgs) -> Verdict {
-    let Some(binary) = a.binary.clone().or_else(|| on_path(BINARY)) else {
-        let r = CaseResult::fail(
-            "nccl.all-reduce",
-            format!("{BINARY} not found on PATH"),
-            "install nccl-tests (NVIDIA/nccl-tests: `make MPI=0 CUDA_HOME=... NCCL_HOME=...`) or pass --nccl-tests PATH",
+    if a.max_bytes < MIN_BYTES {
+        return could_not_run(
+            a.json,
+            CaseResult::fail(
+                "nccl.all-reduce",
+                format!(
+                    "--nccl-max-size {} is below the test's smallest message ({MIN_BYTES} bytes)",
+                    a.max_bytes
+                ),
+                "give --nccl-max-size 8 or more (default 128M)",
+            ),
         );
-        report::say(&report::case_line(&r));
-        return Verdict::CouldNotRun;
+    }
+    let Some(binary) = a.binary.clone().or_else(|| on_path(BINARY)) else {
+        return could_not_run(
+            a.json,
+            CaseResult::fail(
+                "nccl.all-reduce",
+                format!("{BINARY} not found on PATH"),
+                "install nccl-tests (NVIDIA/nccl-tests: `make MPI=0 CUDA_HOME=... NCCL_HOME=...`) or pass --nccl-tests PATH",
+            ),
+        );
     };
     let gpus = if a.gpus == 0 {
         gpu_count(Path::new("/")).max(1)
@@ -284,7 +340,7 @@ pub fn run(a: &NcclArgs) -> Verdict {
     };
     let args: Vec<String> = vec![
         "-b".into(),
-        "8".into(),
+        MIN_BYTES.to_string(),
         "-e".into(),
         a.max_bytes.to_string(),
         "-f".into(),
@@ -319,7 +375,10 @@ pub fn run(a: &NcclArgs) -> Verdict {
                 .join(" ")
         ));
     }
+    // In a process group of its own, so that a timeout ends a wrapper's children too (and with
+    // them the pipes the readers below wait on).
     let child = Command::new(&binary)
+        .process_group(0)
         .args(&args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env_remove("NCCL_DEBUG_FILE")
@@ -330,13 +389,14 @@ pub fn run(a: &NcclArgs) -> Verdict {
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
-            let r = CaseResult::fail(
-                "nccl.all-reduce",
-                format!("starting {}: {e}", binary.display()),
-                "not an executable nccl-tests binary",
-            );
-            report::say(&report::case_line(&r));
-            return Verdict::CouldNotRun;
+            return could_not_run(
+                a.json,
+                CaseResult::fail(
+                    "nccl.all-reduce",
+                    format!("starting {}: {e}", binary.display()),
+                    "not an executable nccl-tests binary",
+                ),
+            )
         }
     };
     let out = child
@@ -350,6 +410,11 @@ pub fn run(a: &NcclArgs) -> Verdict {
     let (exit, timed_out) = match child.wait_timeout(a.timeout) {
         Ok(Some(status)) => (status.code(), false),
         Ok(None) | Err(_) => {
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                // SAFETY: kill(2) with a negative pid signals that process group; no memory is
+                // passed. The group is the child's own (process_group(0) above).
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            }
             let _ = child.kill();
             let _ = child.wait();
             (None, true)
@@ -363,6 +428,11 @@ pub fn run(a: &NcclArgs) -> Verdict {
     let table = parse_table(&stdout);
     let nccl = NcclLog::read(BINARY, std::io::Cursor::new(text.as_bytes())).ok();
     let cases = judge(exit, timed_out, &table, nccl.as_ref());
+    let stderr_tail = if cases.iter().any(|c| c.status == report::Status::Fail) {
+        err_tail(&stderr)
+    } else {
+        Vec::new()
+    };
     let s = report::summarize(&cases);
     let verdict = report::run_verdict(false, &s);
     let doc = NcclRun {
@@ -372,6 +442,7 @@ pub fn run(a: &NcclArgs) -> Verdict {
         exit,
         timed_out,
         output_dropped: d1 + d2,
+        stderr_tail,
         table,
         nccl,
         cases,
@@ -382,6 +453,9 @@ pub fn run(a: &NcclArgs) -> Verdict {
     } else {
         for c in &doc.cases {
             report::say(&report::case_line(c));
+        }
+        for l in &doc.stderr_tail {
+            report::say(&format!("  stderr: {l}"));
         }
         if let Some(n) = &doc.nccl {
             report::say(&n.render());
@@ -463,8 +537,13 @@ node1:4242:4251 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/IB/0
             "   16             4     float     sum      -1    20.02    0.00    0.00      0",
             "   16             4     float     sum      -1    20.02    0.00    0.00      3",
         );
-        let c = judge(Some(0), false, &parse_table(&bad), Some(&log));
+        // nccl-tests exits 1 when its data check failed: the wrong elements are the finding.
+        let c = judge(Some(1), false, &parse_table(&bad), Some(&log));
         assert_eq!(c[0].status, Status::Fail);
+        assert!(c[0].cause.as_deref().unwrap().starts_with("data corrupted"));
+        // `%g` counts.
+        assert_eq!(wrong("1e+06"), Some(1_000_000));
+        assert_eq!(wrong("N/A"), None);
         assert!(
             c[0].detail.starts_with("3 wrong element(s)"),
             "{}",
@@ -525,6 +604,15 @@ node1:4242:4251 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/IB/0
         assert_eq!(c[0].status, Status::Pass);
         // One rank: nothing crosses a network.
         assert_eq!(c[1].status, Status::Skip);
+    }
+
+    #[test]
+    fn the_error_tail_leaves_nccl_s_lines_out() {
+        let e = "node1:1:1 [0] NCCL INFO ring 0\n\nInvalid number of GPUs: 9 requested but only 1 found.\n";
+        assert_eq!(
+            err_tail(e),
+            vec!["Invalid number of GPUs: 9 requested but only 1 found.".to_string()]
+        );
     }
 
     #[test]

@@ -37,26 +37,15 @@ use crate::report::{Check, Status};
 const PEER_MAPPING_OVERRIDE: &str = "PeerMappingOverride";
 /// The modprobe line that sets it.
 const OPTION_LINE: &str = "options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\"";
-/// NCCL GDAKI's and UCX's peer-memory file.
-const SYS_NVIDIA_PEERMEM: &str = "/sys/module/nvidia_peermem/version";
-/// NCCL's proxy backend's peer-memory files (`ncclIbGdrSupport`).
-const NCCL_PEER: &[&str] = &[
-    "/sys/kernel/mm/memory_peers/nv_mem/version",
-    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-    SYS_NVIDIA_PEERMEM,
-];
-/// NVSHMEM's (`nvshmemt_ib_common_nv_peer_mem_available`).
-const NVSHMEM_PEER: &[&str] = &[
-    "/sys/kernel/mm/memory_peers/nv_mem/version",
-    "/sys/kernel/mm/memory_peers/nvidia-peermem/version",
-    SYS_NVIDIA_PEERMEM,
-];
-/// UCX's (`uct_ib_md_open_common`, UCX ≥ 1.18).
-const UCX_PEER: &[&str] = &[
-    "/sys/kernel/mm/memory_peers/nv_mem/version",
-    SYS_NVIDIA_PEERMEM,
-    "/sys/module/nv_peer_mem/version",
-];
+/// The `peer.consumers` row whose probe a backend's memory registration uses (one list of the
+/// libraries' peer-memory files: crate::checks::CONSUMERS).
+fn peer_files(library: &str) -> &'static [&'static str] {
+    super::CONSUMERS
+        .iter()
+        .find(|p| p.library == library)
+        .map_or(&[], |p| p.paths)
+}
+
 /// Where a GDRCopy library is looked for (its real file is `libgdrapi.so.2.<minor>`).
 const LIB_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
@@ -77,8 +66,8 @@ struct Backend {
     source: &'static str,
     /// Needs an mlx5 device (else any verbs device).
     mlx5: bool,
-    /// Its peer-memory probe (any file found means peer memory).
-    peer: &'static [&'static str],
+    /// The `peer.consumers` library whose probe finds its peer memory (any file found).
+    peer: &'static str,
     /// The GPU rings the doorbell: without the override (or CAP_SYS_ADMIN) it `falls_back`, or fails.
     gpu_doorbell: Option<Doorbell>,
     /// Whether the environment selects it (its variable and value), from the doctor's own.
@@ -152,7 +141,7 @@ const BACKENDS: &[Backend] = &[
         name: "NCCL GIN, GDAKI backend (≥ 2.28.7)",
         source: "NVIDIA/nccl src/transport/net_ib/gin.cc ncclGinIbGdakiInitOnce, ncclGinIbGdrSupport",
         mlx5: true,
-        peer: &[SYS_NVIDIA_PEERMEM],
+        peer: "NCCL GIN/GDAKI",
         gpu_doorbell: Some(Doorbell::FallsBack("NCCL rings it from a CPU proxy thread, silently")),
         requested: nccl_gdaki,
     },
@@ -160,7 +149,7 @@ const BACKENDS: &[Backend] = &[
         name: "NCCL GIN, proxy backend",
         source: "NVIDIA/nccl src/transport/net_ib/gin.cc (NCCL_GIN_TYPE_PROXY), gdr.cc ncclIbGdrSupport",
         mlx5: false,
-        peer: NCCL_PEER,
+        peer: "NCCL",
         gpu_doorbell: None,
         requested: nccl_proxy,
     },
@@ -168,7 +157,7 @@ const BACKENDS: &[Backend] = &[
         name: "NVSHMEM IBGDA, GPU NIC handler",
         source: "NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp nvshmemt_init (NVSHMEM_IBGDA_NIC_HANDLER=gpu)",
         mlx5: true,
-        peer: NVSHMEM_PEER,
+        peer: "NVSHMEM",
         gpu_doorbell: Some(Doorbell::Fails),
         requested: nvshmem_gpu,
     },
@@ -176,7 +165,7 @@ const BACKENDS: &[Backend] = &[
         name: "NVSHMEM IBGDA, CPU NIC handler (≥ 3.4.5; 3.0.6-3.4.4 with GDRCopy)",
         source: "NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp nvshmemt_init (NVIDIA/nvshmem#23, #34)",
         mlx5: true,
-        peer: NVSHMEM_PEER,
+        peer: "NVSHMEM",
         gpu_doorbell: None,
         requested: nvshmem_cpu,
     },
@@ -184,7 +173,7 @@ const BACKENDS: &[Backend] = &[
         name: "UCX rc_gda (≥ 1.20)",
         source: "openucx/ucx src/uct/ib/mlx5/gdaki/gdaki.c uct_gdaki_check_cuda_ctx_dependent_features",
         mlx5: true,
-        peer: UCX_PEER,
+        peer: "UCX ≥ 1.18",
         gpu_doorbell: Some(Doorbell::Fails),
         requested: ucx_gda,
     },
@@ -201,7 +190,15 @@ fn peer_mapping(ctx: &Ctx) -> PeerMappingState {
             every_gpu: None,
         };
     };
-    let v = nvreg::key(&text, PEER_MAPPING_OVERRIDE);
+    let Some(v) = nvreg::key(&text, PEER_MAPPING_OVERRIDE) else {
+        return PeerMappingState {
+            read: false,
+            global: None,
+            per_device: Vec::new(),
+            gpus_with: Vec::new(),
+            every_gpu: None,
+        };
+    };
     let gpus_with: Vec<String> = ctx
         .gpus
         .iter()
@@ -299,7 +296,8 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
     let mut fixes: Vec<String> = Vec::new();
     for b in BACKENDS {
         let requested = (b.requested)(ctx);
-        let peer = b.peer.iter().find(|f| ctx.root.exists(f)).copied();
+        let files = peer_files(b.peer);
+        let peer = files.iter().find(|f| ctx.root.exists(f)).copied();
         let memory = match (peer, dmabuf) {
             (Some(f), _) => Some(format!("peer memory ({f})")),
             (None, Some(true)) => Some("dma-buf".to_string()),
@@ -314,7 +312,7 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
         if memory.is_none() && dmabuf == Some(false) {
             missing.push(format!(
                 "GPU memory registration: none of {} exists and dma-buf is not available (rdma.dmabuf)",
-                b.peer.join(", ")
+                files.join(", ")
             ));
         }
         let doorbell = match b.gpu_doorbell {
@@ -326,7 +324,10 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
                         let why = if mapping.read {
                             format!("{PEER_MAPPING_OVERRIDE} is not set for every GPU")
                         } else {
-                            format!("{} not readable", nvreg::PARAMS)
+                            format!(
+                                "whether {PEER_MAPPING_OVERRIDE} is set is unknown: {} not read",
+                                nvreg::PARAMS
+                            )
                         };
                         match fallback {
                             Doorbell::FallsBack(how) => format!(
@@ -412,7 +413,10 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
     if not_every_gpu {
         fixes.push(format!("For GPU-rung doorbells (UCX rc_gda and NVSHMEM's GPU handler need them; NCCL GDAKI and NVSHMEM's `auto` handler fall back to the CPU) set the driver option: `{OPTION_LINE}` in /etc/modprobe.d/, then reload nvidia (rebuild the initramfs where it loads nvidia); with the GPU Operator, put `NVreg_RegistryDwords=\"PeerMappingOverride=1;\"` in the nvidia.conf of the ConfigMap named by driver.kernelModuleConfig.name."));
     }
-    let gdaki_memory = rows.first().is_some_and(|r| r.memory.is_none());
+    let gdaki_memory = rows
+        .iter()
+        .find(|r| r.backend == BACKENDS[0].name)
+        .is_some_and(|r| r.memory.is_none());
     if gdaki_memory && !mlx5.is_empty() {
         fixes.push("NCCL's GDAKI takes peer memory only from /sys/module/nvidia_peermem (nvpeer under its own name, nv_peer_mem or a memory_peers listing do not count): install nvpeer as nvidia-peermem (`modprobe nvidia_peermem`), or use dma-buf (rdma.dmabuf).".into());
     }
@@ -436,15 +440,37 @@ pub fn gpu_initiated(ctx: &Ctx) -> Check {
     } else {
         Status::Pass
     };
-    let summary = if !blocked_requested.is_empty() {
+    let undetermined_requested: Vec<&str> = data
+        .backends
+        .iter()
+        .filter(|r| r.ready.is_none() && r.requested.is_some())
+        .map(|r| r.backend)
+        .collect();
+    let mut summary = if !blocked_requested.is_empty() {
         format!("selected but not ready: {}", blocked_requested.join(", "))
     } else if mlx5.is_empty() {
-        "no mlx5 device: GDAKI, IBGDA and rc_gda need one; NCCL's proxy backend only".to_string()
+        let proxy = data.backends.iter().find(|r| r.backend == BACKENDS[1].name);
+        format!(
+            "no mlx5 device: GDAKI, IBGDA and rc_gda need one; NCCL's proxy backend: {}",
+            match proxy.and_then(|r| r.ready) {
+                Some(true) => "ready",
+                Some(false) => "not ready",
+                None => "undetermined",
+            }
+        )
+    } else if status == Status::Warn {
+        "NCCL GIN's GDAKI backend has neither /sys/module/nvidia_peermem nor dma-buf".to_string()
     } else if ready.is_empty() {
         "no GPU-initiated backend is ready (see details)".to_string()
     } else {
         format!("ready: {}", ready.join(", "))
     };
+    if !undetermined_requested.is_empty() {
+        summary.push_str(&format!(
+            "; selected, undetermined: {}",
+            undetermined_requested.join(", ")
+        ));
+    }
     let mut c = Check::new(ID, T, false, status, summary)
         .details(details)
         .data(data);
