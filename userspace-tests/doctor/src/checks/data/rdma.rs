@@ -294,8 +294,9 @@ pub struct GpuInitiatedData {
     pub backends: Vec<GpuInitiatedRow>,
 }
 
-/// `PeerMappingOverride` as `/proc/driver/nvidia/params` shows it (crate::nvreg).
-#[derive(Debug, Clone, Serialize)]
+/// `PeerMappingOverride` as `/proc/driver/nvidia/params` shows it (crate::nvreg); the default is
+/// the file not read.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PeerMappingState {
     /// Whether the params file was read.
     pub read: bool,

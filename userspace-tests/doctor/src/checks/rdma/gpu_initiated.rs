@@ -181,23 +181,13 @@ const BACKENDS: &[Backend] = &[
 
 /// `PeerMappingOverride` as the driver's params file shows it.
 fn peer_mapping(ctx: &Ctx) -> PeerMappingState {
-    let Some(text) = ctx.root.read(nvreg::PARAMS) else {
-        return PeerMappingState {
-            read: false,
-            global: None,
-            per_device: Vec::new(),
-            gpus_with: Vec::new(),
-            every_gpu: None,
-        };
-    };
-    let Some(v) = nvreg::key(&text, PEER_MAPPING_OVERRIDE) else {
-        return PeerMappingState {
-            read: false,
-            global: None,
-            per_device: Vec::new(),
-            gpus_with: Vec::new(),
-            every_gpu: None,
-        };
+    // Unread: no file, or none of the registry lines in it.
+    let Some(v) = ctx
+        .root
+        .read(nvreg::PARAMS)
+        .and_then(|text| nvreg::key(&text, PEER_MAPPING_OVERRIDE))
+    else {
+        return PeerMappingState::default();
     };
     let gpus_with: Vec<String> = ctx
         .gpus
