@@ -59,7 +59,7 @@ if [ -c /dev/nvp2p_emu ]; then
     # thread's free callback freed, put_pages_persistent on a table of get_pages, and the dangling
     # *page_table of a failed get_pages passed back.
     tb_expect_begin 'nvp2p_emu: VIOLATION'
-    nvp2p_group violation-put-in-callback violation-put-wrong-va violation-freed-table \
+    nvp2p_group violation-put-in-callback violation-put-wrong-va violation-freed-table dma-map-uaf-after-address-reuse \
         violation-double-put violation-wrong-peer-and-stale-mapping \
         violation-wrong-process-put violation-leak-check violation-dma-map-uaf \
         violation-put-persistent-on-nonpersistent violation-dangling-out-param

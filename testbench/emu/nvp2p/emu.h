@@ -143,6 +143,7 @@ struct emu_tomb {
 	pid_t tgid;
 	pid_t ender;                    /* task that tore it down (put, free, exit) */
 	u64 id;
+	void *held;                     /* the freed object's memory, kept (emu_tomb_hold) */
 };
 
 /*
@@ -251,6 +252,7 @@ struct emu_tomb *emu_tomb_lookup(unsigned long key, enum emu_tomb_kind kind);
 void emu_tomb_add(unsigned long key, enum emu_tomb_kind kind, enum emu_end how,
 		  pid_t tgid, u64 id);
 void emu_tomb_forget(unsigned long key, enum emu_tomb_kind kind);
+void emu_tomb_hold(unsigned long key, enum emu_tomb_kind kind, void *mem);
 void emu_tombs_clear(void);
 bool emu_pin_table_modified(const struct emu_pin *p);
 void emu_map_release(struct emu_map *mp);

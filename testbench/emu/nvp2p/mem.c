@@ -270,6 +270,7 @@ static void emu_tomb_free(struct emu_tomb *t)
 	hash_del(&t->hnode);
 	list_del(&t->node);
 	emu.nr_tombs--;
+	kfree(t->held);
 	kfree(t);
 }
 
@@ -305,6 +306,29 @@ void emu_tomb_add(unsigned long key, enum emu_tomb_kind kind, enum emu_end how,
 	hash_add(emu.tomb_hash, &t->hnode, key);
 	list_add_tail(&t->node, &emu.tombs);
 	emu.nr_tombs++;
+}
+
+/*
+ * Free @mem, the poisoned memory of the object the tombstone of @key remembers,
+ * or keep it until that tombstone goes. Kept, the address names one object for
+ * as long as the emulator judges pointers by it: on a kernel whose allocator
+ * reuses a freed address at once (no KASAN), a late call with the stale pointer
+ * of a table a callback freed would otherwise meet the tombstone of a later
+ * table at the same address, one that was put, and be judged by that table's
+ * end. Under KASAN the memory is freed at once: KASAN's own quarantine delays
+ * the reuse, and it reports a client's reads of the freed table only while the
+ * memory really is free. Called with tbl_lock held.
+ */
+void emu_tomb_hold(unsigned long key, enum emu_tomb_kind kind, void *mem)
+{
+	struct emu_tomb *t;
+
+	lockdep_assert_held(&emu.tbl_lock);
+	t = IS_ENABLED(CONFIG_KASAN) ? NULL : emu_tomb_lookup(key, kind);
+	if (t && !t->held)
+		t->held = mem;
+	else
+		kfree(mem);
 }
 
 void emu_tombs_clear(void)
@@ -363,7 +387,9 @@ static void emu_pin_free_table(struct emu_pin *p)
 	kvfree(p->pages);
 	kvfree(p->ptrs);
 	kfree(p->uuid);
-	kfree(p->pt);
+	mutex_lock(&emu.tbl_lock);
+	emu_tomb_hold((unsigned long)p->pt, EMU_TOMB_PT, p->pt);
+	mutex_unlock(&emu.tbl_lock);
 }
 
 /*

@@ -848,6 +848,37 @@ def case_violation_dma_map_uaf():
          "waited for the RM lock: dma-map-uaf recorded twice, -EINVAL")
 
 
+def case_dma_map_uaf_after_address_reuse():
+    # The H4 window again, with the freed table's address handed to later tables before the late
+    # map comes: each of them pinned and put. A stale pointer must still be judged by the table it
+    # pointed to (freed by another thread's callback: dma-map-uaf), never by a later table put at
+    # the same address (freed-table, a client error). Production kernels reuse a freed slab address
+    # at once, so without the emulator keeping the freed table's memory this judged wrongly.
+    d = fresh()
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    t = threading.Thread(target=d.free, args=(a.va,))
+    t.start()
+    t.join()
+    for _ in range(32):
+        b = d.alloc(GPU_PAGE)
+        n = d.pin(b.va, GPU_PAGE)
+        check(d.client(C_UNPIN, handle=n.handle).ret == 0, "put of a later table")
+        d.client(C_CLOSE, handle=n.handle)
+        check(d.free(b.va) == 0, "free of a later allocation")
+    before = d.stats()
+    m = d.client(C_MAP, handle=c.handle)
+    check(m.ret == -errno.EINVAL, f"late map on the freed table returned {m.ret}")
+    after = d.stats()
+    check(after.violations[V_FREED_TABLE] == before.violations[V_FREED_TABLE],
+          "the late map was judged by a later table at the same address (freed-table)")
+    _expect_violation(d, V_DMA_MAP_UAF, list(before.violations))
+    check(d.stats().api_window_hits == before.api_window_hits + 1, "api_window_hits not counted")
+    d.client(C_CLOSE, handle=c.handle)
+    d.close()
+    note("a late map after 32 later tables were pinned and put: still dma-map-uaf, no freed-table")
+
+
 def case_violation_put_persistent_on_nonpersistent():
     d = fresh()
     a = d.alloc(GPU_PAGE)
