@@ -809,23 +809,36 @@ def case_violation_freed_table():
     note("dma_map_pages on a freed page table recorded")
 
 
+def _pin_freed_by_another_thread(d):
+    """A client pin whose allocation another thread freed: its callback tore the table down."""
+    a = d.alloc(GPU_PAGE)
+    c = d.pin(a.va, GPU_PAGE)
+    t = threading.Thread(target=d.free, args=(a.va,))
+    t.start()
+    t.join()
+    return c
+
+
+def _late_map_is_a_window_hit(d, c):
+    """The map on c's torn-down table: dma-map-uaf (a window hit), never freed-table; c closed."""
+    before = d.stats()
+    m = d.client(C_MAP, handle=c.handle)
+    check(m.ret == -errno.EINVAL, f"map on a table freed by another thread returned {m.ret}")
+    check(d.stats().violations[V_FREED_TABLE] == before.violations[V_FREED_TABLE],
+          "the late map was judged a freed-table error (by a later table at the same address?)")
+    _expect_violation(d, V_DMA_MAP_UAF, list(before.violations))
+    check(d.stats().api_window_hits == before.api_window_hits + 1, "api_window_hits not counted")
+    d.client(C_CLOSE, handle=c.handle)
+
+
 def case_violation_dma_map_uaf():
     # A map on a table that a free callback run by another thread tore down: the window of the
     # NVIDIA API that no client of the non-persistent API can close (its check and the call cannot
     # be atomic against the callback). The real driver reads the freed table and writes into its
     # container: recorded as dma-map-uaf, failed with -EINVAL.
     d = fresh()
-    a = d.alloc(GPU_PAGE)
-    c = d.pin(a.va, GPU_PAGE)
-    t = threading.Thread(target=d.free, args=(a.va,))
-    t.start()
-    t.join()
-    before = d.stats()
-    m = d.client(C_MAP, handle=c.handle)
-    check(m.ret == -errno.EINVAL, f"map on a table freed by another thread returned {m.ret}")
-    _expect_violation(d, V_DMA_MAP_UAF, list(before.violations))
-    check(d.stats().api_window_hits == before.api_window_hits + 1, "api_window_hits not counted")
-    d.client(C_CLOSE, handle=c.handle)
+    c = _pin_freed_by_another_thread(d)
+    _late_map_is_a_window_hit(d, c)
     # The same while the map waits for the RM lock: the free's callback holds it (cb_delay), the
     # map has read the live table and waits; the teardown frees the table under it.
     b = d.alloc(GPU_PAGE)
@@ -855,26 +868,14 @@ def case_dma_map_uaf_after_address_reuse():
     # the same address (freed-table, a client error). Production kernels reuse a freed slab address
     # at once, so without the emulator keeping the freed table's memory this judged wrongly.
     d = fresh()
-    a = d.alloc(GPU_PAGE)
-    c = d.pin(a.va, GPU_PAGE)
-    t = threading.Thread(target=d.free, args=(a.va,))
-    t.start()
-    t.join()
+    c = _pin_freed_by_another_thread(d)
     for _ in range(32):
         b = d.alloc(GPU_PAGE)
         n = d.pin(b.va, GPU_PAGE)
         check(d.client(C_UNPIN, handle=n.handle).ret == 0, "put of a later table")
         d.client(C_CLOSE, handle=n.handle)
         check(d.free(b.va) == 0, "free of a later allocation")
-    before = d.stats()
-    m = d.client(C_MAP, handle=c.handle)
-    check(m.ret == -errno.EINVAL, f"late map on the freed table returned {m.ret}")
-    after = d.stats()
-    check(after.violations[V_FREED_TABLE] == before.violations[V_FREED_TABLE],
-          "the late map was judged by a later table at the same address (freed-table)")
-    _expect_violation(d, V_DMA_MAP_UAF, list(before.violations))
-    check(d.stats().api_window_hits == before.api_window_hits + 1, "api_window_hits not counted")
-    d.client(C_CLOSE, handle=c.handle)
+    _late_map_is_a_window_hit(d, c)
     d.close()
     note("a late map after 32 later tables were pinned and put: still dma-map-uaf, no freed-table")
 
