@@ -155,6 +155,14 @@ assert labels["nvpeer-gpudirect-rdma.ready"] == ("true" if r["verdict"] == "read
 for p in r["paths"]:
     assert labels["nvpeer-path." + p["path"]] == p["state"], (p, labels)
 assert labels["nvpeer-nv_mem.owner"] == "nvpeer", labels
+# While no path is ready, the root cause's fault code (docs/operations.md); none while one is.
+codes = {c["id"]: c.get("code") for c in r["checks"]}
+if r["verdict"] == "ready":
+    assert "nvpeer-gpudirect-rdma.fault" not in labels, labels
+else:
+    assert re.fullmatch(r"NVP-D\d{3}", labels["nvpeer-gpudirect-rdma.fault"]), labels
+    assert labels["nvpeer-gpudirect-rdma.fault"] in codes.values(), labels
+assert all(re.fullmatch(r"NVP-D\d{3}", c or "") for c in codes.values()), codes
 assert labels["nvpeer-version"] == open("/sys/module/nvpeer/version").read().strip(), labels
 print("labels:", " ".join("%s=%s" % kv for kv in sorted(labels.items())))
 PY
@@ -178,6 +186,8 @@ without_nvpeer() {
     n=$(grep -c '^nvpeer_doctor_check_passed{' "$MX/none.prom")
     [ "$n" -ge 29 ] || { echo "$n doctor checks"; return 1; }
     grep -q '^nvpeer_doctor_check_passed{check="nvpeer.module",status="fail"} 0$' "$MX/none.prom" || return 1
+    # The failing check's fault series: 1, with its code.
+    grep -q '^nvpeer_doctor_fault{check="nvpeer.module",code="NVP-D016"} 1$' "$MX/none.prom" || return 1
     echo "no nvpeer: nvpeer_up 0, $n doctor checks"
 }
 tb_case metrics-without-nvpeer without_nvpeer

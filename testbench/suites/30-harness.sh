@@ -222,6 +222,8 @@ hv_bad_input() {
     out=$("$NVPEER" validate --mem host -d nosuchdev 2>&1); rc=$?
     [ "$rc" = 2 ] || { echo "missing device: exit $rc, expected 2 (could not run)"; return 1; }
     echo "$out" | grep -q "not found" || { echo "$out"; return 1; }
+    # Its fault code (docs/operations.md) on the failed case's line.
+    echo "$out" | grep -qE '^FAIL cap\.rdma-device .*\[NVP-V002\]$' || { echo "no fault code: $out"; return 1; }
     # One missing prerequisite is named once; the cases it blocks are counted, not failed.
     [ "$(echo "$out" | grep -c '^FAIL')" = 1 ] && echo "$out" | grep -qE '^NOT RUN [0-9]+ case' ||
         { echo "$out"; return 1; }

@@ -348,11 +348,62 @@ want("named links", sorted(links), [("node1", "node2")])
 want("named nodes", nodes, [])
 ran = [p for p in r["run"]["pairs"] if p["status"] == "ran" or p["status"] == "failed"]
 want("pairs measured", len(ran), 3)
+# Every finding carries its fault code (docs/operations.md): a node not ready its cause's doctor code.
+coded = all((c.get("code") or "").startswith("NVP-D") for c in r["not_ready"]) and \
+    all((x.get("code") or "").startswith("NVP-F") for x in r["outliers"] + r["failures"] + r["lost"])
+want("fault codes on every finding", coded, True)
 print("write_bw matrix:", json.dumps(next(m for m in r["matrices"] if m["test"] == "write_bw")["cells"]))
 sys.exit(bad)
 PY
 }
 tb_case fleet-named-slurm fleet_named fl_launch_slurm
+fl_down
+
+# `nvpeer doctor --slurm` as slurmd's HealthCheckProgram runs it (issue 56, docs/operations.md),
+# against the real slurmctld, on node1 in its namespace: made unhealthy (its doctor reads an empty
+# root) it is drained with the root cause's fault code; checked again, left as it is; healthy
+# again, resumed. node2, drained by an admin for another reason, is neither re-reasoned nor
+# resumed.
+fl_slurm_health() {
+    fl_up || return 1
+    rm -rf "$FL_OUT/not-ready-root" && mkdir -p "$FL_OUT/not-ready-root" || return 1
+    fl_slurm_up || { fl_slurm_down; return 2; }
+    local w=$FL_SLURM/bin p out st bad=0
+    mkdir -p "$w"
+    for p in sinfo scontrol; do
+        printf '#!/bin/sh\nexec env %s /slurm/usr/bin/%s "$@"\n' "$(fl_slurm_env)" "$p" >"$w/$p"
+        chmod +x "$w/$p"
+    done
+    # health NODE [ROOT]: the health check of NODE in its namespace (ROOT: the doctor's root)
+    health() {
+        ip netns exec "flns${1#node}" env NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu "$NVPEER" doctor \
+            --slurm --slurm-node "$1" --slurm-bin "$w" --require nvpeer ${2:+--root "$2"} 2>&1
+    }
+    state() { fl_slurm sinfo -h -N -n "$1" -o '%t|%E' | head -n 1; }
+    expect() { # WHAT GOT REGEX
+        if [[ "$2" =~ $3 ]]; then echo "ok: $1: $2"; else echo "FAIL: $1: $2 (want $3)"; bad=1; fi
+    }
+    out=$(health node1); expect "healthy node1" "$out" 'node node1 ready; left as it is: ready$'
+    expect "node1 in service" "$(state node1)" '^idle\|none$'
+    out=$(health node1 "$FL_OUT/not-ready-root")
+    expect "unhealthy node1" "$out" 'node node1 not ready; drained: nvpeer: NVP-D[0-9]{3} '
+    st=$(state node1)
+    expect "node1 drained with the code" "$st" '^drain\|nvpeer: NVP-D[0-9]{3} [a-z_.]+: '
+    expect "scontrol show node" "$(fl_slurm scontrol show node node1 | grep -o 'Reason=nvpeer: NVP-D[0-9]*')" '^Reason=nvpeer: NVP-D'
+    out=$(health node1 "$FL_OUT/not-ready-root")
+    expect "unhealthy node1 again" "$out" 'left as it is: not ready, drained already for this fault$'
+    [ "$(state node1)" = "$st" ] && echo "ok: node1's reason kept" || { echo "FAIL: node1: $(state node1), was $st"; bad=1; }
+    out=$(health node1); expect "node1 healthy again" "$out" 'node node1 ready; resumed'
+    expect "node1 back in service" "$(state node1)" '^idle\|none$'
+    fl_slurm scontrol update NodeName=node2 State=DRAIN Reason="disk replaced" || bad=1
+    out=$(health node2 "$FL_OUT/not-ready-root")
+    expect "admin-drained node2, unhealthy" "$out" 'left as it is: not ready, already drained by someone else'
+    out=$(health node2); expect "admin-drained node2, healthy" "$out" 'left as it is: ready, but drained by someone else'
+    expect "node2 still the admin's" "$(state node2)" '^drain\|disk replaced$'
+    fl_slurm_down
+    return $bad
+}
+tb_case slurm-health-drains-and-resumes fl_slurm_health
 fl_down
 if [ "${NVPEER_DEPTH:-check}" = full ]; then
     tb_case fleet-named-hydra fleet_named fl_launch_hydra

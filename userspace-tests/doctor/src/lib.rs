@@ -23,6 +23,7 @@ pub mod probes;
 pub mod report;
 pub mod root;
 pub mod settings;
+pub mod slurm;
 
 #[cfg(test)]
 mod tests;
@@ -59,6 +60,21 @@ pub struct Args {
     /// does (packaging/kubernetes/npd-nvpeer-gdr.json).
     #[arg(long, conflicts_with_all = ["json", "verbose", "nccl_log"])]
     pub npd: bool,
+    /// Act as Slurm's HealthCheckProgram: drain this node with the root cause's fault code
+    /// (`Reason="nvpeer: NVP-D016 ..."`) when it is not ready, resume it when it is ready again
+    /// and nvpeer drained it; a node drained by anyone else is left alone. Prints one line.
+    #[arg(long, conflicts_with_all = ["json", "verbose", "nccl_log", "npd"])]
+    pub slurm: bool,
+    /// The node's name in Slurm (default: SLURMD_NODENAME, which slurmd sets, else the short
+    /// host name).
+    #[arg(long, value_name = "NAME", requires = "slurm")]
+    pub slurm_node: Option<String>,
+    /// Say what --slurm would do; change nothing.
+    #[arg(long, requires = "slurm")]
+    pub slurm_dry_run: bool,
+    /// Where sinfo and scontrol are (default: found on PATH).
+    #[arg(long, value_name = "DIR", requires = "slurm")]
+    pub slurm_bin: Option<PathBuf>,
 }
 
 /// Builds the report for `args` without printing it.
@@ -109,6 +125,10 @@ pub enum DoctorError {
     Encode(#[from] serde_json::Error),
     #[error("--nccl-log {0}")]
     NcclLog(#[from] nccl_log::NcclLogError),
+    #[error("--slurm: {0}")]
+    Slurm(#[from] slurm::SlurmError),
+    #[error("--slurm: no node name (neither SLURMD_NODENAME nor a host name): give --slurm-node")]
+    NoNodeName,
 }
 
 /// Runs the doctor; returns its verdict (passed: ready, failed: not ready, could not run: could
@@ -126,6 +146,21 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
     report.nccl_log = nccl.map(|log| nccl_log::NcclReading::new(log, &report.libraries));
     if args.npd {
         println!("{}", npd::line(&report));
+    } else if args.slurm {
+        let node = args
+            .slurm_node
+            .clone()
+            .or_else(slurm::node_name)
+            .ok_or(DoctorError::NoNodeName)?;
+        let s = slurm::Slurm::new(args.slurm_bin.as_deref());
+        let action = slurm::decide(&report, &s.state(&node)?);
+        if !args.slurm_dry_run {
+            s.act(&node, &action)?;
+        }
+        println!(
+            "{}",
+            slurm::line(&node, &report, &action, args.slurm_dry_run)
+        );
     } else if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -25,15 +25,6 @@ pub fn line(r: &Report) -> String {
             crate::paths::Path::Dmabuf => "dma-buf",
         })
         .collect();
-    let cause = || {
-        r.paths
-            .iter()
-            .filter(|v| match r.require.path() {
-                Some(p) => v.path == p,
-                None => true,
-            })
-            .find_map(|v| v.root_cause)
-    };
     let text = match r.verdict {
         Verdict::Ready => format!("GPUDirect RDMA ready: {}", ready.join(", ")),
         Verdict::NotReady | Verdict::CouldNotCheck => {
@@ -42,8 +33,11 @@ pub fn line(r: &Report) -> String {
             } else {
                 "could not check"
             };
-            match cause().and_then(|id| r.get(id)) {
-                Some(c) => format!("GPUDirect RDMA {word}: {} {}", c.id, c.summary),
+            match r.root_cause() {
+                Some(c) => match c.code {
+                    Some(code) => format!("GPUDirect RDMA {word}: {code} {} {}", c.id, c.summary),
+                    None => format!("GPUDirect RDMA {word}: {} {}", c.id, c.summary),
+                },
                 None => format!("GPUDirect RDMA {word}: run nvpeer doctor for the causes"),
             }
         }

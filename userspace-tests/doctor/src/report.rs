@@ -41,6 +41,10 @@ impl Status {
 pub struct Check {
     /// Stable identifier (`nvidia.flavour`, `pci.acs`, ...); docs/doctor.md lists them.
     pub id: &'static str,
+    /// Its fault code (`NVP-D025`; nvpeer_verdict::codes, docs/operations.md): what a drained
+    /// node's reason, a ticket or an alert names when this check does not pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
     /// Short human title.
     pub title: &'static str,
     /// Result.
@@ -86,6 +90,7 @@ impl Check {
     ) -> Self {
         Self {
             id,
+            code: nvpeer_verdict::codes::doctor(id),
             title,
             status,
             summary: summary.into(),
@@ -213,6 +218,16 @@ impl Report {
         }
     }
 
+    /// The check that explains a verdict other than ready: the root cause of the required path
+    /// (`--require`), else the first path's that has one.
+    pub fn root_cause(&self) -> Option<&Check> {
+        self.paths
+            .iter()
+            .filter(|v| self.require.path().is_none_or(|p| v.path == p))
+            .find_map(|v| v.root_cause)
+            .and_then(|id| self.get(id))
+    }
+
     /// Finds a check by id.
     pub fn get(&self, id: &str) -> Option<&Check> {
         self.checks.iter().find(|c| c.id == id)
@@ -246,13 +261,14 @@ impl Report {
             if verbose || matches!(c.status, Status::Fail | Status::Warn | Status::Unknown) {
                 cell.extend(c.details.iter().cloned());
             }
+            let code = c.code.map(|k| format!("[{k}] ")).unwrap_or_default();
             if let Some(dep) = c.because_of {
                 cell.push(format!(
-                    "↳ follows from \"{}\" above: fix that first",
+                    "↳ {code}follows from \"{}\" above: fix that first",
                     self.title_of(dep)
                 ));
             } else if let Some(f) = c.fix.as_ref().filter(|_| c.status != Status::Pass) {
-                cell.push(format!("→ {f}"));
+                cell.push(format!("→ {code}{f}"));
             }
             rows.push_record([
                 c.status.symbol().to_string(),

@@ -23,6 +23,7 @@ mod paths;
 mod platform;
 mod props;
 mod rdma;
+mod slurm;
 mod verdicts;
 
 const REL: &str = "7.2.12";
@@ -335,6 +336,10 @@ impl Fx {
             require: Require::Nvpeer,
             nccl_log: None,
             npd: false,
+            slurm: false,
+            slurm_node: None,
+            slurm_dry_run: false,
+            slurm_bin: None,
         };
         diagnose(&args, probes)
     }

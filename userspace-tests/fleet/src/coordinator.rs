@@ -97,6 +97,17 @@ pub enum LostKind {
     Hung,
 }
 
+impl LostKind {
+    /// Its finding's name among the fleet's fault codes (nvpeer_verdict::codes).
+    pub fn finding(self) -> &'static str {
+        match self {
+            LostKind::NeverJoined => "lost.never_joined",
+            LostKind::Died => "lost.died",
+            LostKind::Hung => "lost.hung",
+        }
+    }
+}
+
 /// A rank that left the run early.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Lost {

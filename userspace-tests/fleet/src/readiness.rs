@@ -55,6 +55,10 @@ pub fn check(root: &Path, require: nvpeer_doctor::report::Require) -> Readiness 
         require,
         nccl_log: None,
         npd: false,
+        slurm: false,
+        slurm_node: None,
+        slurm_dry_run: false,
+        slurm_bin: None,
     };
     of_report(&nvpeer_doctor::diagnose(
         &args,

@@ -269,8 +269,8 @@ fn not_ready_dead_and_hung_ranks_are_named_and_the_run_completes() {
         r.failures
     );
     let text = r.text();
-    assert!(text.contains("LOST       n1: died"), "{text}");
-    assert!(text.contains("LOST       n2: hung"), "{text}");
+    assert!(text.contains("LOST       n1: [NVP-F002] died"), "{text}");
+    assert!(text.contains("LOST       n2: [NVP-F003] hung"), "{text}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! JUnit XML of a validation run (`nvpeer validate --junit FILE`), written with quick-xml: one
-//! `<testcase>` per case, `<failure>` with the probable cause, `<skipped>` for skipped cases and
+//! `<testcase>` per case, `<failure>` with the probable cause (its `type` the fault code), `<skipped>` for skipped cases and
 //! for cases a failed prerequisite kept from running, and the environment as `<properties>`.
 
 use crate::report::{CaseResult, Status};
@@ -83,9 +83,13 @@ fn case(w: &mut Writer<Vec<u8>>, suite: &str, c: &CaseResult) -> io::Result<()> 
         Status::Fail => {
             let cause = c.cause.as_deref().unwrap_or("");
             e.write_inner_content(|w| {
-                w.create_element("failure")
-                    .with_attribute(("message", cause))
-                    .write_text_content(BytesText::new(&c.detail))?;
+                let mut f = w
+                    .create_element("failure")
+                    .with_attribute(("message", cause));
+                if let Some(code) = &c.code {
+                    f = f.with_attribute(("type", code.as_str()));
+                }
+                f.write_text_content(BytesText::new(&c.detail))?;
                 Ok(())
             })?;
         }
@@ -129,7 +133,8 @@ mod tests {
             "{x}"
         );
         assert!(x.contains(r#"<testcase name="reg.sizes[ibv_reg_mr]""#));
-        assert!(x.contains(r#"<failure message="payload &quot;corrupted&quot;">mismatch at byte 3 &lt;&amp;&gt;</failure>"#), "{x}");
+        // The fault code of the case's family is the failure's type (docs/operations.md).
+        assert!(x.contains(r#"<failure message="payload &quot;corrupted&quot;" type="NVP-V013">mismatch at byte 3 &lt;&amp;&gt;</failure>"#), "{x}");
         assert!(x.contains(r#"<skipped message="not run: cap.memory failed"/>"#));
         assert!(
             x.contains(r#"<property name="kernel" value="6.12 &lt;x&gt;"/>"#),

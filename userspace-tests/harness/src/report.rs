@@ -22,6 +22,10 @@ pub struct CaseResult {
     pub detail: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// A failed case's fault code (`NVP-V013`; nvpeer_verdict::codes, docs/operations.md), by
+    /// its family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     pub duration_ms: u64,
     /// What an `xfer.*` case measured (its one message), for the report's plots (boxed: a case
     /// is the error value of many functions, and few cases carry one).
@@ -50,6 +54,7 @@ impl CaseResult {
             status: Status::Pass,
             detail: detail.into(),
             cause: None,
+            code: None,
             duration_ms: 0,
             transfer: None,
         }
@@ -60,6 +65,7 @@ impl CaseResult {
             status: Status::Fail,
             detail: detail.into(),
             cause: Some(cause.into()),
+            code: nvpeer_verdict::codes::validate(name).map(str::to_string),
             duration_ms: 0,
             transfer: None,
         }
@@ -70,6 +76,7 @@ impl CaseResult {
             status: Status::Skip,
             detail: why.into(),
             cause: None,
+            code: None,
             duration_ms: 0,
             transfer: None,
         }
@@ -112,6 +119,9 @@ pub fn case_line(c: &CaseResult) -> String {
         Status::Skip => "SKIP",
     };
     let mut s = format!("{tag:<5}{:<44} {}", c.name, c.detail);
+    if let Some(code) = &c.code {
+        s.push_str(&format!(" [{code}]"));
+    }
     if let Some(cause) = &c.cause {
         s.push_str(&format!("\n     probable cause: {cause}"));
     }
@@ -357,7 +367,13 @@ mod tests {
         );
         let l = case_line(&cases[1]);
         assert!(l.starts_with("FAIL reg.offsets"));
-        assert!(l.contains("\n     probable cause: peer-memory module not loaded"));
+        assert!(l.contains(" [NVP-V009]\n     probable cause: peer-memory module not loaded"));
+        let j = serde_json::to_value(&cases[1]).unwrap();
+        assert_eq!(j["code"], "NVP-V009");
+        assert!(serde_json::to_value(&cases[0])
+            .unwrap()
+            .get("code")
+            .is_none());
         assert!(!case_line(&cases[0]).contains("cause"));
         let j = serde_json::to_value(&cases[2]).unwrap();
         assert_eq!(j["status"], "skip");

@@ -214,6 +214,12 @@ struct CheckLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    check: String,
+    code: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PathLabels {
     path: String,
     state: String,
@@ -279,6 +285,22 @@ fn doctor(r: &mut Registry, report: &Report) {
             })
             .set((c.status == Status::Pass).into());
     }
+    let faults = Fam::<FaultLabels, U64Gauge>::default();
+    for c in &report.checks {
+        if let Some(code) = c.code {
+            faults
+                .get_or_create(&FaultLabels {
+                    check: c.id.to_string(),
+                    code: code.to_string(),
+                })
+                .set(matches!(c.status, Status::Fail | Status::Warn | Status::Unknown).into());
+        }
+    }
+    r.register(
+        "doctor_fault",
+        "One series per nvpeer doctor check with its fault code (docs/operations.md): 1 while the check does not pass (fail, warn or unknown), 0 when it passes or does not apply",
+        faults,
+    );
     r.register(
         "doctor_check_passed",
         "One series per nvpeer doctor check (docs/doctor.md): 1 when it passed, 0 when not; status pass|warn|fail|unknown|skip",

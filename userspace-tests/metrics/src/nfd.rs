@@ -22,6 +22,8 @@ pub const MAX_LEN: usize = 63;
 /// - `gpudirect-rdma.ready`: `true` when some GPUDirect RDMA path is ready (the doctor's exit 0);
 /// - `path.nvpeer`, `path.nvidia_peermem`, `path.dmabuf`: each path's state (`ready`, `not_ready`,
 ///   `could_not_check`, `not_in_use`);
+/// - `gpudirect-rdma.fault`: while no path is ready, the fault code (docs/operations.md) of the
+///   check that explains it;
 /// - `nv_mem.owner`: who serves `nv_mem` (`nvpeer`, `nvidia`, `mellanox`, `unknown`; `none`, or
 ///   `conflict` when two modules do);
 /// - `version`: the loaded nvpeer's version, only while nvpeer is loaded and has one.
@@ -42,6 +44,11 @@ pub fn labels(s: &Snapshot) -> Vec<(String, String)> {
         _ => "conflict",
     };
     v.push(("nv_mem.owner".to_string(), owner.to_string()));
+    if s.report.verdict != Verdict::Ready {
+        if let Some(code) = s.report.root_cause().and_then(|c| c.code) {
+            v.push(("gpudirect-rdma.fault".to_string(), code.to_string()));
+        }
+    }
     if let Some(version) = s
         .nvpeer()
         .and_then(|p| p.version.as_deref())

@@ -353,6 +353,25 @@ fn a_node_without_nvpeer() {
         ),
         Some(0.0)
     );
+    // Its fault series, by code (docs/operations.md); one per check.
+    assert_eq!(
+        p.get(
+            "nvpeer_doctor_fault",
+            &[("check", "nvpeer.module"), ("code", "NVP-D016")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        p.all("nvpeer_doctor_fault").len(),
+        nvpeer_doctor::checks::run_all_count()
+    );
+    // No path is ready: the NFD label names the root cause's code.
+    let fault = get_label(&snap, "gpudirect-rdma.fault").unwrap_or_default();
+    assert_eq!(
+        Some(fault.as_str()),
+        snap.report.root_cause().and_then(|c| c.code)
+    );
+    assert!(fault.starts_with("NVP-D"), "{fault}");
     let labels = nfd::labels(&snap);
     let get = |n: &str| labels.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
     assert_eq!(get("gpudirect-rdma.ready"), Some("false"));
@@ -420,6 +439,7 @@ fn labels_of_a_node_with_nvpeer() {
             "path.nvidia_peermem",
             "path.dmabuf",
             "nv_mem.owner",
+            "gpudirect-rdma.fault",
             "version"
         ]
     );
@@ -430,6 +450,11 @@ fn labels_of_a_node_with_nvpeer() {
     let get = |n: &str| labels.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
     assert_eq!(get("nv_mem.owner"), Some("nvpeer"));
     assert_eq!(get("version"), Some("0.1.0"));
+    // Not ready (no GPU, no NIC): the root cause's fault code.
+    assert_eq!(
+        get("gpudirect-rdma.fault"),
+        snap.report.root_cause().and_then(|c| c.code)
+    );
     // nvpeer is the drop-in: NVIDIA's module is not in use here.
     assert_eq!(get("path.nvidia_peermem"), Some("not_in_use"));
     // Without live probes dma-buf cannot be checked; the nvpeer path lacks a GPU and a NIC.
@@ -529,4 +554,11 @@ fn which(cmd: &str) -> Option<std::path::PathBuf> {
         .split(':')
         .map(|d| Path::new(d).join(cmd))
         .find(|p| p.is_file())
+}
+
+fn get_label(s: &Snapshot, name: &str) -> Option<String> {
+    nfd::labels(s)
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
 }

@@ -5,6 +5,8 @@
 //! rank 0 sends it to every rank, which exits with it. Scripts, Slurm's `HealthCheckProgram`,
 //! node-problem-detector and CI read these three statuses; they never change meaning.
 
+pub mod codes;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The conclusion of one command, ordered from best to worst.

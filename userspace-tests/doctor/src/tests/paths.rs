@@ -15,6 +15,10 @@ fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
         require,
         nccl_log: None,
         npd: false,
+        slurm: false,
+        slurm_node: None,
+        slurm_dry_run: false,
+        slurm_bin: None,
     };
     diagnose(&args, probes)
 }
@@ -82,7 +86,10 @@ fn dmabuf_only_node_is_ready_unless_nvpeer_is_required() {
     // What follows from the missing API says so instead of repeating a fix.
     assert_eq!(check(&r, "nvpeer.module").because_of, Some("rdma.peer_api"));
     assert_eq!(check(&r, "peer.clients").because_of, Some("rdma.peer_api"));
-    assert!(t.contains("↳ follows from \"OFED peer-memory API\""), "{t}");
+    assert!(
+        t.contains("↳ [NVP-D016] follows from \"OFED peer-memory API\""),
+        "{t}"
+    );
     // NCCL, UCX and NVSHMEM take dma-buf; UCC and Open MPI's btl_openib have no path.
     assert_eq!(uses(&r, "NCCL").path, Some(GdrPath::Dmabuf));
     assert_eq!(uses(&r, "UCX ≥ 1.18").path, Some(GdrPath::Dmabuf));

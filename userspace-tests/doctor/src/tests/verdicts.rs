@@ -27,7 +27,7 @@ fn any_gating_failure_means_not_ready() {
     assert_eq!(r.exit_code, 1);
     let table = r.render_table(false);
     assert!(
-        table.contains("✘") && table.contains("→ Install nvpeer"),
+        table.contains("✘") && table.contains("→ [NVP-D016] Install nvpeer"),
         "{table}"
     );
 }
@@ -88,6 +88,10 @@ fn missing_root_is_could_not_check() {
         require: Require::Any,
         nccl_log: None,
         npd: false,
+        slurm: false,
+        slurm_node: None,
+        slurm_dry_run: false,
+        slurm_bin: None,
     };
     let e = crate::run(args).unwrap_err();
     assert!(matches!(e, crate::DoctorError::NotADirectory(_)));
@@ -118,13 +122,18 @@ fn live_system_does_not_panic() {
         require: Require::Any,
         nccl_log: None,
         npd: false,
+        slurm: false,
+        slurm_node: None,
+        slurm_dry_run: false,
+        slurm_bin: None,
     };
     let r = diagnose(&args, Probes::run());
     assert_eq!(r.checks.len(), crate::checks::run_all_count());
     assert!(!r.render_table(true).is_empty());
 }
 
-/// `--npd`: node-problem-detector's line says ready with the paths, or the root cause by id, in
+/// `--npd`: node-problem-detector's line says ready with the paths, or the root cause by its
+/// fault code and id, in
 /// ASCII within NPD's default 80 bytes; the exit status is the verdict's (0, 1, 2 as NPD reads
 /// them).
 #[test]
@@ -136,11 +145,33 @@ fn the_npd_line_names_the_root_cause_within_80_ascii_bytes() {
     let r = f.report();
     let line = crate::npd::line(&r);
     assert!(
-        line.starts_with("GPUDirect RDMA not ready: nvpeer.module "),
+        line.starts_with("GPUDirect RDMA not ready: NVP-D016 nvpeer.module "),
         "{line}"
     );
     assert_eq!(r.exit_code, 1);
     for l in [&ready, &line] {
         assert!(l.len() <= crate::npd::MAX_LEN && l.is_ascii(), "{l}");
     }
+}
+
+/// Every check has its fault code, in the JSON and on the text report's fix line of a check that
+/// does not pass (docs/operations.md).
+#[test]
+fn every_check_carries_its_fault_code() {
+    for d in crate::checks::defs::CHECKS {
+        assert!(
+            nvpeer_verdict::codes::doctor(d.id).is_some(),
+            "{} has no fault code in nvpeer_verdict::codes",
+            d.id
+        );
+    }
+    let f = Fx::healthy();
+    f.rm("/sys/module/nvidia_peermem");
+    let r = f.report();
+    let c = r.get("nvpeer.module").unwrap();
+    assert_eq!(c.code, Some("NVP-D016"));
+    let j = serde_json::to_value(c).unwrap();
+    assert_eq!(j["code"], "NVP-D016");
+    let text = r.render_table(false);
+    assert!(text.contains("→ [NVP-D016] "), "{text}");
 }

@@ -197,7 +197,11 @@ pub(super) fn not_ready(run: &FleetRun, label: &[String]) -> Vec<NotReady> {
     }
     by_cause
         .into_iter()
-        .map(|(cause, nodes)| NotReady { cause, nodes })
+        .map(|(cause, nodes)| NotReady {
+            code: nvpeer_verdict::codes::doctor(&cause.check),
+            cause,
+            nodes,
+        })
         .collect()
 }
 
@@ -207,6 +211,7 @@ pub(super) fn lost(run: &FleetRun, label: &[String]) -> Vec<LostNode> {
         .iter()
         .filter_map(|node| {
             node.lost.as_ref().map(|l| LostNode {
+                code: nvpeer_verdict::codes::fleet(l.kind.finding()),
                 node: label[node.rank as usize].clone(),
                 kind: l.kind,
                 round: l.round,
@@ -321,6 +326,7 @@ pub(super) fn name_outliers(
                     }
                 }
                 named.push(Outlier::Link {
+                    code: nvpeer_verdict::codes::fleet("outlier.link"),
                     test: test.to_string(),
                     a: label[a as usize].clone(),
                     b: label[b as usize].clone(),
@@ -351,6 +357,7 @@ pub(super) fn name_outliers(
                     }
                 }
                 named.push(Outlier::Node {
+                    code: nvpeer_verdict::codes::fleet("outlier.node"),
                     test: test.to_string(),
                     node: label[node as usize].clone(),
                     values,
@@ -379,6 +386,7 @@ pub(super) fn name_failures(t: &TestLinks, test: &str, label: &[String]) -> Vec<
             .map(|f| f.2.clone())
             .unwrap_or_default();
         failures.push(Failure::Node {
+            code: nvpeer_verdict::codes::fleet("failure.node"),
             test: test.to_string(),
             node: label[*node as usize].clone(),
             links,
@@ -388,6 +396,7 @@ pub(super) fn name_failures(t: &TestLinks, test: &str, label: &[String]) -> Vec<
     for (a, b, detail) in failed {
         if !nodes.contains(a) && !nodes.contains(b) {
             failures.push(Failure::Link {
+                code: nvpeer_verdict::codes::fleet("failure.link"),
                 test: test.to_string(),
                 a: label[*a as usize].clone(),
                 b: label[*b as usize].clone(),

@@ -7,6 +7,9 @@ use super::*;
 /// A root cause and the nodes it holds back.
 #[derive(Debug, Clone, Serialize)]
 pub struct NotReady {
+    /// The doctor's fault code of the cause's check (docs/operations.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
     pub cause: RootCause,
     pub nodes: Vec<String>,
 }
@@ -14,6 +17,9 @@ pub struct NotReady {
 /// A node lost during the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct LostNode {
+    /// Its fault code (`lost.<kind>`, docs/operations.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
     pub node: String,
     pub kind: LostKind,
     pub round: Option<u32>,
@@ -25,6 +31,9 @@ pub struct LostNode {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Outlier {
     Link {
+        /// Its fault code (docs/operations.md).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'static str>,
         test: String,
         a: String,
         b: String,
@@ -34,6 +43,9 @@ pub enum Outlier {
         unit: Unit,
     },
     Node {
+        /// Its fault code (docs/operations.md).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'static str>,
         test: String,
         node: String,
         /// Its links' figures.
@@ -49,12 +61,18 @@ pub enum Outlier {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Failure {
     Link {
+        /// Its fault code (docs/operations.md).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'static str>,
         test: String,
         a: String,
         b: String,
         detail: String,
     },
     Node {
+        /// Its fault code (docs/operations.md).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'static str>,
         test: String,
         node: String,
         links: usize,

@@ -89,8 +89,9 @@ impl FleetReport {
         ));
         for c in &self.not_ready {
             o.push(format!(
-                "NOT READY  {}: {} — {}{}",
+                "NOT READY  {}: {}{} — {}{}",
                 c.nodes.join(", "),
+                tag(c.code),
                 c.cause.check,
                 c.cause.summary,
                 c.cause
@@ -109,13 +110,16 @@ impl FleetReport {
                 .round
                 .map_or_else(String::new, |r| format!(" in round {}", r + 1));
             o.push(format!(
-                "LOST       {}: {kind}{round} ({}); its pairs were skipped",
-                l.node, l.why
+                "LOST       {}: {}{kind}{round} ({}); its pairs were skipped",
+                l.node,
+                tag(l.code),
+                l.why
             ));
         }
         for x in &self.outliers {
             o.push(match x {
                 Outlier::Link {
+                    code,
                     test,
                     a,
                     b,
@@ -124,7 +128,8 @@ impl FleetReport {
                     median,
                     unit,
                 } => format!(
-                    "SLOW LINK  {a} <-> {b}: {test} {} {}, {} {} (fleet median {})",
+                    "SLOW LINK  {a} <-> {b}: {}{test} {} {}, {} {} (fleet median {})",
+                    tag(*code),
                     fmt(*value),
                     unit.symbol(),
                     if *unit == Unit::Micros {
@@ -136,6 +141,7 @@ impl FleetReport {
                     fmt(*median)
                 ),
                 Outlier::Node {
+                    code,
                     test,
                     node,
                     values,
@@ -144,8 +150,9 @@ impl FleetReport {
                     unit,
                 } => {
                     format!(
-                    "SUSPECT    {node}: all {} of its {test} links {} {} {} (theirs: {}; fleet \
+                    "SUSPECT    {node}: {}all {} of its {test} links {} {} {} (theirs: {}; fleet \
                      median {})",
+                    tag(*code),
                     values.len(),
                     if *unit == Unit::Micros { "above" } else { "below" },
                     fmt(*threshold),
@@ -158,16 +165,24 @@ impl FleetReport {
         }
         for f in &self.failures {
             o.push(match f {
-                Failure::Link { test, a, b, detail } => {
-                    format!("FAIL       {a} <-> {b}: {test}: {detail}")
+                Failure::Link {
+                    code,
+                    test,
+                    a,
+                    b,
+                    detail,
+                } => {
+                    format!("FAIL       {a} <-> {b}: {}{test}: {detail}", tag(*code))
                 }
                 Failure::Node {
+                    code,
                     test,
                     node,
                     links,
                     detail,
                 } => format!(
-                    "FAIL       {node}: {test} failed on all {links} of its links ({detail})"
+                    "FAIL       {node}: {}{test} failed on all {links} of its links ({detail})",
+                    tag(*code)
                 ),
             });
         }
@@ -190,18 +205,24 @@ impl FleetReport {
         for n in &self.run.nodes {
             let name = format!("doctor {}", label[n.rank as usize]);
             match (&n.readiness, &n.lost) {
-                (_, Some(l)) if l.kind == LostKind::NeverJoined => {
-                    cases.push(CaseResult::fail(&name, "never joined", l.why.clone()))
-                }
+                (_, Some(l)) if l.kind == LostKind::NeverJoined => cases.push(coded(
+                    CaseResult::fail(&name, "never joined", l.why.clone()),
+                    nvpeer_verdict::codes::fleet(l.kind.finding()),
+                )),
                 (Some(r), _) if r.ready => cases.push(CaseResult::pass(&name, "ready")),
-                (Some(r), _) => cases.push(CaseResult::fail(
-                    &name,
-                    r.verdict.clone(),
+                (Some(r), _) => cases.push(coded(
+                    CaseResult::fail(
+                        &name,
+                        r.verdict.clone(),
+                        r.causes
+                            .iter()
+                            .map(|c| format!("{}: {}", c.check, c.summary))
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    ),
                     r.causes
-                        .iter()
-                        .map(|c| format!("{}: {}", c.check, c.summary))
-                        .collect::<Vec<_>>()
-                        .join("; "),
+                        .first()
+                        .and_then(|c| nvpeer_verdict::codes::doctor(&c.check)),
                 )),
                 (None, _) => cases.push(CaseResult::skip(&name, "no verdict")),
             }
@@ -223,20 +244,24 @@ impl FleetReport {
                             value,
                             slow: true,
                             threshold,
-                        } => cases.push(CaseResult::fail(
-                            &name,
-                            format!("{} {}", fmt(*value), m.unit.symbol()),
-                            format!(
-                                "outlier: {} (fleet median {})",
-                                threshold.map_or("below its node's threshold".into(), |t| {
-                                    format!("threshold {} {}", fmt(t), m.unit.symbol())
-                                }),
-                                fmt(m.median.unwrap_or(0.0))
+                        } => cases.push(coded(
+                            CaseResult::fail(
+                                &name,
+                                format!("{} {}", fmt(*value), m.unit.symbol()),
+                                format!(
+                                    "outlier: {} (fleet median {})",
+                                    threshold.map_or("below its node's threshold".into(), |t| {
+                                        format!("threshold {} {}", fmt(t), m.unit.symbol())
+                                    }),
+                                    fmt(m.median.unwrap_or(0.0))
+                                ),
                             ),
+                            nvpeer_verdict::codes::fleet("outlier.link"),
                         )),
-                        Cell::Fail { detail } => {
-                            cases.push(CaseResult::fail(&name, detail.clone(), detail.clone()))
-                        }
+                        Cell::Fail { detail } => cases.push(coded(
+                            CaseResult::fail(&name, detail.clone(), detail.clone()),
+                            nvpeer_verdict::codes::fleet("failure.link"),
+                        )),
                         Cell::Skipped { why } => not_run.push((name, why.clone())),
                     }
                 }
@@ -310,4 +335,18 @@ pub(super) fn cell_text(c: &Cell) -> String {
         Cell::Fail { .. } => "FAIL".into(),
         Cell::Skipped { .. } => "skip".into(),
     }
+}
+
+/// `[CODE] ` before a finding's text, or nothing.
+fn tag(code: Option<&str>) -> String {
+    code.map(|c| format!("[{c}] ")).unwrap_or_default()
+}
+
+/// A JUnit case of the fleet with the fault code of its finding.
+fn coded(
+    mut c: nvpeer_harness::report::CaseResult,
+    code: Option<&str>,
+) -> nvpeer_harness::report::CaseResult {
+    c.code = code.map(str::to_string);
+    c
 }

@@ -219,7 +219,7 @@ fn node(rank: u32, ready: bool) -> NodeRecord {
                 ready: false,
                 verdict: "not_ready".into(),
                 causes: vec![RootCause {
-                    check: "peer.client".into(),
+                    check: "peer.clients".into(),
                     summary: "no peer-memory client".into(),
                     fix: Some("modprobe nvidia-peermem".into()),
                 }],
@@ -306,11 +306,15 @@ fn report_json_has_the_answer_first() {
     }
     assert_eq!(v["verdict"], "fail");
     assert_eq!(v["not_ready"][0]["nodes"], serde_json::json!(["n3"]));
-    assert_eq!(v["not_ready"][0]["cause"]["check"], "peer.client");
+    assert_eq!(v["not_ready"][0]["cause"]["check"], "peer.clients");
+    // Each finding with its fault code (docs/operations.md): a node not ready by its cause's.
+    assert_eq!(v["not_ready"][0]["code"], "NVP-D018");
     assert_eq!(v["lost"][0]["node"], "n4");
     assert_eq!(v["lost"][0]["kind"], "died");
+    assert_eq!(v["lost"][0]["code"], "NVP-F002");
     assert_eq!(v["outliers"].as_array().unwrap().len(), 1);
     assert_eq!(v["outliers"][0]["kind"], "link");
+    assert_eq!(v["outliers"][0]["code"], "NVP-F004");
     assert_eq!(
         (
             v["outliers"][0]["a"].as_str(),
@@ -330,8 +334,15 @@ fn report_json_has_the_answer_first() {
     let text = r.text();
     let first = text.lines().next().unwrap();
     assert!(first.contains("1 not ready, 1 lost, 1 outlier"), "{first}");
-    assert!(text.contains("SLOW LINK  n1 <-> n2"), "{text}");
-    assert!(text.contains("NOT READY  n3: peer.client"), "{text}");
+    assert!(
+        text.contains("SLOW LINK  n1 <-> n2: [NVP-F004] write_bw"),
+        "{text}"
+    );
+    assert!(
+        text.contains("NOT READY  n3: [NVP-D018] peer.clients"),
+        "{text}"
+    );
+    assert!(text.contains("LOST       n4: [NVP-F002] died"), "{text}");
     assert!(
         text.trim_end().ends_with("5 passed, 1 failed, 2 skipped"),
         "{text}"
@@ -362,6 +373,10 @@ fn junit_has_a_case_per_pair_and_test() {
     assert!(x.contains(r#"name="write_bw n1 &lt;-&gt; n2""#), "{x}");
     assert!(x.contains(r#"name="integrity n0 &lt;-&gt; n1""#), "{x}");
     assert!(x.contains(r#"name="doctor n3""#), "{x}");
+    assert!(
+        x.contains(r#"type="NVP-D018""#) && x.contains(r#"type="NVP-F004""#),
+        "{x}"
+    );
     // 5 doctor cases + 3 links × 2 tests ran, 1 pair × 2 tests skipped.
     assert!(x.contains(r#"tests="13""#), "{x}");
 }
