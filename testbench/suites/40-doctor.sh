@@ -63,7 +63,7 @@ baseline() {
     [ "$rc" = 1 ] || { echo "exit $rc, want 1 (not ready)"; cat /bench/doctor.err; return 1; }
     want 'r["verdict"]' not_ready \
          'r["exit_code"]' 1 \
-         'len(r["checks"])' 33 \
+         'len(r["checks"])' 34 \
          '[p["state"] for p in r["paths"]]' '["not_ready", "not_ready", "not_ready"]' \
          'c("rdma.dmabuf")["status"] != "pass"' true \
          'c("nvidia.p2p_symbols")["status"]' fail \
@@ -216,6 +216,21 @@ ready_path() {
              'c("rdma.uverbs")["status"]' pass \
              'next(l for l in r["libraries"] if l["library"] == "NCCL")["path"]' nvpeer || rc=1
         [ $rc = 0 ] || python3 -S -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(c["id"], c["status"], c["summary"]) for c in r["checks"] if c["status"] in ("fail","unknown")]' "$DOC_JSON"
+        # Node profiles (docs/operations.md): this node's own, recorded by --write-profile, holds it;
+        # one that wants eight GPUs and eight NICs fails node.profile with its code, and that is
+        # the nvpeer path's root cause.
+        got=$(NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu doc_run --require nvpeer --write-profile /bench/node.toml)
+        [ "$got" = 0 ] && [ -s /bench/node.toml ] || { echo "--write-profile: exit $got"; rc=1; }
+        got=$(NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu doc_run --require nvpeer --profile /bench/node.toml)
+        [ "$got" = 0 ] || { echo "--profile of its own: exit $got, want 0"; cat /bench/node.toml; rc=1; }
+        want 'c("node.profile")["status"]' pass || rc=1
+        sed 's/^count = .*/count = 8/' /bench/node.toml >/bench/node8.toml
+        got=$(NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu doc_run --require nvpeer --profile /bench/node8.toml)
+        [ "$got" = 1 ] || { echo "--profile wanting 8 GPUs: exit $got, want 1"; rc=1; }
+        want 'c("node.profile")["status"]' fail \
+             'c("node.profile")["code"]' NVP-D034 \
+             '"the profile says 8" in c("node.profile")["summary"]' true \
+             '[p["root_cause"] for p in r["paths"] if p["path"] == "nvpeer"]' '["node.profile"]' || { cat /bench/node.toml; rc=1; }
     else
         dmesg | tail -n 5; rc=1
     fi

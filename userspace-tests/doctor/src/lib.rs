@@ -20,6 +20,7 @@ pub mod nvreg;
 pub mod paths;
 pub mod pci;
 pub mod probes;
+pub mod profile;
 pub mod report;
 pub mod root;
 pub mod settings;
@@ -75,6 +76,14 @@ pub struct Args {
     /// Where sinfo and scontrol are (default: found on PATH).
     #[arg(long, value_name = "DIR", requires = "slurm")]
     pub slurm_bin: Option<PathBuf>,
+    /// Hold the node to a node profile (TOML: GPU and NIC counts, names, rates, BAR1, the
+    /// farthest GPU-to-NIC path, driver and kernel floors; docs/operations.md): check
+    /// `node.profile`, which gates every path.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Write this node's own profile to FILE (what the doctor reads here), then report as usual.
+    #[arg(long, value_name = "FILE")]
+    pub write_profile: Option<PathBuf>,
 }
 
 /// Builds the report for `args` without printing it.
@@ -82,6 +91,21 @@ pub fn diagnose(args: &Args, probes: probes::Probes) -> report::Report {
     let root = root::SysRoot::new(&args.root);
     let ctx = checks::Ctx::load(&root, probes);
     report_of(&ctx, args.require)
+}
+
+/// The report for `args` on a node held to `profile` (its file as given), and the context it read.
+fn diagnose_with(
+    args: &Args,
+    probes: probes::Probes,
+    profile: Option<(String, profile::Profile)>,
+) -> Result<report::Report, DoctorError> {
+    let root = root::SysRoot::new(&args.root);
+    let mut ctx = checks::Ctx::load(&root, probes);
+    ctx.profile = profile;
+    if let Some(path) = &args.write_profile {
+        profile::write(&profile::of_node(&ctx), path)?;
+    }
+    Ok(report_of(&ctx, args.require))
 }
 
 /// The report of the checks that read files under `root` only (no live CUDA, NVML or verbs
@@ -125,6 +149,8 @@ pub enum DoctorError {
     Encode(#[from] serde_json::Error),
     #[error("--nccl-log {0}")]
     NcclLog(#[from] nccl_log::NcclLogError),
+    #[error("profile {0}")]
+    Profile(#[from] profile::ProfileError),
     #[error("--slurm: {0}")]
     Slurm(#[from] slurm::SlurmError),
     #[error("--slurm: no node name (neither SLURMD_NODENAME nor a host name): give --slurm-node")]
@@ -142,7 +168,11 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
         .as_deref()
         .map(nccl_log::read_path)
         .transpose()?;
-    let mut report = diagnose(&args, probes_for(&args.root, args.no_probes));
+    let profile = match &args.profile {
+        Some(p) => Some((p.display().to_string(), profile::load(p)?)),
+        None => None,
+    };
+    let mut report = diagnose_with(&args, probes_for(&args.root, args.no_probes), profile)?;
     report.nccl_log = nccl.map(|log| nccl_log::NcclReading::new(log, &report.libraries));
     if args.npd {
         println!("{}", npd::line(&report));

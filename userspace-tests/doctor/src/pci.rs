@@ -1,7 +1,7 @@
 //! The sysfs PCI tree: devices, their bridge chains, PCIe path classes and config-space capabilities.
 
 use crate::root::SysRoot;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// PCI class code of a PCI-to-PCI bridge (base 0x06, sub 0x04).
 const CLASS_BRIDGE: u32 = 0x0604;
@@ -258,7 +258,7 @@ pub fn acs_redirects(ctl: u16) -> bool {
 }
 
 /// GPU↔NIC distance, as `nvidia-smi topo -m` and NCCL name it (best to worst).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum PathClass {
     /// Through at most one PCIe switch.
     PIX,

@@ -21,6 +21,7 @@ mod nvidia;
 mod operator;
 mod paths;
 mod platform;
+mod profile;
 mod props;
 mod rdma;
 mod slurm;
@@ -340,6 +341,8 @@ impl Fx {
             slurm_node: None,
             slurm_dry_run: false,
             slurm_bin: None,
+            profile: None,
+            write_profile: None,
         };
         diagnose(&args, probes)
     }

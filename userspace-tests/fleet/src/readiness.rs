@@ -59,6 +59,8 @@ pub fn check(root: &Path, require: nvpeer_doctor::report::Require) -> Readiness 
         slurm_node: None,
         slurm_dry_run: false,
         slurm_bin: None,
+        profile: None,
+        write_profile: None,
     };
     of_report(&nvpeer_doctor::diagnose(
         &args,

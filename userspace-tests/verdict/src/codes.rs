@@ -72,7 +72,8 @@ const fn row(
 
 use Source::{Doctor, Fleet, Validate};
 
-/// Every code ever given, in order.
+/// Every code ever given, in the order they were given (a new code goes last, whatever its
+/// source: the lock is appended to).
 pub static CODES: &[FaultCode] = &[
     row("NVP-D001", Doctor, "nvidia.driver", "The NVIDIA kernel driver (nvidia.ko) is not loaded or not initialised."),
     row("NVP-D002", Doctor, "nvidia.flavour", "The NVIDIA kernel modules are not the open flavour, which nvpeer and dma-buf export need."),
@@ -136,6 +137,12 @@ pub static CODES: &[FaultCode] = &[
     row("NVP-F005", Fleet, "outlier.node", "Every link of a node measured below the threshold: the node is slow, not one link."),
     row("NVP-F006", Fleet, "failure.link", "A link's test failed: wrong data, an error, or a pair that did not finish."),
     row("NVP-F007", Fleet, "failure.node", "A node's tests failed on its links."),
+    row(
+        "NVP-D034",
+        Doctor,
+        "node.profile",
+        "The node does not match its node profile (GPU or NIC count, names, rates, BAR1, topology, driver or kernel).",
+    ),
 ];
 
 /// The code of `subject` from `source`, if it has one that is not retired.

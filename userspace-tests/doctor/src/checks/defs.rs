@@ -243,6 +243,12 @@ pub static CHECKS: &[CheckDef] = &[
         depends_on: &[],
         run: build::signing,
     },
+    CheckDef {
+        id: "node.profile",
+        gates: EVERY_PATH,
+        depends_on: &[],
+        run: crate::profile::check,
+    },
 ];
 
 /// The definition of the check `id`.

@@ -7,7 +7,7 @@ pub mod defs;
 mod host;
 mod loader;
 mod mlopart;
-mod nvidia;
+pub(crate) mod nvidia;
 mod operator;
 mod platform;
 mod rdma;
@@ -52,6 +52,8 @@ pub struct Ctx<'a> {
     pub settings: crate::settings::Settings,
     /// The distribution (os-release), for the package names fix lines give.
     pub distro: Option<crate::distro::Distro>,
+    /// The node profile `--profile` named (its file as given, and what it says).
+    pub profile: Option<(String, crate::profile::Profile)>,
 }
 
 impl<'a> Ctx<'a> {
@@ -106,6 +108,7 @@ impl<'a> Ctx<'a> {
             probes,
             settings,
             distro: crate::distro::Distro::load(root),
+            profile: None,
         }
     }
 

@@ -23,7 +23,7 @@ pub const P2P_PERSISTENT: [&str; 2] = [
 ];
 
 /// Driver version from `/sys/module/nvidia/version` or `/proc/driver/nvidia/version`.
-fn driver_version(ctx: &Ctx) -> Option<String> {
+pub(crate) fn driver_version(ctx: &Ctx) -> Option<String> {
     ctx.root
         .read_trim("/sys/module/nvidia/version")
         .or_else(|| {

@@ -19,6 +19,8 @@ fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
         slurm_node: None,
         slurm_dry_run: false,
         slurm_bin: None,
+        profile: None,
+        write_profile: None,
     };
     diagnose(&args, probes)
 }

@@ -92,6 +92,8 @@ fn missing_root_is_could_not_check() {
         slurm_node: None,
         slurm_dry_run: false,
         slurm_bin: None,
+        profile: None,
+        write_profile: None,
     };
     let e = crate::run(args).unwrap_err();
     assert!(matches!(e, crate::DoctorError::NotADirectory(_)));
@@ -126,6 +128,8 @@ fn live_system_does_not_panic() {
         slurm_node: None,
         slurm_dry_run: false,
         slurm_bin: None,
+        profile: None,
+        write_profile: None,
     };
     let r = diagnose(&args, Probes::run());
     assert_eq!(r.checks.len(), crate::checks::run_all_count());
