@@ -134,6 +134,8 @@ for k, name in (("write_bw", "RDMA_Write_BW_Test"), ("read_bw", "RDMA_Read_BW_Te
     assert set(r) == {"MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"}, r
     i = t[k]["test_info"]
     assert i["test"] == name and i["Mtu"] == 1024 and i["TX_depth"] == 8 and i["Link_type"] == "Ethernet", i
+    # Registered with relaxed ordering, as perftest by default (rxe takes the optional flag).
+    assert i["PCIe_relax_order"] == "ON", i
 assert t["read_bw"]["test_info"]["Outstand_reads"] >= 1
 lat = t["write_lat"]["results"][0]
 assert lat["t_typical"] > 0 and "percentile_99.9" in lat, lat

@@ -364,6 +364,11 @@ pub struct BenchArgs {
     /// Report bandwidth in Gb/s instead of MiB/s (perftest `--report_gbits`).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
+    /// Register without PCIe relaxed ordering (perftest `--disable_pcie_relaxed`). By default,
+    /// as perftest, every buffer is registered with `IBV_ACCESS_RELAXED_ORDERING`; give it on
+    /// both sides, as perftest asks, on a CPU that mishandles relaxed ordering.
+    #[arg(long = "disable_pcie_relaxed", alias = "disable-pcie-relaxed")]
+    pub disable_pcie_relaxed: bool,
     /// Write the report as perftest's `--out_json` does (to `--out_json_file`, default
     /// `perftest_out.json`); one test per run, as a perftest binary measures one.
     #[arg(long = "out_json")]
@@ -420,6 +425,12 @@ pub const DEF_SIZE_BW: u64 = 65536;
 pub const DEF_SIZE_LAT: u64 = 2;
 
 impl BenchArgs {
+    /// Whether this side registers with PCIe relaxed ordering: perftest's default, off with
+    /// `--disable_pcie_relaxed`.
+    pub fn relaxed_ordering(&self) -> bool {
+        !self.disable_pcie_relaxed
+    }
+
     /// The message size of `test` when not sweeping: `-s` if given, else perftest's default for
     /// that kind of test ([`DEF_SIZE_LAT`] for the latency test, [`DEF_SIZE_BW`] for the others;
     /// `reg` keeps the bandwidth default, perftest having no such test).
@@ -637,6 +648,12 @@ mod tests {
             (64, Some(1024), Some(5), 2)
         );
         assert!(t.b.report_gbits && t.b.check().is_ok());
+        assert!(
+            t.b.relaxed_ordering(),
+            "relaxed ordering on by default, as perftest"
+        );
+        let ro = T::try_parse_from(["x", "--disable_pcie_relaxed"]).unwrap();
+        assert!(!ro.b.relaxed_ordering(), "--disable_pcie_relaxed");
         assert_eq!(t.b.json_file(), Some("perftest_out.json".into()));
         assert_eq!(t.b.iters_for(BenchTest::WriteBw), 5000);
         assert_eq!(t.b.iters_for(BenchTest::ReadBw), 1000);

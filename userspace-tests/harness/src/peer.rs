@@ -249,6 +249,7 @@ impl Target {
             pd: Some(dev.pd.clone()),
             core: None,
             path,
+            relaxed: false,
         };
         Target {
             dev,
@@ -302,6 +303,13 @@ impl Target {
             return Err("not connected".into());
         }
         Ok(lanes)
+    }
+
+    /// Registers what it serves with PCIe relaxed ordering (`bench --server` unless
+    /// `--disable_pcie_relaxed`, as perftest's server).
+    pub fn with_relaxed_ordering(mut self, on: bool) -> Self {
+        self.reg.relaxed = on;
+        self
     }
 
     /// Connects this side's QPs with GRH traffic class `tc` (`bench -T`).
@@ -840,6 +848,7 @@ pub fn run_server(
     server::serve(&listener, &c.serve, &log, || {
         Target::new(dev.clone(), backend.clone(), path, caps)
             .with_traffic_class(perftest.as_ref().map_or(0, |o| o.traffic_class))
+            .with_relaxed_ordering(perftest.as_ref().is_some_and(|o| o.relaxed_ordering))
             .with_bidirectional(perftest.as_ref().is_some_and(|o| o.bidirectional))
             .with_perftest(perftest.clone())
     })?;

@@ -182,6 +182,9 @@ pub struct ServeOpts {
     /// serves only clients that said `-b` too (checked at the hello); perftest clients, whose
     /// exchange does not say, are refused.
     pub bidirectional: bool,
+    /// The server registers its buffers with PCIe relaxed ordering (perftest's default; off with
+    /// `--disable_pcie_relaxed`, which perftest asks of both sides).
+    pub relaxed_ordering: bool,
 }
 
 /// The device half of serving a perftest client: the exchange ([`serve`]) is the same whatever
@@ -270,6 +273,8 @@ pub struct DeviceSide<'a> {
     backend: &'a dyn Backend,
     path: RegPath,
     gid: bool,
+    /// Register the offered buffer with relaxed ordering ([`ServeOpts::relaxed_ordering`]).
+    relaxed: bool,
     ep: Endpoint,
     // Deregistered before its memory is freed (fields drop in this order).
     mr: Option<Mr>,
@@ -294,6 +299,7 @@ impl<'a> DeviceSide<'a> {
             backend,
             path,
             gid: sends_gid(dev, o.gid_given),
+            relaxed: o.relaxed_ordering,
             ep,
             mr: None,
             buf: None,
@@ -315,6 +321,7 @@ impl Side for DeviceSide<'_> {
             pd: Some(self.dev.pd.clone()),
             core: None,
             path: self.path,
+            relaxed: self.relaxed,
         };
         let mr = reg
             .register(buf.as_ref(), 0, len)
@@ -427,6 +434,7 @@ mod tests {
             mtu: None,
             traffic_class: 0,
             bidirectional: false,
+            relaxed_ordering: true,
         }
     }
 

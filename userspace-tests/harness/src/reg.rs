@@ -5,7 +5,7 @@
 #[cfg(feature = "bench")]
 use crate::mem::emu::{EmuCore, EmuMr};
 use crate::mem::Buffer;
-use crate::verbs::full_access;
+use crate::verbs::access;
 use serde::Serialize;
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -110,6 +110,9 @@ pub struct Registrar {
     pub pd: Option<Arc<ProtectionDomain>>,
     pub core: Option<EmuCoreHandle>,
     pub path: RegPath,
+    /// Register with PCIe relaxed ordering (`nvpeer bench` unless `--disable_pcie_relaxed`, as
+    /// perftest); validate's cases register strictly ordered.
+    pub relaxed: bool,
 }
 
 impl Registrar {
@@ -137,7 +140,7 @@ impl Registrar {
                 let pd = self.pd.as_ref().ok_or_else(no_pd)?;
                 // SAFETY: the range lies inside `buf`, which the caller keeps alive (or frees on
                 // purpose, in invalidation cases) while the MR exists; the kernel validates it.
-                let mr = unsafe { pd.reg_mr(addr as usize, len, full_access()) }
+                let mr = unsafe { pd.reg_mr(addr as usize, len, access(self.relaxed)) }
                     .map_err(|e| fail("ibv_reg_mr", &e))?;
                 Ok(Mr {
                     handle: Handle::Verbs(mr),
@@ -153,7 +156,7 @@ impl Registrar {
                 })?;
                 // SAFETY: fd is owned by the buffer and open; offset/len lie inside the export.
                 let mr = unsafe {
-                    pd.reg_dmabuf_mr(d.offset + off as u64, len, addr, d.fd, full_access())
+                    pd.reg_dmabuf_mr(d.offset + off as u64, len, addr, d.fd, access(self.relaxed))
                 }
                 .map_err(|e| fail("ibv_reg_dmabuf_mr", &e))?;
                 Ok(Mr {

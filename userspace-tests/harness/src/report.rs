@@ -316,6 +316,11 @@ pub struct TestInfo {
     /// `-T` when given: the traffic class of the test's QPs (perftest's `TOS`).
     pub tos: Option<u8>,
     pub gbits: bool,
+    /// Registered with PCIe relaxed ordering (perftest's `PCIe_relax_order`).
+    pub relaxed_ordering: bool,
+    /// The host has a root complex that mishandles relaxed ordering (perftest's warning:
+    /// [`crate::sysfs::relaxed_ordering_compliant`]).
+    pub ro_noncompliant_cpu: bool,
 }
 
 /// A progress bar for `len` steps, hidden when stderr is not a terminal or when asked.

@@ -30,6 +30,36 @@ pub struct NodeFacts {
     pub persistent: Option<bool>,
 }
 
+/// The root ports whose relaxed-ordering writes the kernel's PCI quirks disable
+/// (drivers/pci/quirks.c, `quirk_relaxedordering_disable`): Intel's Haswell and Broadwell Xeon
+/// root ports and AMD's A1100 (ARM). perftest warns only for the Intel ones, and only 0x2f01 of
+/// the Haswell range (perftest_parameters.c, `check_pcie_relaxed_ordering_compliant`).
+const RO_QUIRKED: &[(u16, std::ops::RangeInclusive<u16>)] = &[
+    (0x8086, 0x2f01..=0x2f0e),
+    (0x8086, 0x6f01..=0x6f0e),
+    (0x1022, 0x1a00..=0x1a02),
+];
+
+/// Whether no PCI function under `root` is one of the root ports that mishandle relaxed ordering
+/// ([`RO_QUIRKED`]); a node whose PCI tree cannot be read counts as compliant, as perftest's
+/// does without libpci's view.
+pub fn relaxed_ordering_compliant(root: &Path) -> bool {
+    let Ok(dir) = std::fs::read_dir(root.join("sys/bus/pci/devices")) else {
+        return true;
+    };
+    let id = |p: &Path, f: &str| {
+        let t = std::fs::read_to_string(p.join(f)).ok()?;
+        u16::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok()
+    };
+    !dir.flatten().any(|e| {
+        let p = e.path();
+        match (id(&p, "vendor"), id(&p, "device")) {
+            (Some(v), Some(d)) => RO_QUIRKED.iter().any(|(qv, r)| *qv == v && r.contains(&d)),
+            _ => false,
+        }
+    })
+}
+
 /// Whether the loaded peer module runs in persistent mode (`persistent_api_support=1`, the
 /// default of nvpeer and of nvidia-peermem >= 560): its pins outlive `cudaFree` until dereg,
 /// so freeing GPU memory under a live MR revokes nothing, by design. `None` when unknown.
@@ -225,5 +255,23 @@ mod tests {
             let n = counter.trim().parse::<u64>().ok();
             proptest::prop_assert_eq!(c.map(|c| c.values.get("num_alloc_mrs").copied()), Some(n));
         }
+    }
+
+    /// perftest's relaxed-ordering warning, by the kernel's list of root ports that mishandle it.
+    #[test]
+    fn root_ports_that_mishandle_relaxed_ordering() {
+        let d = tree();
+        assert!(relaxed_ordering_compliant(&d.0), "no PCI tree: compliant");
+        write(&d.0, "sys/bus/pci/devices/0000:00:00.0/vendor", "0x8086\n");
+        write(&d.0, "sys/bus/pci/devices/0000:00:00.0/device", "0x2020\n");
+        write(&d.0, "sys/bus/pci/devices/0000:03:00.0/vendor", "0x10de\n");
+        write(&d.0, "sys/bus/pci/devices/0000:03:00.0/device", "0x6f03\n");
+        assert!(
+            relaxed_ordering_compliant(&d.0),
+            "NVIDIA's 0x6f03 is not Intel's"
+        );
+        write(&d.0, "sys/bus/pci/devices/0000:00:02.0/vendor", "0x8086\n");
+        write(&d.0, "sys/bus/pci/devices/0000:00:02.0/device", "0x2f08\n");
+        assert!(!relaxed_ordering_compliant(&d.0), "a Haswell-EP root port");
     }
 }

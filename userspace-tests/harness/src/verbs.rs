@@ -455,6 +455,18 @@ pub fn full_access() -> AccessFlags {
     AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead
 }
 
+/// [`full_access`], with PCIe relaxed ordering (`IBV_ACCESS_RELAXED_ORDERING`) when `relaxed`:
+/// how perftest registers its buffers unless `--disable_pcie_relaxed` (perftest_resources.c,
+/// `setup_mr_flags`). An optional access flag: a device or kernel without it registers the memory
+/// strictly ordered, without an error.
+pub fn access(relaxed: bool) -> AccessFlags {
+    if relaxed {
+        full_access() | AccessFlags::RelaxedOrdering
+    } else {
+        full_access()
+    }
+}
+
 /// An RC queue pair with its own completion queue (send and receive share it).
 pub struct Endpoint {
     pub qp: BasicQueuePair,

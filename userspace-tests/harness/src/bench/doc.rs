@@ -108,6 +108,12 @@ pub struct PerftestInfo {
     pub using_srq: String,
     #[serde(rename = "PCIe_relax_order")]
     pub pcie_relax_order: String,
+    /// perftest's two warnings when relaxed ordering is on and the host's root complex is one
+    /// that mishandles it.
+    #[serde(rename = "WARNING1", skip_serializing_if = "Option::is_none")]
+    pub warning1: Option<String>,
+    #[serde(rename = "WARNING2", skip_serializing_if = "Option::is_none")]
+    pub warning2: Option<String>,
     #[serde(rename = "ibv_wr_API")]
     pub ibv_wr_api: String,
     #[serde(rename = "TX_depth", skip_serializing_if = "Option::is_none")]
@@ -165,7 +171,17 @@ impl From<&TestInfo> for PerftestInfo {
             transport_type: "IB".into(),
             connection_type: "RC".into(),
             using_srq: off(),
-            pcie_relax_order: off(),
+            pcie_relax_order: if t.relaxed_ordering {
+                "ON".into()
+            } else {
+                off()
+            },
+            warning1: (t.relaxed_ordering && t.ro_noncompliant_cpu)
+                .then(|| "CPU is not PCIe relaxed ordering compliant".into()),
+            warning2: (t.relaxed_ordering && t.ro_noncompliant_cpu).then(|| {
+                "You should disable PCIe RO with --disable_pcie_relaxed for both server and client"
+                    .into()
+            }),
             ibv_wr_api: "ON".into(),
             tx_depth: t.tx_depth,
             rx_depth: t.rx_depth,
@@ -372,6 +388,28 @@ mod tests {
         };
         let info = info_json(&t);
         assert_eq!(info["Link_type"], "IB");
+        // Relaxed ordering as perftest says it: ON unless --disable_pcie_relaxed; its two
+        // warnings when ON on a root port that mishandles it.
+        assert_eq!(info["PCIe_relax_order"], "OFF");
+        let ro = info_json(&TestInfo {
+            relaxed_ordering: true,
+            ..t.clone()
+        });
+        assert_eq!(ro["PCIe_relax_order"], "ON");
+        assert!(ro.get("WARNING1").is_none(), "{ro}");
+        let warned = info_json(&TestInfo {
+            relaxed_ordering: true,
+            ro_noncompliant_cpu: true,
+            ..t.clone()
+        });
+        assert_eq!(
+            warned["WARNING1"],
+            "CPU is not PCIe relaxed ordering compliant"
+        );
+        assert!(warned["WARNING2"]
+            .as_str()
+            .unwrap()
+            .contains("--disable_pcie_relaxed"));
         assert_eq!(info["Max_inline_data"], 0);
         assert_eq!(info["Number_of_qps"], 1);
         // No -T, no TOS key (as perftest, which writes it only when a ToS was set); no RX_depth

@@ -110,6 +110,10 @@ impl Bench {
             // The ToS of the test's QPs: none without a QP (reg).
             tos: ep.and(self.args.tos),
             gbits: self.args.report_gbits,
+            relaxed_ordering: self.args.relaxed_ordering(),
+            ro_noncompliant_cpu: !crate::sysfs::relaxed_ordering_compliant(std::path::Path::new(
+                "/",
+            )),
         })
     }
 
@@ -249,6 +253,7 @@ fn serve(
         mtu: args.mtu.and_then(verbs::mtu_code),
         traffic_class: args.tos.unwrap_or(0),
         bidirectional: args.bidirectional,
+        relaxed_ordering: args.relaxed_ordering(),
     };
     peer::run_server(c, path, Some(opts))?;
     Ok(Measured {
@@ -296,6 +301,7 @@ impl Bench {
             pd: dev.as_ref().map(|d| d.pd.clone()),
             core,
             path,
+            relaxed: args.relaxed_ordering(),
         };
         let peer = Self::far_side(&args, c, dev.as_ref(), &backend, path)?;
         let root = std::path::Path::new("/");
@@ -346,7 +352,8 @@ impl Bench {
             // In loopback the far QP is this node's too: it sends with the same -T.
             (Some(d), _) => Some(Peer::Local(Box::new(
                 Target::new(d.clone(), backend.clone(), path, c.serve.caps)
-                    .with_traffic_class(args.tos.unwrap_or(0)),
+                    .with_traffic_class(args.tos.unwrap_or(0))
+                    .with_relaxed_ordering(args.relaxed_ordering()),
             ))),
             (None, _) => None,
         })

@@ -117,6 +117,7 @@ impl Session for Model {
             mtu: None,
             traffic_class: 0,
             bidirectional: false,
+            relaxed_ordering: true,
         };
         let mut side = FakeSide::default();
         let r = pp::serve(s, &mut side, &opts, &self.caps);

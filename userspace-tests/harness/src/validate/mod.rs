@@ -125,6 +125,7 @@ impl Suite {
             pd: self.dev.as_ref().map(|d| d.pd.clone()),
             core: self.emu_core.clone(),
             path,
+            relaxed: false,
         }
     }
 
