@@ -369,6 +369,13 @@ pub struct BenchArgs {
     /// both sides, as perftest asks, on a CPU that mishandles relaxed ordering.
     #[arg(long = "disable_pcie_relaxed", alias = "disable-pcie-relaxed")]
     pub disable_pcie_relaxed: bool,
+    /// Export GPU memory's dma-bufs with the PCIe mapping type
+    /// (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, CUDA 12.8+), as perftest's
+    /// `--use_cuda_pcie_mapping`: the NIC reaches the memory through the GPU's BAR, as GPUDirect
+    /// RDMA over dma-buf needs on GPUs coherently attached to their CPU. With `--mem cuda-dmabuf`
+    /// only.
+    #[arg(long = "use_cuda_pcie_mapping", alias = "use-cuda-pcie-mapping")]
+    pub use_cuda_pcie_mapping: bool,
     /// Write the report as perftest's `--out_json` does (to `--out_json_file`, default
     /// `perftest_out.json`); one test per run, as a perftest binary measures one.
     #[arg(long = "out_json")]
@@ -654,6 +661,9 @@ mod tests {
         );
         let ro = T::try_parse_from(["x", "--disable_pcie_relaxed"]).unwrap();
         assert!(!ro.b.relaxed_ordering(), "--disable_pcie_relaxed");
+        let pm =
+            T::try_parse_from(["x", "--mem", "cuda-dmabuf", "--use_cuda_pcie_mapping"]).unwrap();
+        assert!(pm.b.use_cuda_pcie_mapping && !t.b.use_cuda_pcie_mapping);
         assert_eq!(t.b.json_file(), Some("perftest_out.json".into()));
         assert_eq!(t.b.iters_for(BenchTest::WriteBw), 5000);
         assert_eq!(t.b.iters_for(BenchTest::ReadBw), 1000);

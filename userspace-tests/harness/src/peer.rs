@@ -832,7 +832,8 @@ pub fn run_server(
     perftest: Option<perftest_peer::ServeOpts>,
 ) -> Result<(), ServerError> {
     let listener = server::listen(&c.serve, c.port)?;
-    let backend: Rc<dyn Backend> = Rc::from(mem::open(c.mem, &c.gpu)?);
+    let mapped = perftest.as_ref().is_some_and(|o| o.pcie_mapping);
+    let backend: Rc<dyn Backend> = Rc::from(mem::open_mapped(c.mem, &c.gpu, mapped)?);
     let dev = Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index)
         .map(Rc::new)
         .map_err(|e| ServerError::Device {

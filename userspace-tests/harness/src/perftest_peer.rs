@@ -185,6 +185,8 @@ pub struct ServeOpts {
     /// The server registers its buffers with PCIe relaxed ordering (perftest's default; off with
     /// `--disable_pcie_relaxed`, which perftest asks of both sides).
     pub relaxed_ordering: bool,
+    /// The server's dma-bufs map its GPU memory through the PCIe BAR (`--use_cuda_pcie_mapping`).
+    pub pcie_mapping: bool,
 }
 
 /// The device half of serving a perftest client: the exchange ([`serve`]) is the same whatever
@@ -435,6 +437,7 @@ mod tests {
             traffic_class: 0,
             bidirectional: false,
             relaxed_ordering: true,
+            pcie_mapping: false,
         }
     }
 

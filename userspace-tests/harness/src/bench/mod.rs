@@ -254,6 +254,7 @@ fn serve(
         traffic_class: args.tos.unwrap_or(0),
         bidirectional: args.bidirectional,
         relaxed_ordering: args.relaxed_ordering(),
+        pcie_mapping: args.use_cuda_pcie_mapping,
     };
     peer::run_server(c, path, Some(opts))?;
     Ok(Measured {
@@ -270,7 +271,8 @@ impl Bench {
         path: RegPath,
     ) -> Result<Bench, SetupError> {
         let mem_kind = c.mem;
-        let backend: Rc<dyn Backend> = Rc::from(mem::open(c.mem, &c.gpu)?);
+        let backend: Rc<dyn Backend> =
+            Rc::from(mem::open_mapped(c.mem, &c.gpu, args.use_cuda_pcie_mapping)?);
         let dev = match Device::open(c.ib_dev.as_deref(), c.ib_port, c.gid_index) {
             Ok(d) => Some(Rc::new(d)),
             Err(e) if mem_kind.is_emu() && !c.server => {

@@ -50,6 +50,9 @@ pub struct CudaBackend {
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
     dmabuf: bool,
+    /// The dma-bufs map the memory through the PCIe BAR
+    /// (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`: [`CudaBackend::with_pcie_mapping`]).
+    pcie_mapping: bool,
     name: String,
     bus_id: String,
 }
@@ -106,6 +109,7 @@ impl CudaBackend {
             dev,
             ctx,
             dmabuf,
+            pcie_mapping: false,
             name,
             bus_id,
         };
@@ -118,6 +122,33 @@ impl CudaBackend {
             )));
         }
         Ok(be)
+    }
+
+    /// Exports every buffer's dma-buf with `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, as
+    /// perftest's `--use_cuda_pcie_mapping` does (cuda_memory.c): the NIC reaches the memory
+    /// through the GPU's PCIe BAR even where the GPU has a coherent link to the CPU (the mapping
+    /// Grace-class nodes need for GPUDirect RDMA over dma-buf). Refused with the reason where the
+    /// buffers have no dma-buf, or the CUDA driver API is older than 12.8, which added the flag.
+    pub fn with_pcie_mapping(mut self) -> Result<Self, MemError> {
+        if !self.dmabuf {
+            return Err(MemError::Unsupported(
+                "--use_cuda_pcie_mapping maps dma-bufs: it needs --mem cuda-dmabuf".into(),
+            ));
+        }
+        let mut ver = 0i32;
+        // SAFETY: valid out pointer.
+        guarded("cuDriverGetVersion", || unsafe {
+            sys::cuDriverGetVersion(&mut ver).result()
+        })?;
+        if ver < 12080 {
+            return Err(MemError::Unsupported(format!(
+                "CUDA driver API {}.{} has no CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE (12.8 or later has)",
+                ver / 1000,
+                (ver % 1000) / 10
+            )));
+        }
+        self.pcie_mapping = true;
+        Ok(self)
     }
 
     fn attr(&self, a: sys::CUdevice_attribute) -> Option<i32> {
@@ -243,7 +274,12 @@ impl Backend for CudaBackend {
             .result()
         })?;
         if self.dmabuf {
-            buf.dmabuf = Some(buf.export()?);
+            let flags = if self.pcie_mapping {
+                sys::CUmemRangeFlags::CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE as u64
+            } else {
+                0
+            };
+            buf.dmabuf = Some(buf.export(flags)?);
         }
         Ok(Box::new(buf))
     }
@@ -271,9 +307,10 @@ impl CudaBuffer {
         })
     }
 
-    /// Exports the page-aligned range covering the allocation as a dma-buf fd.
-    fn export(&self) -> Result<DmaBuf, MemError> {
-        let (fd, offset) = export_range(self.ptr, self.alloc_len, 0)?;
+    /// Exports the page-aligned range covering the allocation as a dma-buf fd (`flags`: its
+    /// `CUmemRangeFlags`).
+    fn export(&self, flags: u64) -> Result<DmaBuf, MemError> {
+        let (fd, offset) = export_range(self.ptr, self.alloc_len, flags)?;
         Ok(DmaBuf { fd, offset })
     }
 }

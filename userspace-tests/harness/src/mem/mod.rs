@@ -108,6 +108,24 @@ pub trait Backend {
     }
 }
 
+/// Opens the backend of `kind`, its dma-bufs mapped through the PCIe BAR when `pcie_mapping`
+/// (`bench --use_cuda_pcie_mapping`; refused for memory without dma-bufs).
+pub fn open_mapped(
+    kind: MemKind,
+    gpu: &GpuSelector,
+    pcie_mapping: bool,
+) -> Result<Box<dyn Backend>, MemError> {
+    match (kind, pcie_mapping) {
+        (_, false) => open(kind, gpu),
+        (MemKind::CudaDmabuf, true) => Ok(Box::new(
+            cuda::CudaBackend::open(gpu, true)?.with_pcie_mapping()?,
+        )),
+        (k, true) => Err(MemError::Unsupported(format!(
+            "--use_cuda_pcie_mapping maps dma-bufs: it needs --mem cuda-dmabuf, not --mem {k}"
+        ))),
+    }
+}
+
 /// Opens the backend of `kind`.
 pub fn open(kind: MemKind, gpu: &GpuSelector) -> Result<Box<dyn Backend>, MemError> {
     Ok(match kind {
@@ -147,5 +165,18 @@ mod tests {
         assert_eq!(round_up(1, 4096), Some(4096));
         assert_eq!(round_up(65536, 65536), Some(65536));
         assert_eq!(round_up(usize::MAX, 4096), None);
+    }
+
+    /// `--use_cuda_pcie_mapping` maps dma-bufs: refused, with the reason, for memory without one
+    /// (before any GPU is opened).
+    #[test]
+    fn the_pcie_mapping_needs_dma_bufs() {
+        for kind in [MemKind::Host, MemKind::Cuda] {
+            let e = open_mapped(kind, &GpuSelector::Index(0), true)
+                .err()
+                .expect("refused");
+            assert!(e.to_string().contains("needs --mem cuda-dmabuf"), "{e}");
+        }
+        assert!(open_mapped(MemKind::Host, &GpuSelector::Index(0), false).is_ok());
     }
 }

@@ -118,6 +118,7 @@ impl Session for Model {
             traffic_class: 0,
             bidirectional: false,
             relaxed_ordering: true,
+            pcie_mapping: false,
         };
         let mut side = FakeSide::default();
         let r = pp::serve(s, &mut side, &opts, &self.caps);
