@@ -63,12 +63,10 @@ pub enum Action {
 /// its summary, printable ASCII within [`MAX_REASON`] bytes.
 pub fn reason(r: &Report) -> String {
     let text = match r.root_cause() {
-        Some(c) => format!(
-            "{PREFIX} {} {}: {}",
-            c.code.unwrap_or("NVP-D000"),
-            c.id,
-            c.summary
-        ),
+        Some(c) => match c.code {
+            Some(code) => format!("{PREFIX} {code} {}: {}", c.id, c.summary),
+            None => format!("{PREFIX} {}: {}", c.id, c.summary),
+        },
         None => format!("{PREFIX} GPUDirect RDMA not ready (nvpeer doctor names the causes)"),
     };
     let mut out: String = text
