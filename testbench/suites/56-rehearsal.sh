@@ -112,7 +112,7 @@ refused() {
     # (NVIDIA's tree is bound read-only inside DIR, nv_src_bind: unbound for the move, bound
     # again after it; moving a directory with a mount inside copies it and fails on the mount)
     if mountpoint -q "$R$2/nvidia" 2>/dev/null; then umount "$R$2/nvidia" || return 1; bound=1; fi
-    mv "$R$2" "$O/$1.away" || return 1
+    mv "$R$2" "$O/$1.away" || { [ -z "$bound" ] || nv_src_bind; return 1; }
     in_checkout "make dkms-install" >"$O/refused-$1.log" 2>&1 || rc=$?
     mv "$O/$1.away" "$R$2" || return 1
     [ -z "$bound" ] || nv_src_bind || return 1

@@ -95,15 +95,21 @@ pub enum ProfileError {
     Parse(std::path::PathBuf, toml::de::Error),
     #[error("{}: {}", .0.display(), .1)]
     Write(std::path::PathBuf, String),
+    #[error("{}: larger than 64 KiB, which no node profile is", .0.display())]
+    TooLarge(std::path::PathBuf),
 }
 
 /// The profile in `path` (at most 64 KiB: a profile is a few lines).
 pub fn load(path: &Path) -> Result<Profile, ProfileError> {
     use std::io::Read;
+    const MAX: u64 = 64 * 1024;
     let mut text = String::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(64 * 1024).read_to_string(&mut text))
+        .and_then(|f| f.take(MAX + 1).read_to_string(&mut text))
         .map_err(|e| ProfileError::Read(path.to_path_buf(), e))?;
+    if text.len() as u64 > MAX {
+        return Err(ProfileError::TooLarge(path.to_path_buf()));
+    }
     toml::from_str(&text).map_err(|e| ProfileError::Parse(path.to_path_buf(), e))
 }
 
@@ -428,7 +434,12 @@ pub fn of_node(ctx: &Ctx) -> Profile {
         .first()
         .map(|p| p.link_layer.clone())
         .filter(|l| !l.is_empty() && ports.iter().all(|p| &p.link_layer == l));
-    let rate = ports.iter().filter_map(|p| p.rate).reduce(f64::min);
+    // (a floor only where every port says its rate: a port without one fails the profile)
+    let rate = ports
+        .iter()
+        .map(|p| p.rate)
+        .collect::<Option<Vec<f64>>>()
+        .and_then(|r| r.into_iter().reduce(f64::min));
     let farthest = nearest(ctx, None)
         .into_iter()
         .map(|(_, c)| c)

@@ -91,7 +91,14 @@ pub fn decide(r: &Report, node: &NodeState) -> Action {
         Verdict::Ready => Action::Leave("ready".into()),
         Verdict::NotReady => {
             let want = reason(r);
-            if node.draining() && !node.ours() {
+            if !node.ours() && node.reason != "none" && !node.reason.is_empty() {
+                // An admin's (or another tool's) reason, whatever the state it came with
+                // (drain, fail, maint, a reservation): never replaced.
+                Action::Leave(format!(
+                    "not ready, but {} for a reason of someone else ({}): left as it is",
+                    node.state, node.reason
+                ))
+            } else if node.draining() && !node.ours() {
                 Action::Leave(format!(
                     "not ready, already drained by someone else ({}): left as it is",
                     node.reason
@@ -144,6 +151,7 @@ impl Slurm {
 
     /// Runs a Slurm command with a time limit; its standard output.
     fn run(&self, name: &str, args: &[&str]) -> Result<String, SlurmError> {
+        use std::io::Read;
         let what = format!("{name} {}", args.join(" "));
         let mut child = Command::new(self.program(name))
             .args(args)
@@ -152,24 +160,48 @@ impl Slurm {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| SlurmError::Spawn(what.clone(), e))?;
-        let status = match child.wait_timeout(COMMAND_TIMEOUT) {
-            Ok(Some(s)) => s,
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(SlurmError::Timeout(what, COMMAND_TIMEOUT));
-            }
-            Err(e) => return Err(SlurmError::Spawn(what, e)),
+        // Both pipes drained while the command runs (at most 1 MiB each kept), so that one that
+        // writes more than a pipe holds finishes instead of blocking until its time is up.
+        let drain = |p: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(p) = p {
+                    let _ = p.take(1 << 20).read_to_end(&mut v);
+                }
+                v
+            })
         };
-        let out = child
-            .wait_with_output()
-            .map_err(|e| SlurmError::Spawn(what.clone(), e))?;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let out = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let status = match child.wait_timeout(COMMAND_TIMEOUT) {
+            Ok(Some(s)) => Ok(s),
+            Ok(None) => Err(SlurmError::Timeout(what.clone(), COMMAND_TIMEOUT)),
+            Err(e) => Err(SlurmError::Spawn(what.clone(), e)),
+        };
+        if status.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let (out, err) = (
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        );
+        let status = status?;
         if !status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
+            let err = String::from_utf8_lossy(&err);
             return Err(SlurmError::Failed(what, status, err.trim().to_string()));
         }
-        Ok(stdout)
+        Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
     /// The node's state and reason.

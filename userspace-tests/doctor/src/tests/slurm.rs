@@ -48,6 +48,8 @@ fn a_node_drained_or_down_for_another_reason_is_left_alone() {
         ("drain", "disk replaced"),
         ("drng", "NHC: check_fs_mount"),
         ("down*", "Not responding"),
+        ("fail", "PSU replaced"),
+        ("maint", "firmware update"),
     ] {
         assert!(
             matches!(decide(&r, &node(state, why)), Action::Leave(_)),
