@@ -91,17 +91,17 @@ pub fn decide(r: &Report, node: &NodeState) -> Action {
         Verdict::Ready => Action::Leave("ready".into()),
         Verdict::NotReady => {
             let want = reason(r);
-            if !node.ours() && node.reason != "none" && !node.reason.is_empty() {
-                // An admin's (or another tool's) reason, whatever the state it came with
-                // (drain, fail, maint, a reservation): never replaced.
-                Action::Leave(format!(
-                    "not ready, but {} for a reason of someone else ({}): left as it is",
-                    node.state, node.reason
-                ))
-            } else if node.draining() && !node.ours() {
+            if node.draining() && !node.ours() {
                 Action::Leave(format!(
                     "not ready, already drained by someone else ({}): left as it is",
                     node.reason
+                ))
+            } else if !node.ours() && node.reason != "none" && !node.reason.is_empty() {
+                // An admin's (or another tool's) reason, whatever the state it came with
+                // (fail, maint, a reservation): never replaced.
+                Action::Leave(format!(
+                    "not ready, but {} for a reason of someone else ({}): left as it is",
+                    node.state, node.reason
                 ))
             } else if node.state.starts_with("down") && !node.ours() {
                 Action::Leave(format!("not ready, but down ({})", node.reason))
