@@ -86,6 +86,28 @@ pub struct Args {
     pub write_profile: Option<PathBuf>,
 }
 
+impl Args {
+    /// The arguments of a plain `nvpeer doctor --root ROOT --require REQUIRE`: every other flag
+    /// off (callers that embed the doctor set what they need on top).
+    pub fn new(root: PathBuf, require: report::Require) -> Self {
+        Self {
+            root,
+            json: false,
+            verbose: false,
+            no_probes: false,
+            require,
+            nccl_log: None,
+            npd: false,
+            slurm: false,
+            slurm_node: None,
+            slurm_dry_run: false,
+            slurm_bin: None,
+            profile: None,
+            write_profile: None,
+        }
+    }
+}
+
 /// Builds the report for `args` without printing it.
 pub fn diagnose(args: &Args, probes: probes::Probes) -> report::Report {
     let root = root::SysRoot::new(&args.root);

@@ -330,19 +330,8 @@ impl Fx {
 
     fn report_with(&self, probes: Probes) -> Report {
         let args = Args {
-            root: self.dir.path().to_path_buf(),
-            json: false,
-            verbose: false,
             no_probes: true,
-            require: Require::Nvpeer,
-            nccl_log: None,
-            npd: false,
-            slurm: false,
-            slurm_node: None,
-            slurm_dry_run: false,
-            slurm_bin: None,
-            profile: None,
-            write_profile: None,
+            ..Args::new(self.dir.path().to_path_buf(), Require::Nvpeer)
         };
         diagnose(&args, probes)
     }

@@ -48,19 +48,8 @@ pub fn check(root: &Path, require: nvpeer_doctor::report::Require) -> Readiness 
         };
     }
     let args = nvpeer_doctor::Args {
-        root: root.to_path_buf(),
         json: true,
-        verbose: false,
-        no_probes: false,
-        require,
-        nccl_log: None,
-        npd: false,
-        slurm: false,
-        slurm_node: None,
-        slurm_dry_run: false,
-        slurm_bin: None,
-        profile: None,
-        write_profile: None,
+        ..nvpeer_doctor::Args::new(root.to_path_buf(), require)
     };
     of_report(&nvpeer_doctor::diagnose(
         &args,

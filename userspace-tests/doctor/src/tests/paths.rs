@@ -8,19 +8,8 @@ use crate::paths::{Path as GdrPath, State};
 
 fn report_req(f: &Fx, probes: Probes, require: Require) -> Report {
     let args = Args {
-        root: f.dir.path().to_path_buf(),
-        json: false,
-        verbose: false,
         no_probes: true,
-        require,
-        nccl_log: None,
-        npd: false,
-        slurm: false,
-        slurm_node: None,
-        slurm_dry_run: false,
-        slurm_bin: None,
-        profile: None,
-        write_profile: None,
+        ..Args::new(f.dir.path().to_path_buf(), require)
     };
     diagnose(&args, probes)
 }

@@ -81,19 +81,9 @@ fn json_report_has_every_check() {
 #[test]
 fn missing_root_is_could_not_check() {
     let args = Args {
-        root: "/nonexistent/doctor-root".into(),
         json: true,
-        verbose: false,
         no_probes: true,
-        require: Require::Any,
-        nccl_log: None,
-        npd: false,
-        slurm: false,
-        slurm_node: None,
-        slurm_dry_run: false,
-        slurm_bin: None,
-        profile: None,
-        write_profile: None,
+        ..Args::new("/nonexistent/doctor-root".into(), Require::Any)
     };
     let e = crate::run(args).unwrap_err();
     assert!(matches!(e, crate::DoctorError::NotADirectory(_)));
@@ -117,19 +107,8 @@ fn empty_root_fails_cleanly() {
 fn live_system_does_not_panic() {
     // Whatever this machine is, every check must produce a result (probes included).
     let args = Args {
-        root: "/".into(),
-        json: false,
         verbose: true,
-        no_probes: false,
-        require: Require::Any,
-        nccl_log: None,
-        npd: false,
-        slurm: false,
-        slurm_node: None,
-        slurm_dry_run: false,
-        slurm_bin: None,
-        profile: None,
-        write_profile: None,
+        ..Args::new("/".into(), Require::Any)
     };
     let r = diagnose(&args, Probes::run());
     assert_eq!(r.checks.len(), crate::checks::run_all_count());
