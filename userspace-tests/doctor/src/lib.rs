@@ -64,8 +64,18 @@ pub struct Args {
     /// Act as Slurm's HealthCheckProgram: drain this node with the root cause's fault code
     /// (`Reason="nvpeer: NVP-D016 ..."`) when it is not ready, resume it when it is ready again
     /// and nvpeer drained it; a node drained by anyone else is left alone. Prints one line.
-    #[arg(long, conflicts_with_all = ["json", "verbose", "nccl_log", "npd"])]
-    pub slurm: bool,
+    /// `--slurm=prolog` / `--slurm=epilog`: as slurmd's Prolog or Epilog, drain a node that is
+    /// not ready and exit 1 (the job is requeued), never resume, exit 0 otherwise.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOOK",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "health",
+        conflicts_with_all = ["json", "verbose", "nccl_log", "npd"]
+    )]
+    pub slurm: Option<slurm::Mode>,
     /// The node's name in Slurm (default: SLURMD_NODENAME, which slurmd sets, else the short
     /// host name).
     #[arg(long, value_name = "NAME", requires = "slurm")]
@@ -78,8 +88,9 @@ pub struct Args {
     pub slurm_bin: Option<PathBuf>,
     /// Hold the node to a node profile (TOML: GPU and NIC counts, names, rates, BAR1, the
     /// farthest GPU-to-NIC path, driver and kernel floors; docs/operations.md): check
-    /// `node.profile`, which gates every path.
-    #[arg(long, value_name = "FILE")]
+    /// `node.profile`, which gates every path. FILE, or a built-in profile's name where no such
+    /// file is: dgx-h100, dgx-h200, azure-nd-h100-v5, azure-nd-h200-v5.
+    #[arg(long, value_name = "FILE|NAME")]
     pub profile: Option<PathBuf>,
     /// Write this node's own profile to FILE (what the doctor reads here), then report as usual.
     #[arg(long, value_name = "FILE")]
@@ -98,7 +109,7 @@ impl Args {
             require,
             nccl_log: None,
             npd: false,
-            slurm: false,
+            slurm: None,
             slurm_node: None,
             slurm_dry_run: false,
             slurm_bin: None,
@@ -191,28 +202,32 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
         .map(nccl_log::read_path)
         .transpose()?;
     let profile = match &args.profile {
-        Some(p) => Some((p.display().to_string(), profile::load(p)?)),
+        Some(p) => Some(profile::resolve(p)?),
         None => None,
     };
     let mut report = diagnose_with(&args, probes_for(&args.root, args.no_probes), profile)?;
     report.nccl_log = nccl.map(|log| nccl_log::NcclReading::new(log, &report.libraries));
     if args.npd {
         println!("{}", npd::line(&report));
-    } else if args.slurm {
+    } else if let Some(mode) = args.slurm {
         let node = args
             .slurm_node
             .clone()
             .or_else(slurm::node_name)
             .ok_or(DoctorError::NoNodeName)?;
         let s = slurm::Slurm::new(args.slurm_bin.as_deref());
-        let action = slurm::decide(&report, &s.state(&node)?);
+        let action = match mode.settled(&report) {
+            Some(a) => a,
+            None => slurm::decide(&report, &s.state(&node)?),
+        };
         if !args.slurm_dry_run {
             s.act(&node, &action)?;
         }
         println!(
             "{}",
-            slurm::line(&node, &report, &action, args.slurm_dry_run)
+            slurm::line(mode, &node, &report, &action, args.slurm_dry_run)
         );
+        return Ok(mode.verdict(report.verdict));
     } else if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -42,6 +42,10 @@ pub struct GpuSpec {
     /// Text every GPU's name contains (`H100`; the CUDA probe's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name_contains: Option<String>,
+    /// The PCI device ids every GPU's is one of (`[0x2330]`: H100 SXM5 80GB, in pci.ids); read
+    /// from sysfs, so it needs no live probe (the Slurm health check's `--no-probes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_device_ids: Option<Vec<u32>>,
     /// The least BAR1 of every GPU, MiB (NVML).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_bar1_mib: Option<u64>,
@@ -54,6 +58,11 @@ pub struct NicSpec {
     /// Which RDMA devices count (a name prefix: `mlx5_`); default every one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name_prefix: Option<String>,
+    /// Exactly which RDMA devices count, by name (a node kind's compute NICs, where its storage
+    /// NICs share their prefix); each must be present. With `name_prefix`, a device must match
+    /// both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
     /// How many of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<usize>,
@@ -97,6 +106,8 @@ pub enum ProfileError {
     Write(std::path::PathBuf, String),
     #[error("{}: larger than 64 KiB, which no node profile is", .0.display())]
     TooLarge(std::path::PathBuf),
+    #[error("{}: no such file, nor a built-in profile ({})", .0.display(), .1)]
+    NotFound(std::path::PathBuf, String),
 }
 
 /// The profile in `path` (at most 64 KiB: a profile is a few lines).
@@ -125,6 +136,63 @@ fn at_least(have: &str, want: &str) -> bool {
     numbers(have) >= numbers(want)
 }
 
+impl NicSpec {
+    /// Whether the RDMA device `dev` is one the profile counts.
+    fn counts(&self, dev: &str) -> bool {
+        self.name_prefix
+            .as_deref()
+            .is_none_or(|p| dev.starts_with(p))
+            && self
+                .names
+                .as_ref()
+                .is_none_or(|n| n.iter().any(|n| n == dev))
+    }
+}
+
+/// Whether `dev` counts under `nic` (every device without a `[nic]` table).
+fn counted(nic: Option<&NicSpec>, dev: &str) -> bool {
+    nic.is_none_or(|n| n.counts(dev))
+}
+
+/// The profiles nvpeer ships, by the name `--profile` takes in place of a file (each file's
+/// `source` cites the specification its figures come from).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("dgx-h100", include_str!("../profiles/dgx-h100.toml")),
+    ("dgx-h200", include_str!("../profiles/dgx-h200.toml")),
+    (
+        "azure-nd-h100-v5",
+        include_str!("../profiles/azure-nd-h100-v5.toml"),
+    ),
+    (
+        "azure-nd-h200-v5",
+        include_str!("../profiles/azure-nd-h200-v5.toml"),
+    ),
+];
+
+/// The profile `--profile ARG` names, and how to name it in the check: the file `arg` where
+/// one is there, else the built-in profile of that name.
+pub fn resolve(arg: &Path) -> Result<(String, Profile), ProfileError> {
+    if arg.exists() {
+        return Ok((arg.display().to_string(), load(arg)?));
+    }
+    let builtin = arg
+        .to_str()
+        .and_then(|a| BUILTIN.iter().find(|(n, _)| *n == a));
+    match builtin {
+        Some((name, text)) => toml::from_str(text)
+            .map(|p| (format!("built-in {name}"), p))
+            .map_err(|e| ProfileError::Parse(arg.to_path_buf(), e)),
+        None => Err(ProfileError::NotFound(
+            arg.to_path_buf(),
+            BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        )),
+    }
+}
+
 /// One RDMA port's link layer and rate (Gb/s).
 struct Port {
     dev: String,
@@ -132,11 +200,11 @@ struct Port {
     rate: Option<f64>,
 }
 
-fn ports(ctx: &Ctx, prefix: Option<&str>) -> (Vec<String>, Vec<Port>) {
+fn ports(ctx: &Ctx, nic: Option<&NicSpec>) -> (Vec<String>, Vec<Port>) {
     let devs: Vec<String> = ctx
         .rdma_devices
         .iter()
-        .filter(|d| prefix.is_none_or(|p| d.starts_with(p)))
+        .filter(|d| counted(nic, d))
         .cloned()
         .collect();
     let mut out = Vec::new();
@@ -161,14 +229,14 @@ fn ports(ctx: &Ctx, prefix: Option<&str>) -> (Vec<String>, Vec<Port>) {
 
 /// Each GPU's nearest NIC among those the profile counts: (GPU, class); none for a GPU without a
 /// NIC.
-fn nearest(ctx: &Ctx, prefix: Option<&str>) -> Vec<(String, Option<PathClass>)> {
+fn nearest(ctx: &Ctx, nic: Option<&NicSpec>) -> Vec<(String, Option<PathClass>)> {
     ctx.gpus
         .iter()
         .map(|g| {
             let best = ctx
                 .nics
                 .iter()
-                .filter(|n| prefix.is_none_or(|p| n.name.starts_with(p)))
+                .filter(|n| counted(nic, &n.name))
                 .map(|n| classify(g, &n.pci))
                 .min();
             (g.bdf.clone(), best)
@@ -243,6 +311,30 @@ fn judge(p: &Profile, ctx: &Ctx) -> Judgement {
                     .push("the GPUs' names (no CUDA or NVML probe)".into()),
             }
         }
+        if let Some(ids) = &g.pci_device_ids {
+            let bad: Vec<String> = ctx
+                .gpus
+                .iter()
+                .filter(|d| !ids.contains(&d.device))
+                .map(|d| format!("{} {:#06x}", d.bdf, d.device))
+                .collect();
+            let want = ids
+                .iter()
+                .map(|i| format!("{i:#06x}"))
+                .collect::<Vec<_>>()
+                .join(" or ");
+            j.judge(
+                !ctx.gpus.is_empty() && bad.is_empty(),
+                if bad.is_empty() {
+                    format!("every GPU's PCI device id is {want}")
+                } else {
+                    format!(
+                        "GPU(s) whose PCI device id is not {want}: {}",
+                        bad.join(", ")
+                    )
+                },
+            );
+        }
         if let Some(min) = g.min_bar1_mib {
             match &ctx.probes.nvml {
                 crate::nvml::NvmlProbe::Ok { gpus, .. } if !gpus.is_empty() => {
@@ -267,9 +359,27 @@ fn judge(p: &Profile, ctx: &Ctx) -> Judgement {
         }
     }
     if let Some(n) = &p.nic {
-        let prefix = n.name_prefix.as_deref();
-        let (devs, ports) = ports(ctx, prefix);
-        let which = prefix.map_or_else(String::new, |p| format!(" named {p}*"));
+        let (devs, ports) = ports(ctx, Some(n));
+        let which = match (&n.name_prefix, &n.names) {
+            (_, Some(names)) => format!(" of {}", names.join(", ")),
+            (Some(p), None) => format!(" named {p}*"),
+            (None, None) => String::new(),
+        };
+        if let Some(names) = &n.names {
+            let missing: Vec<&str> = names
+                .iter()
+                .filter(|d| !devs.contains(d))
+                .map(String::as_str)
+                .collect();
+            j.judge(
+                missing.is_empty(),
+                if missing.is_empty() {
+                    format!("RDMA devices {} present", names.join(", "))
+                } else {
+                    format!("RDMA device(s) missing: {}", missing.join(", "))
+                },
+            );
+        }
         if let Some(c) = n.count {
             j.judge(
                 devs.len() == c,
@@ -328,8 +438,7 @@ fn judge(p: &Profile, ctx: &Ctx) -> Judgement {
         }
     }
     if let Some(far) = p.topology.as_ref().and_then(|t| t.farthest) {
-        let prefix = p.nic.as_ref().and_then(|n| n.name_prefix.as_deref());
-        let bad: Vec<String> = nearest(ctx, prefix)
+        let bad: Vec<String> = nearest(ctx, p.nic.as_ref())
             .into_iter()
             .filter(|(_, c)| c.is_none_or(|c| c > far))
             .map(|(g, c)| format!("{g} {}", c.map_or("no NIC".into(), |c| format!("{c:?}"))))
@@ -430,6 +539,14 @@ pub fn of_node(ctx: &Ctx) -> Profile {
         _ => None,
     };
     let (devs, ports) = ports(ctx, None);
+    let mut ids: Vec<u32> = ctx
+        .gpus
+        .iter()
+        .map(|g| g.device)
+        .filter(|d| *d != 0)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
     let link_layer = ports
         .first()
         .map(|p| p.link_layer.clone())
@@ -458,10 +575,12 @@ pub fn of_node(ctx: &Ctx) -> Profile {
         gpu: Some(GpuSpec {
             count: Some(ctx.gpus.len()),
             name_contains: common,
+            pci_device_ids: (!ids.is_empty()).then_some(ids),
             min_bar1_mib: bar1,
         }),
         nic: Some(NicSpec {
             name_prefix: None,
+            names: None,
             count: Some(devs.len()),
             link_layer,
             min_rate_gbps: rate,

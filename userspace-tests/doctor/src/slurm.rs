@@ -1,6 +1,7 @@
 //! `nvpeer doctor --slurm`: the doctor as Slurm's `HealthCheckProgram`, draining this node with
 //! the root cause's fault code when it is not ready and resuming it when it is ready again, but
-//! only when nvpeer drained it (as LBNL NHC resumes only the nodes it drained itself).
+//! only when nvpeer drained it (as LBNL NHC resumes only the nodes it drained itself);
+//! `--slurm=prolog` and `--slurm=epilog`, the same drain around each job (see [`Mode`]).
 //!
 //! Slurm's side (slurm.conf(5), `HealthCheckProgram`): slurmd runs the program as root every
 //! `HealthCheckInterval` seconds and at its start, kills it after `HealthCheckTimeout` (60 s by
@@ -24,6 +25,60 @@ pub const MAX_REASON: usize = 120;
 /// How long one `sinfo` or `scontrol` may take before it is killed (slurmd kills the whole
 /// program after `HealthCheckTimeout`).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which of slurmd's hooks runs the doctor.
+///
+/// A prolog or epilog that exits non-zero makes slurmctld drain the node itself, with the reason
+/// `Prolog error` or `Epilog error`, and requeue (prolog) the job; but its `drain_nodes` leaves
+/// a node that is drained already, and its reason, as they are (slurmctld's node_mgr.c,
+/// `_drain_node`; job_mgr.c, the epilog's `return_code`). So the prolog and epilog forms drain
+/// the node first, with the fault code, and then exit 1: the job does not start on a node that is
+/// not ready, and the reason an operator reads is nvpeer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// `HealthCheckProgram`: drain a node that is not ready, resume one nvpeer drained.
+    Health,
+    /// `Prolog`: before a job; drain a node that is not ready and exit 1 (slurmd then requeues
+    /// the job). Never resumes: that is the health check's.
+    Prolog,
+    /// `Epilog`: after a job; drain a node that is not ready and exit 1. Never resumes.
+    Epilog,
+}
+
+impl Mode {
+    /// The flag as written.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Mode::Health => "--slurm",
+            Mode::Prolog => "--slurm=prolog",
+            Mode::Epilog => "--slurm=epilog",
+        }
+    }
+
+    /// The action that needs nothing from Slurm: a prolog or epilog on a node that is ready, or
+    /// that could not be checked, leaves the node as it is without asking slurmctld (a job's
+    /// start waits on it). `None`: ask Slurm and [`decide`].
+    pub fn settled(self, r: &Report) -> Option<Action> {
+        match (self, r.verdict) {
+            (Mode::Health, _) | (_, Verdict::NotReady) => None,
+            (_, Verdict::Ready) => Some(Action::Leave("ready".into())),
+            (_, Verdict::CouldNotCheck) => Some(Action::Leave(
+                "could not check (nvpeer doctor says why): not drained, the job goes on".into(),
+            )),
+        }
+    }
+
+    /// The exit status's verdict: the doctor's for the health check; for a prolog or epilog,
+    /// failed (exit 1) only when the node is not ready, since any other non-zero exit would make
+    /// slurmctld drain the node (`Prolog error`) for what the doctor could not check.
+    pub fn verdict(self, v: Verdict) -> nvpeer_verdict::Verdict {
+        match (self, v) {
+            (Mode::Health, v) => v.into(),
+            (_, Verdict::NotReady) => nvpeer_verdict::Verdict::Failed,
+            (_, _) => nvpeer_verdict::Verdict::Passed,
+        }
+    }
+}
 
 /// What Slurm says about the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,7 +305,7 @@ pub fn node_name() -> Option<String> {
 }
 
 /// One line for slurmd's log: the node, the verdict and what was done.
-pub fn line(node: &str, r: &Report, action: &Action, dry_run: bool) -> String {
+pub fn line(mode: Mode, node: &str, r: &Report, action: &Action, dry_run: bool) -> String {
     let verdict = match r.verdict {
         Verdict::Ready => "ready",
         Verdict::NotReady => "not ready",
@@ -263,5 +318,13 @@ pub fn line(node: &str, r: &Report, action: &Action, dry_run: bool) -> String {
         (Action::Resume, true) => "would resume (--slurm-dry-run)".to_string(),
         (Action::Leave(why), _) => format!("left as it is: {why}"),
     };
-    format!("nvpeer doctor --slurm: node {node} {verdict}; {done}")
+    let job = match (mode, r.verdict) {
+        (Mode::Prolog, Verdict::NotReady) => "; exit 1: the job does not start here",
+        (Mode::Epilog, Verdict::NotReady) => "; exit 1",
+        _ => "",
+    };
+    format!(
+        "nvpeer doctor {}: node {node} {verdict}; {done}{job}",
+        mode.flag()
+    )
 }

@@ -2,7 +2,7 @@
 //! stand-in `sinfo` and `scontrol` scripts that record their arguments).
 
 use super::Fx;
-use crate::slurm::{decide, line, reason, Action, NodeState, Slurm, SlurmError, PREFIX};
+use crate::slurm::{decide, line, reason, Action, Mode, NodeState, Slurm, SlurmError, PREFIX};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
@@ -73,11 +73,59 @@ fn a_ready_node_is_resumed_only_when_nvpeer_drained_it() {
         decide(&ready, &node("idle", "none")),
         Action::Leave(_)
     ));
-    let l = line("gpu1", &ready, &Action::Resume, false);
+    let l = line(Mode::Health, "gpu1", &ready, &Action::Resume, false);
     assert_eq!(
         l,
         "nvpeer doctor --slurm: node gpu1 ready; resumed (nvpeer had drained it)"
     );
+}
+
+#[test]
+fn a_prolog_drains_a_node_that_is_not_ready_and_fails_the_job_but_never_resumes() {
+    use nvpeer_verdict::Verdict as Exit;
+    let ready = Fx::healthy().report();
+    let r = broken();
+    for mode in [Mode::Prolog, Mode::Epilog] {
+        // Ready: nothing asked of slurmctld, exit 0, even on a node nvpeer drained.
+        assert_eq!(mode.settled(&ready), Some(Action::Leave("ready".into())));
+        assert_eq!(mode.verdict(ready.verdict), Exit::Passed);
+        // Not ready: Slurm is asked and the node drained as by the health check, exit 1.
+        assert_eq!(mode.settled(&r), None);
+        assert_eq!(mode.verdict(r.verdict), Exit::Failed);
+        // Could not check: neither drained nor a failed job (slurmctld would drain on exit 1).
+        let mut unknown = Fx::healthy().report();
+        unknown.verdict = crate::report::Verdict::CouldNotCheck;
+        assert!(matches!(mode.settled(&unknown), Some(Action::Leave(_))));
+        assert_eq!(mode.verdict(unknown.verdict), Exit::Passed);
+    }
+    assert_eq!(Mode::Health.settled(&ready), None);
+    assert_eq!(Mode::Health.verdict(r.verdict), Exit::Failed);
+    let l = line(Mode::Prolog, "gpu1", &r, &Action::Drain(reason(&r)), false);
+    assert!(
+        l.starts_with(
+            "nvpeer doctor --slurm=prolog: node gpu1 not ready; drained: nvpeer: NVP-D016 "
+        ) && l.ends_with("; exit 1: the job does not start here"),
+        "{l}"
+    );
+}
+
+#[test]
+fn the_slurm_flag_takes_its_hook() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: crate::Args,
+    }
+    let parse = |v: &[&str]| Cli::try_parse_from([&["doctor"], v].concat()).map(|c| c.a.slurm);
+    assert_eq!(parse(&[]).unwrap(), None);
+    assert_eq!(parse(&["--slurm"]).unwrap(), Some(Mode::Health));
+    assert_eq!(parse(&["--slurm=prolog"]).unwrap(), Some(Mode::Prolog));
+    assert_eq!(parse(&["--slurm=epilog"]).unwrap(), Some(Mode::Epilog));
+    assert!(parse(&["--slurm=job"]).is_err());
+    // Without `=`, what follows is not the hook: `--slurm prolog` is a stray argument.
+    assert!(parse(&["--slurm", "prolog"]).is_err());
+    assert!(parse(&["--slurm-dry-run"]).is_err());
 }
 
 /// Stand-ins for sinfo and scontrol: sinfo prints STATE|REASON, scontrol appends its arguments
