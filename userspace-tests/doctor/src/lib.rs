@@ -149,6 +149,22 @@ pub fn diagnose_files(root: &std::path::Path, require: report::Require) -> repor
     report_of(&checks::Ctx::load(&root, probes::Probes::none()), require)
 }
 
+/// The check `node.profile` of the node under `root` against `profile` (as [`profile::resolve`]
+/// gives it): for callers that hold a node to a profile beside their own work (`nvpeer validate
+/// --profile`). The live probes run only when `root` is the running system and the profile has
+/// an item that needs one (a GPU's name, BAR1).
+pub fn profile_check(root: &std::path::Path, profile: (String, profile::Profile)) -> report::Check {
+    let probes = if profile.1.needs_probes() {
+        probes_for(root, false)
+    } else {
+        probes::Probes::none()
+    };
+    let root = root::SysRoot::new(root);
+    let mut ctx = checks::Ctx::load(&root, probes);
+    ctx.profile = Some(profile);
+    profile::check(&ctx)
+}
+
 /// The report on what `ctx` read, its verdict about `require`: for callers that ask the context
 /// more afterwards (`nvpeer metrics`: the NVML figures, who serves `nv_mem`).
 pub fn report_of(ctx: &checks::Ctx, require: report::Require) -> report::Report {

@@ -136,6 +136,15 @@ fn at_least(have: &str, want: &str) -> bool {
     numbers(have) >= numbers(want)
 }
 
+impl Profile {
+    /// Whether an item needs a live probe (CUDA or NVML): a GPU's name, BAR1.
+    pub fn needs_probes(&self) -> bool {
+        self.gpu
+            .as_ref()
+            .is_some_and(|g| g.name_contains.is_some() || g.min_bar1_mib.is_some())
+    }
+}
+
 impl NicSpec {
     /// Whether the RDMA device `dev` is one the profile counts.
     fn counts(&self, dev: &str) -> bool {

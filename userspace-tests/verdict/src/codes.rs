@@ -143,6 +143,12 @@ pub static CODES: &[FaultCode] = &[
         "node.profile",
         "The node does not match its node profile (GPU or NIC count, names, rates, BAR1, topology, driver or kernel).",
     ),
+    row(
+        "NVP-V023",
+        Validate,
+        "node.profile",
+        "The node under test does not match the node profile `validate --profile` names.",
+    ),
 ];
 
 /// The code of `subject` from `source`, if it has one that is not retired.

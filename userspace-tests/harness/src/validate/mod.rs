@@ -17,6 +17,7 @@ mod emu_kinds;
 mod invalidation;
 mod memory;
 pub mod nccl;
+mod node_profile;
 pub mod peer_path;
 mod registration;
 mod summary;
@@ -75,6 +76,7 @@ impl Suite {
     /// case needs what they open, and a failed one is the root cause to name.
     fn wanted(&self, name: &str) -> bool {
         name.starts_with("cap.")
+            || name == "node.profile"
             || self.args.only.is_empty()
             || self.args.only.iter().any(|w| name.contains(w.as_str()))
     }
@@ -179,6 +181,7 @@ impl Suite {
         // The memory cases need the GPU only: they run before the RDMA device is looked for, so
         // that a node without a NIC (or a NIC developer still waiting for a board) learns what
         // its GPU half does.
+        self.node_profile();
         self.cap_memory();
         self.mem_cases();
         self.kind_cases();
@@ -275,6 +278,8 @@ pub enum ValidateError {
     Report(#[from] ReportError),
     #[error(transparent)]
     Server(#[from] peer::ServerError),
+    #[error("--profile {0}")]
+    Profile(#[from] nvpeer_doctor::profile::ProfileError),
 }
 
 /// Entry point of `nvpeer validate`: the run's verdict, or why it could not run (its `--report`
@@ -298,6 +303,10 @@ pub fn run(args: ValidateArgs) -> Result<Verdict, ValidateError> {
             timeout: Duration::from_secs(args.nccl_timeout),
             json: args.common.json,
         }));
+    }
+    if let Some(p) = &args.profile {
+        // A profile that cannot be read is a bad argument: nothing runs.
+        nvpeer_doctor::profile::resolve(p)?;
     }
     if args.common.server {
         serve(&args)?;
