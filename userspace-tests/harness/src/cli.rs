@@ -369,6 +369,11 @@ pub struct BenchArgs {
     /// Report bandwidth in Gb/s instead of MiB/s (perftest `--report_gbits`).
     #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
+    /// Before each size's measured run, post TX-depth requests on every QP and wait for them
+    /// (perftest `--perform_warm_up`; write_bw and read_bw, as perftest; other tests ignore it,
+    /// as perftest's do).
+    #[arg(long = "perform_warm_up", alias = "perform-warm-up")]
+    pub perform_warm_up: bool,
     /// Register without PCIe relaxed ordering (perftest `--disable_pcie_relaxed`). By default,
     /// as perftest, every buffer is registered with `IBV_ACCESS_RELAXED_ORDERING`; give it on
     /// both sides, as perftest asks, on a CPU that mishandles relaxed ordering.

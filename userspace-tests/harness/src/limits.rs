@@ -535,6 +535,7 @@ mod tests {
             cq_mod,
             peak,
             duration: None,
+            warm_up: false,
         }
     }
 
@@ -657,6 +658,7 @@ mod tests {
                             cq_mod,
                             peak,
                             duration,
+                            warm_up: false,
                         },
                     }
                 }),

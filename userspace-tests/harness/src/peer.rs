@@ -941,6 +941,7 @@ mod tests {
                 cq_mod: 1,
                 peak: true,
                 duration: Some((5.0, 2.0)),
+                warm_up: true,
             },
         };
         let line = serde_json::to_string(&q).unwrap();

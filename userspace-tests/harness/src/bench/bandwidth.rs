@@ -32,6 +32,8 @@ impl Bench {
             cq_mod: cq_mod(u64::from(self.args.tx_depth), size, self.args.all),
             peak: !self.args.no_peak && duration.is_none() && iters <= PEAK_MAX_ITERS,
             duration,
+            warm_up: self.args.perform_warm_up
+                && matches!(test, BenchTest::WriteBw | BenchTest::ReadBw),
         }
     }
 

@@ -50,6 +50,26 @@ pub struct BwPlan {
     pub peak: bool,
     /// `-D`: (seconds, margin) instead of `iters`.
     pub duration: Option<(f64, f64)>,
+    /// perftest's `--perform_warm_up`: before the measured run, every QP posts `depth`
+    /// requests, each signalled, and waits for all of them (perftest_resources.c,
+    /// `perform_warm_up`); nothing of it is measured. Write and read only, as perftest does.
+    #[serde(default)]
+    pub warm_up: bool,
+}
+
+impl BwPlan {
+    /// The warm-up's own plan: `depth` requests per QP, every one signalled, no figures kept.
+    fn warm_up_plan(&self) -> BwPlan {
+        let depth = self.depth.max(1);
+        BwPlan {
+            iters: depth,
+            depth,
+            cq_mod: 1,
+            peak: false,
+            duration: None,
+            warm_up: false,
+        }
+    }
 }
 
 /// What a bandwidth loop does with a QP: post and poll. A trait, so that the loop's accounting
@@ -149,6 +169,20 @@ pub fn run_lanes(
     size: u64,
     plan: &BwPlan,
 ) -> Result<Vec<SideResult>, LoopError> {
+    // (every request of the warm-up is signalled and completed before the measured run posts,
+    // so its wr_ids, which start again at 0, are never mistaken for the run's)
+    if plan.warm_up
+        && lanes
+            .iter()
+            .all(|l| matches!(l.op, Op::Write { .. } | Op::Read { .. }))
+    {
+        drive(lanes, size, &plan.warm_up_plan())?;
+    }
+    drive(lanes, size, plan)
+}
+
+/// One [`run_lanes`] pass: `plan` posted and polled to its end.
+fn drive(lanes: &mut [Lane<'_>], size: u64, plan: &BwPlan) -> Result<Vec<SideResult>, LoopError> {
     let mut run = Run::new(lanes, size, plan)?;
     loop {
         let any_posting = run.post(lanes)?;
@@ -391,6 +425,9 @@ mod tests {
     #[derive(Default)]
     struct FakeQp {
         posted: u64,
+        /// `posted` when the current pass's request 0 was posted (a warm-up numbers its
+        /// requests from 0, and so does the measured run after it).
+        base: u64,
         /// Requests known complete to the fake: the loop must never have more than its depth
         /// beyond this.
         completed: std::cell::Cell<u64>,
@@ -429,14 +466,28 @@ mod tests {
             if self.fail_post {
                 return Err(VerbsError::TooLong("no room".into()));
             }
-            assert_eq!(wr_id, self.posted, "requests are numbered in order");
+            if wr_id == 0 {
+                assert_eq!(
+                    self.completed.get(),
+                    self.posted,
+                    "a pass starts with none in flight"
+                );
+                self.base = self.posted;
+            }
+            assert_eq!(
+                wr_id,
+                self.posted - self.base,
+                "requests are numbered in order"
+            );
             self.posted += 1;
             self.max_outstanding = self.max_outstanding.max(self.posted - self.completed.get());
             self.ops.push(op);
             if signaled {
                 self.signalled.push(wr_id);
-                // IBV_WC_RDMA_WRITE
-                self.pending.borrow_mut().push(wc(wr_id, self.status, 1));
+                // IBV_WC_RDMA_WRITE (the fake keeps the absolute number in its own list)
+                self.pending
+                    .borrow_mut()
+                    .push(wc(self.base + wr_id, self.status, 1));
             }
             Ok(())
         }
@@ -446,8 +497,9 @@ mod tests {
                 // IBV_WC_RECV, with a wr_id far beyond any request.
                 out.push(wc(1 << 40, 0, 128));
             }
-            for c in self.pending.borrow_mut().drain(..) {
+            for mut c in self.pending.borrow_mut().drain(..) {
                 self.completed.set(self.completed.get().max(c.wr_id + 1));
+                c.wr_id -= self.base;
                 out.push(c);
             }
             Ok(())
@@ -461,7 +513,35 @@ mod tests {
             cq_mod,
             peak,
             duration: None,
+            warm_up: false,
         }
+    }
+
+    #[test]
+    fn a_warm_up_posts_depth_signalled_requests_first_and_is_not_measured() {
+        let mut qps: Vec<FakeQp> = (0..2).map(|_| FakeQp::default()).collect();
+        let p = BwPlan {
+            warm_up: true,
+            ..plan(1000, 16, 7, false)
+        };
+        let r = run_lanes(&mut lanes(&mut qps, &[0, 0]), 4096, &p).unwrap();
+        // The figures are the measured run's: -q 2 of 1000 each.
+        assert_eq!(r[0].bw.iterations, 2000);
+        for q in &qps {
+            assert_eq!(q.posted, 16 + 1000);
+            assert!(q.max_outstanding <= 16, "{}", q.max_outstanding);
+            // The warm-up's 16 each signalled, then the run's every 7th and its last.
+            let mut want: Vec<u64> = (0..16).collect();
+            want.extend((0..1000).filter(|n| (n + 1) % 7 == 0 || *n == 999));
+            assert_eq!(q.signalled, want);
+        }
+        // perftest warms up writes and reads only: a send run has none.
+        let mut qps = vec![FakeQp::default()];
+        let mut l = lanes(&mut qps, &[0]);
+        l[0].op = Op::Send;
+        run_lanes(&mut l, 4096, &p).unwrap();
+        drop(l);
+        assert_eq!(qps[0].posted, 1000);
     }
 
     fn write_op() -> Op {
