@@ -52,9 +52,16 @@ rm -rf "$stub"
 # GPU-initiated networking selected in the environment (peer.gpu_initiated's "requested").
 rec doctor-gin-selected.txt env NCCL_GIN_TYPE=3 NVSHMEM_IB_ENABLE_IBGDA=1 UCX_TLS=rc_gda "$bin" doctor -v
 
+# The GPU↔NIC matrix (issue 55), text and JSON; a built-in node profile the machine is not.
+rec topology.txt "$bin" doctor --topology
+"$bin" doctor --topology --json >"$out/topology.json"
+echo "$?" >"$out/topology.json.exit"
+rec doctor-profile-dgx-h200.txt "$bin" doctor --profile dgx-h200
+
 # The harness's CUDA side.
 rec validate-cuda.txt "$bin" validate --mem cuda --max-size 64M
 rec validate-cuda-dmabuf.txt "$bin" validate --mem cuda-dmabuf --max-size 64M
 rec validate-cuda-dmabuf-json.txt "$bin" validate --mem cuda-dmabuf --json --only cap.memory,mem.
 rec validate-bad-gpu.txt "$bin" validate --mem cuda --gpu 7 --only cap.memory
+rec validate-profile-dgx-h200.txt "$bin" validate --mem cuda --profile dgx-h200 --only cap.memory,node.profile
 exit 0

@@ -25,6 +25,7 @@ pub mod report;
 pub mod root;
 pub mod settings;
 pub mod slurm;
+pub mod topology;
 
 #[cfg(test)]
 mod tests;
@@ -92,6 +93,12 @@ pub struct Args {
     /// file is: dgx-h100, dgx-h200, azure-nd-h100-v5, azure-nd-h200-v5.
     #[arg(long, value_name = "FILE|NAME")]
     pub profile: Option<PathBuf>,
+    /// Print the GPU↔NIC matrix instead of the report (as `nvidia-smi topo -m`: the path class
+    /// of each pair, each device's NUMA node, CPUs and IOMMU group), each GPU's best NIC, the
+    /// pairs NCCL would not use GPUDirect RDMA on by default and why; with --json, as JSON. The
+    /// exit status is the doctor's.
+    #[arg(long, conflicts_with_all = ["npd", "slurm", "verbose", "nccl_log"])]
+    pub topology: bool,
     /// Write this node's own profile to FILE (what the doctor reads here), then report as usual.
     #[arg(long, value_name = "FILE")]
     pub write_profile: Option<PathBuf>,
@@ -115,6 +122,7 @@ impl Args {
             slurm_bin: None,
             profile: None,
             write_profile: None,
+            topology: false,
         }
     }
 }
@@ -223,7 +231,14 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
     };
     let mut report = diagnose_with(&args, probes_for(&args.root, args.no_probes), profile)?;
     report.nccl_log = nccl.map(|log| nccl_log::NcclReading::new(log, &report.libraries));
-    if args.npd {
+    if args.topology {
+        let m = topology::Matrix::of(&root::SysRoot::new(&args.root), &report);
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&m)?);
+        } else {
+            print!("{}", m.render());
+        }
+    } else if args.npd {
         println!("{}", npd::line(&report));
     } else if let Some(mode) = args.slurm {
         let node = args

@@ -370,7 +370,7 @@ fn judge(p: &Profile, ctx: &Ctx) -> Judgement {
     if let Some(n) = &p.nic {
         let (devs, ports) = ports(ctx, Some(n));
         let which = match (&n.name_prefix, &n.names) {
-            (_, Some(names)) => format!(" of {}", names.join(", ")),
+            (_, Some(names)) => format!(" among the {} named", names.len()),
             (Some(p), None) => format!(" named {p}*"),
             (None, None) => String::new(),
         };

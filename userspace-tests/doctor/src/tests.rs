@@ -25,6 +25,7 @@ mod profile;
 mod props;
 mod rdma;
 mod slurm;
+mod topology;
 mod verdicts;
 
 const REL: &str = "7.2.12";
