@@ -217,6 +217,25 @@ pub enum DoctorError {
 /// Runs the doctor; returns its verdict (passed: ready, failed: not ready, could not run: could
 /// not check) about the path `--require` names (by default: any path), or why it could not check.
 pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
+    // A prolog or epilog never takes a node out for what it could not check, its own arguments
+    // included: any non-zero exit would make slurmctld drain the node and requeue the job.
+    let hook = args.slurm.filter(|m| *m != slurm::Mode::Health);
+    match run_args(args) {
+        Err(e) => match hook {
+            Some(mode) => {
+                println!(
+                    "nvpeer doctor {}: could not check: {e}; not drained, the job goes on",
+                    mode.flag()
+                );
+                Ok(nvpeer_verdict::Verdict::Passed)
+            }
+            None => Err(e),
+        },
+        r => r,
+    }
+}
+
+fn run_args(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
     if !args.root.is_dir() {
         return Err(DoctorError::NotADirectory(args.root));
     }
@@ -247,17 +266,37 @@ pub fn run(args: Args) -> Result<nvpeer_verdict::Verdict, DoctorError> {
             .or_else(slurm::node_name)
             .ok_or(DoctorError::NoNodeName)?;
         let s = slurm::Slurm::new(args.slurm_bin.as_deref());
-        let action = match mode.settled(&report) {
-            Some(a) => a,
-            None => slurm::decide(&report, &s.state(&node)?),
+        let acted = match mode.settled(&report) {
+            Some(a) => Ok(a),
+            None => s.state(&node).and_then(|st| {
+                let a = slurm::decide(&report, &st);
+                if !args.slurm_dry_run {
+                    s.act(&node, &a)?;
+                }
+                Ok(a)
+            }),
         };
-        if !args.slurm_dry_run {
-            s.act(&node, &action)?;
-        }
+        let action = match acted {
+            Ok(a) => a,
+            // A hook on a node that is not ready still fails the job (exit 1): slurmctld then
+            // drains the node itself (`Prolog error`), which is what matters here.
+            Err(e) if mode != slurm::Mode::Health => {
+                println!(
+                    "nvpeer doctor {}: node {node} not ready; could not drain it ({e}); exit 1",
+                    mode.flag()
+                );
+                return Ok(mode.verdict(report.verdict));
+            }
+            Err(e) => return Err(e.into()),
+        };
         println!(
             "{}",
             slurm::line(mode, &node, &report, &action, args.slurm_dry_run)
         );
+        // (a hook's dry run changes nothing: not even slurmctld's own drain on exit 1)
+        if args.slurm_dry_run && mode != slurm::Mode::Health {
+            return Ok(nvpeer_verdict::Verdict::Passed);
+        }
         return Ok(mode.verdict(report.verdict));
     } else if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

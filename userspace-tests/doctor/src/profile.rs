@@ -108,6 +108,8 @@ pub enum ProfileError {
     TooLarge(std::path::PathBuf),
     #[error("{}: no such file, nor a built-in profile ({})", .0.display(), .1)]
     NotFound(std::path::PathBuf, String),
+    #[error("{}: {}", .0.display(), .1)]
+    Inconsistent(std::path::PathBuf, String),
 }
 
 /// The profile in `path` (at most 64 KiB: a profile is a few lines).
@@ -121,7 +123,11 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
     if text.len() as u64 > MAX {
         return Err(ProfileError::TooLarge(path.to_path_buf()));
     }
-    toml::from_str(&text).map_err(|e| ProfileError::Parse(path.to_path_buf(), e))
+    let p: Profile =
+        toml::from_str(&text).map_err(|e| ProfileError::Parse(path.to_path_buf(), e))?;
+    p.consistent()
+        .map_err(|e| ProfileError::Inconsistent(path.to_path_buf(), e))?;
+    Ok(p)
 }
 
 /// The leading numbers of a version (`7.2.12+deb14-amd64` is 7, 2, 12; `580.65.06` 580, 65, 6).
@@ -142,6 +148,30 @@ impl Profile {
         self.gpu
             .as_ref()
             .is_some_and(|g| g.name_contains.is_some() || g.min_bar1_mib.is_some())
+    }
+}
+
+impl Profile {
+    /// What no node could match, refused when the profile is read: a named NIC outside its
+    /// `name_prefix`, a NIC count above the names given.
+    fn consistent(&self) -> Result<(), String> {
+        let Some(n) = &self.nic else { return Ok(()) };
+        if let (Some(names), Some(p)) = (&n.names, &n.name_prefix) {
+            if let Some(bad) = names.iter().find(|d| !d.starts_with(p.as_str())) {
+                return Err(format!(
+                    "[nic] names {bad}, which its name_prefix \"{p}\" leaves out"
+                ));
+            }
+        }
+        if let (Some(names), Some(c)) = (&n.names, n.count) {
+            if c > names.len() {
+                return Err(format!(
+                    "[nic] count = {c}, more than the {} names it gives",
+                    names.len()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -188,9 +218,13 @@ pub fn resolve(arg: &Path) -> Result<(String, Profile), ProfileError> {
         .to_str()
         .and_then(|a| BUILTIN.iter().find(|(n, _)| *n == a));
     match builtin {
-        Some((name, text)) => toml::from_str(text)
-            .map(|p| (format!("built-in {name}"), p))
-            .map_err(|e| ProfileError::Parse(arg.to_path_buf(), e)),
+        Some((name, text)) => {
+            let p: Profile =
+                toml::from_str(text).map_err(|e| ProfileError::Parse(arg.to_path_buf(), e))?;
+            p.consistent()
+                .map_err(|e| ProfileError::Inconsistent(arg.to_path_buf(), e))?;
+            Ok((format!("built-in {name}"), p))
+        }
         None => Err(ProfileError::NotFound(
             arg.to_path_buf(),
             BUILTIN
@@ -334,7 +368,9 @@ fn judge(p: &Profile, ctx: &Ctx) -> Judgement {
                 .join(" or ");
             j.judge(
                 !ctx.gpus.is_empty() && bad.is_empty(),
-                if bad.is_empty() {
+                if ctx.gpus.is_empty() {
+                    format!("no NVIDIA GPU to have PCI device id {want}")
+                } else if bad.is_empty() {
                     format!("every GPU's PCI device id is {want}")
                 } else {
                     format!(

@@ -118,7 +118,12 @@ impl Matrix {
         let coherent =
             |bdf: &str| data.is_some_and(|t| t.gpus.iter().any(|a| a.gpu == bdf && a.coherent));
         let mut nic_names = root.list("/sys/class/infiniband");
-        nic_names.sort();
+        // mlx5_2 before mlx5_10, as a person counts them
+        nic_names.sort_by_key(|n| {
+            let digits = n.len() - n.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+            let (stem, num) = n.split_at(n.len() - digits);
+            (stem.to_string(), num.parse::<u64>().unwrap_or(0), n.clone())
+        });
         let nic_bdf = |n: &str| {
             root.resolve(&format!("/sys/class/infiniband/{n}/device"))
                 .and_then(|p| p.rsplit('/').next().map(str::to_string))

@@ -203,7 +203,7 @@ pub struct ValidateArgs {
     /// Also hold the node to a node profile (a TOML file, or a built-in's name: dgx-h100,
     /// dgx-h200, azure-nd-h100-v5, azure-nd-h200-v5; docs/operations.md): the case
     /// `node.profile`, which `nvpeer doctor --profile` makes its check.
-    #[arg(long = "profile", value_name = "FILE|NAME")]
+    #[arg(long = "profile", value_name = "FILE|NAME", conflicts_with_all = ["nccl", "server"])]
     pub profile: Option<std::path::PathBuf>,
     /// The kinds of GPU memory to check (comma-separated): with `--mem cuda` or `cuda-dmabuf`,
     /// the `mem.kind[...]` cases (what the CUDA driver says about each, against what is expected

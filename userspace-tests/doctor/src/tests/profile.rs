@@ -295,3 +295,23 @@ fn a_dgx_h100_with_a_rail_missing_misplaced_or_the_wrong_gpu_fails_naming_it() {
         c.summary
     );
 }
+
+#[test]
+fn a_profile_no_node_could_match_is_refused_when_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (
+            "[nic]\nname_prefix = \"mlx5_\"\nnames = [\"mlx5_0\", \"ib0\"]\n",
+            "names ib0, which its name_prefix \"mlx5_\" leaves out",
+        ),
+        (
+            "[nic]\nnames = [\"mlx5_0\"]\ncount = 2\n",
+            "count = 2, more than the 1 names it gives",
+        ),
+    ] {
+        let p = dir.path().join("p.toml");
+        std::fs::write(&p, text).unwrap();
+        let e = load(&p).unwrap_err();
+        assert!(e.to_string().contains(want), "{e}");
+    }
+}

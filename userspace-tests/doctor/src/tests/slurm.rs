@@ -206,3 +206,39 @@ fn a_missing_node_or_a_failing_command_is_an_error() {
         .unwrap_err();
     assert!(e.to_string().contains("Invalid node name specified"), "{e}");
 }
+
+#[test]
+fn a_hook_fails_a_job_only_for_a_node_that_is_not_ready() {
+    use nvpeer_verdict::Verdict as Exit;
+    let args = |root: &std::path::Path, mode: Mode| {
+        // (nvpeer's path: without live probes the dma-buf path is "could not check")
+        let mut a = crate::Args::new(root.to_path_buf(), crate::report::Require::Nvpeer);
+        a.slurm = Some(mode);
+        a.slurm_node = Some("gpu1".into());
+        a
+    };
+    // Its own arguments unusable (no such root, a profile that is not there): exit 0, nothing
+    // drained; the health check says the same as an error (exit 2).
+    let gone = std::path::Path::new("/nonexistent-nvpeer-root");
+    assert_eq!(crate::run(args(gone, Mode::Prolog)).unwrap(), Exit::Passed);
+    assert!(crate::run(args(gone, Mode::Health)).is_err());
+    let f = Fx::healthy();
+    f.rm("/sys/module/nvidia_peermem");
+    let mut a = args(f.dir.path(), Mode::Epilog);
+    a.profile = Some("no-such-profile".into());
+    assert_eq!(crate::run(a).unwrap(), Exit::Passed);
+    // Not ready, and Slurm cannot be asked: the job still fails (slurmctld drains the node).
+    let empty = tempfile::tempdir().unwrap();
+    let mut a = args(f.dir.path(), Mode::Prolog);
+    a.slurm_bin = Some(empty.path().to_path_buf());
+    assert_eq!(crate::run(a).unwrap(), Exit::Failed);
+    // A dry run changes nothing, slurmctld's own drain on exit 1 included.
+    let d = fake_slurm("idle|none");
+    let mut a = args(f.dir.path(), Mode::Prolog);
+    a.slurm_bin = Some(d.path().to_path_buf());
+    a.slurm_dry_run = true;
+    assert_eq!(crate::run(a).unwrap(), Exit::Passed);
+    assert!(!fs::read_to_string(d.path().join("log"))
+        .unwrap()
+        .contains("State=DRAIN"));
+}
