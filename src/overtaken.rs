@@ -27,7 +27,7 @@
 //! takes the map exclusively. A pin made from inside a free callback (which holds NVIDIA's lock,
 //! which the overtaken call needs) would wait forever; lockdep reports it as a cycle through
 //! `nvpeer_overtaken_wait` the first time one is made, whether a call was in flight then or not
-//! (the bench plants one: suite 02-lockdep-canary). No core pins from its invalidate, and nvpeer's
+//! (the bench plants one: suite 00-lockdep-canary). No core pins from its invalidate, and nvpeer's
 //! callback pins nothing; NVIDIA refuses such a pin anyway (its lock is not recursive: `-EIO`).
 //! The gate is a kernel mutex, which lockdep sees as it is.
 

@@ -114,6 +114,12 @@ kbuild_case "kbuild[oldest: environment, sub-make]" 0 "$all73" "comes from the e
     NVPEER_COMPAT=oldest -- -f "$t/kbuild/outer.mk"
 kbuild_case "kbuild[bad value refused]" 2 - "nvpeer: NVPEER_COMPAT=newest: the only value is oldest" -- \
     -f "$kb/Makefile.build" NVPEER_COMPAT=newest show
+# NVPEER_BENCH: the bench's headers and symbols only for the value 1; any other value is a node's
+# build, which needs the real headers' locations (the preflight passes them) and stops without.
+kbuild_case "kbuild[NVPEER_BENCH=0: a node's build, OFED_DIR required]" 2 - "nvpeer: OFED_DIR is not set" -- \
+    -f "$kb/Makefile.build" NVPEER_BENCH=0 show
+kbuild_case "kbuild[NVPEER_BENCH=yes: a node's build, OFED_DIR required]" 2 - "nvpeer: OFED_DIR is not set" -- \
+    -f "$kb/Makefile.build" NVPEER_BENCH=yes show
 
 # The real trees: the bench kernel's 7.2 source (/kernel/src in the toolchain root) and, where a
 # run has fetched it, Debian's 7.3 (its stock build dir: testbench/stock-kernels.list).
