@@ -264,25 +264,51 @@ pub fn normalise_bdf(s: &str) -> String {
     }
 }
 
+/// Why `ibv_get_device_list` returned no list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceListFailure {
+    /// libibverbs.so.1 could not be loaded (sideway's loader answers EOPNOTSUPP).
+    NoLibrary,
+    /// The library is there, the kernel's verbs interface is not (no
+    /// /sys/class/infiniband_verbs: ib_uverbs not loaded; libibverbs answers ENOSYS).
+    NoKernelSupport,
+    /// Anything else, as the library said it.
+    Other(String),
+}
+
+impl std::fmt::Display for DeviceListFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoLibrary => f.write_str("libibverbs.so.1 could not be loaded"),
+            Self::NoKernelSupport => {
+                f.write_str("the kernel has no RDMA userspace support (ENOSYS)")
+            }
+            Self::Other(why) => write!(f, "ibv_get_device_list: {why}"),
+        }
+    }
+}
+
+/// The RDMA devices libibverbs lists, or why it lists none.
+pub fn device_list() -> Result<DeviceList, DeviceListFailure> {
+    DeviceList::new().map_err(|e| match e.0 {
+        sideway::ibverbs::device::GetDeviceListErrorKind::Ibverbs(io) => match io.raw_os_error() {
+            Some(95) => DeviceListFailure::NoLibrary,
+            Some(38) => DeviceListFailure::NoKernelSupport,
+            _ => DeviceListFailure::Other(io.to_string()),
+        },
+        // (the kind is non-exhaustive)
+        _ => DeviceListFailure::Other("failed".into()),
+    })
+}
+
 /// Opens every RDMA device and asks its provider to import dma-buf fd -1.
 pub fn probe_verbs() -> VerbsProbe {
-    let list = match DeviceList::new() {
+    let list = match device_list() {
         Ok(l) => l,
-        Err(e) => {
-            let io = match e.0 {
-                sideway::ibverbs::device::GetDeviceListErrorKind::Ibverbs(io) => io,
-                _ => {
-                    return VerbsProbe::Unavailable {
-                        error: "ibv_get_device_list failed".into(),
-                    }
-                }
-            };
-            let why = match io.raw_os_error() {
-                Some(95) => "libibverbs.so.1 could not be loaded".to_string(),
-                Some(38) => "the kernel has no RDMA userspace support (ENOSYS)".to_string(),
-                _ => format!("ibv_get_device_list: {io}"),
-            };
-            return VerbsProbe::Unavailable { error: why };
+        Err(why) => {
+            return VerbsProbe::Unavailable {
+                error: why.to_string(),
+            }
         }
     };
     if list.is_empty() {

@@ -104,8 +104,21 @@ pub fn completion(status: u32, freed: bool) -> String {
 /// Probable cause when the RDMA device cannot be used at all.
 pub fn device(err: &crate::verbs::VerbsError) -> String {
     use crate::verbs::VerbsError as V;
+    use nvpeer_doctor::probes::DeviceListFailure as F;
     match err {
-        V::NoLibrary(_) => "libibverbs is not installed (rdma-core / ibverbs-providers)".into(),
+        V::NoList(F::NoLibrary) => {
+            "libibverbs is not installed (Debian/Ubuntu: libibverbs1 and ibverbs-providers; DOCA-OFED \
+             ships its own)"
+                .into()
+        }
+        V::NoList(F::NoKernelSupport) => {
+            "libibverbs is installed, the kernel's verbs interface is not: load the NIC's RDMA driver \
+             and ib_uverbs (`modprobe mlx5_ib ib_uverbs`; /sys/class/infiniband_verbs must exist)"
+                .into()
+        }
+        V::NoList(F::Other(_)) => {
+            "libibverbs could not list the RDMA devices: see `ibv_devices` and dmesg".into()
+        }
         V::NoDevice => {
             "no RDMA device: load the NIC's RDMA driver (mlx5_ib, ...) or, for tests, rdma_rxe \
                         (`rdma link add rxe0 type rxe netdev eth0`)"

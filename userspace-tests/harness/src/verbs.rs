@@ -11,7 +11,7 @@ use sideway::ibverbs::address::{AddressHandleAttribute, Gid, GidType};
 use sideway::ibverbs::completion::{
     BasicCompletionQueue, PollCompletionQueueError, WorkCompletionStatus,
 };
-use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device::DeviceInfo;
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 /// Verbs-level failures, each with the errno when the library gave one.
 #[derive(Debug, thiserror::Error)]
 pub enum VerbsError {
-    #[error("libibverbs could not be loaded or listed no devices: {0}")]
-    NoLibrary(String),
+    #[error("libibverbs lists no RDMA device: {0}")]
+    NoList(nvpeer_doctor::probes::DeviceListFailure),
     #[error("no RDMA device on this node")]
     NoDevice,
     #[error("RDMA device '{0}' not found (present: {1})")]
@@ -134,7 +134,7 @@ fn gid_table(ctx: &DeviceContext, port: u8) -> Vec<GidChoice> {
 
 /// Names of the RDMA devices libibverbs sees (empty when none or no library).
 pub fn device_names() -> Result<Vec<String>, VerbsError> {
-    let list = DeviceList::new().map_err(|e| VerbsError::NoLibrary(e.to_string()))?;
+    let list = nvpeer_doctor::probes::device_list().map_err(VerbsError::NoList)?;
     Ok(list.iter().map(|d| d.name()).collect())
 }
 
@@ -157,7 +157,7 @@ pub struct Device {
 impl Device {
     /// Opens `name` (or the first device with an active `port`), and picks the GID.
     pub fn open(name: Option<&str>, port: u8, gid_index: Option<u8>) -> Result<Self, VerbsError> {
-        let list = DeviceList::new().map_err(|e| VerbsError::NoLibrary(e.to_string()))?;
+        let list = nvpeer_doctor::probes::device_list().map_err(VerbsError::NoList)?;
         if list.is_empty() {
             return Err(VerbsError::NoDevice);
         }
