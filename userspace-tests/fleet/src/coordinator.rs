@@ -167,6 +167,8 @@ pub struct FleetRun {
     pub pairs: Vec<PairRecord>,
     /// Seconds from the first accept to the last round's end.
     pub elapsed_s: f64,
+    /// Seconds of it the join took (until every rank joined or the join timeout passed).
+    pub joined_s: f64,
     /// Messages the coordinator sent and received (joins, welcomes, orders, answers, finishes).
     pub messages: u64,
 }
@@ -895,6 +897,7 @@ pub fn coordinate(
         messages: 0,
     };
     c.join(listener);
+    let joined_s = c.start.elapsed().as_secs_f64();
     let mut records = Vec::new();
     for round in &cfg.rounds {
         c.round(round, &mut records);
@@ -906,6 +909,7 @@ pub fn coordinate(
         nodes: c.slots.iter().map(|s| s.node.clone()).collect(),
         pairs: records,
         elapsed_s: c.start.elapsed().as_secs_f64(),
+        joined_s,
         messages: c.messages,
     };
     let status = verdict(&run);

@@ -283,6 +283,7 @@ fn sample() -> FleetReport {
         nodes,
         pairs,
         elapsed_s: 1.0,
+        joined_s: 0.1,
         messages: 40,
     };
     FleetReport::new("nvpeer validate --fleet", run, Thresholds::default())
@@ -409,6 +410,7 @@ fn a_line_rate_outlier_reports_its_own_threshold() {
         nodes,
         pairs,
         elapsed_s: 1.0,
+        joined_s: 0.1,
         messages: 12,
     };
     let r = FleetReport::new("nvpeer validate --fleet", run, Thresholds::default());
