@@ -17,6 +17,7 @@
 #   make bench-stock-pt the same with the guest's IOMMU in passthrough (bench-results/stock-pt/)
 #   make install / uninstall / sign / dkms-install   see docs/install.md
 #   make deb            nvpeer-dkms and nvpeer-tools .debs in build/deb (debhelper, dh-dkms)
+#   make image          the tools image (OCI) of nvpeer-tools, with mmdebstrap and buildah
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
@@ -30,6 +31,8 @@ default: all
 -include packaging/install.mk
 # Debian packages (make deb).
 -include packaging/deb.mk
+# The tools image (make image).
+-include packaging/image.mk
 
 check:
 	@testbench/check

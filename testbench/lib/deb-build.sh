@@ -28,5 +28,11 @@ for f in "./usr/src/nvpeer-$ver/dkms.conf" "./usr/src/nvpeer-$ver/packaging/dkms
 done
 ! echo "$dkms_files" | grep -q "/testbench/" || tb_die "nvpeer-dkms ships testbench/ files"
 dpkg-deb -I "$out/nvpeer-dkms_${ver}_all.deb" postinst | grep -q 'common.postinst' || tb_die "nvpeer-dkms's postinst does not run DKMS"
-dpkg-deb -c "$out"/nvpeer-tools_"$ver"_*.deb | awk '{ print $6 }' | grep -qx ./usr/bin/nvpeer || tb_die "nvpeer-tools lacks /usr/bin/nvpeer"
+tools_files=$(dpkg-deb -c "$out"/nvpeer-tools_"$ver"_*.deb | awk '{ print $6 }')
+for f in ./usr/bin/nvpeer ./usr/share/doc/nvpeer-tools/examples/nvpeer-alerts.yml \
+         ./usr/share/doc/nvpeer-tools/examples/kubernetes/npd-nvpeer-gdr.json \
+         ./usr/share/doc/nvpeer-tools/examples/kubernetes/nvpeer-node-health.yaml \
+         ./usr/share/doc/nvpeer-tools/examples/kubernetes/nvpeer-fleet-job.yaml; do
+    echo "$tools_files" | grep -qx "$f" || tb_die "nvpeer-tools lacks $f"
+done
 echo "$out"
