@@ -169,14 +169,16 @@ PY
 hv_bench_bidirectional() {
     # perftest's -b, loopback (both sides' QPs in one process) and two-node (the server, started
     # with -b, runs its half when asked): every bandwidth test, perftest's bidirectional names, the
-    # figures of this side's -n; then a client without -b refused by a -b server (exit 2).
+    # figures of this side's -n; then a client without -b refused by a -b server (exit 2). The
+    # two-node run warms up (--perform_warm_up: the client's plan carries it, the server's half
+    # warms up too; send_bw ignores it, as perftest's does), and its figures stay those of -n.
     ip netns exec hva "$NVPEER" bench --mem host -d rxea -b --test write_bw,read_bw,send_bw -s 4096 \
         -n 20 -t 8 --no-progress --json >"$OUT/bench-bidir-loopback.json" || { echo "loopback -b failed"; return 1; }
     NVPEER_TOKEN=hv-secret ip netns exec hva "$NVPEER" bench --server -b --bind $HV_A --once -d rxea -p 18603 \
         >"$OUT/bench-bidir-server.txt" 2>&1 &
     local srv=$!
     NVPEER_TOKEN=hv-secret ip netns exec hvb "$NVPEER" bench --client $HV_A -p 18603 --mem host -d rxeb -b \
-        --test write_bw,read_bw,send_bw -s 4096 -n 20 -t 8 --no-progress --json >"$OUT/bench-bidir.json"
+        --test write_bw,read_bw,send_bw -s 4096 -n 20 -t 8 --perform_warm_up --no-progress --json >"$OUT/bench-bidir.json"
     local rc=$?
     wait $srv; local src=$?
     [ "$rc" = 0 ] && [ "$src" = 0 ] || { echo "client $rc server $src"; cat "$OUT/bench-bidir-server.txt"; return 1; }

@@ -231,6 +231,11 @@ ready_path() {
              'c("node.profile")["code"]' NVP-D034 \
              '"the profile says 8" in c("node.profile")["summary"]' true \
              '[p["root_cause"] for p in r["paths"] if p["path"] == "nvpeer"]' '["node.profile"]' || { cat /bench/node.toml; rc=1; }
+        # A built-in profile by its name (no file of that name here): the bench node is no DGX.
+        got=$(cd /bench && NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu doc_run --require nvpeer --profile dgx-h100)
+        [ "$got" = 1 ] || { echo "--profile dgx-h100: exit $got, want 1"; rc=1; }
+        want '"does not match NVIDIA DGX H100 (built-in dgx-h100)" in c("node.profile")["summary"]' true \
+             '"RDMA device(s) missing: mlx5_0" in c("node.profile")["summary"]' true || rc=1
     else
         dmesg | tail -n 5; rc=1
     fi
