@@ -199,9 +199,6 @@ fl_slurm_conf() {
     echo "MessageTimeout=60"
     echo "SlurmdTimeout=300"
     echo "ReturnToService=2"
-    echo "Prolog=$FL_SLURM/hook-prolog"
-    echo "Epilog=$FL_SLURM/hook-epilog"
-    echo "PrologEpilogTimeout=60"
     for i in $(seq 0 $((FL_N - 1))); do
         echo "NodeName=node$i NodeAddr=$(fl_ip "$i") CPUs=1"
     done
@@ -231,7 +228,6 @@ fl_slurm_up() {
     mount --bind "$s/hosts" /etc/hosts || return 1
     fl_slurm_conf >"$s/etc/slurm.conf"
     echo "CgroupPlugin=disabled" >"$s/etc/cgroup.conf"
-    fl_slurm_hooks || return 1
     # shellcheck disable=SC2046
     env $(fl_slurm_env) /slurm/usr/sbin/mungekey -c -k "$s/munge/munge.key" || return 1
     chmod 700 "$s/munge" && chmod 600 "$s/munge/munge.key"
@@ -269,32 +265,6 @@ fl_slurm_up() {
         tail -n 5 "$s"/node*.log "$s"/slurmd*.out
         return 1
     }
-}
-
-# fl_slurm_hooks: $FL_SLURM/bin's sinfo and scontrol (the client commands in this bench's
-# environment, for the doctor's --slurm-bin), and slurmd's Prolog and Epilog: while
-# $FL_SLURM/hooks-on exists, `nvpeer doctor --slurm=prolog` (=epilog) on the node they run on
-# (the default node name, SLURMD_NODENAME, which slurmd sets), its root read from
-# $FL_SLURM/HOOK-root.NODE where a case made that node unhealthy; else exit 0 at once (the other
-# cases' jobs). slurmd gives its hooks a bare environment (no PATH: prep_script_slurmd.c,
-# _build_env), so every program is named by its path. Each run's line goes to $FL_SLURM/HOOK.log.
-fl_slurm_hooks() {
-    local w=$FL_SLURM/bin p h
-    mkdir -p "$w" || return 1
-    for p in sinfo scontrol; do
-        printf '#!/bin/sh\nexec /usr/bin/env %s /slurm/usr/bin/%s "$@"\n' "$(fl_slurm_env)" "$p" >"$w/$p"
-        chmod +x "$w/$p"
-    done
-    for h in prolog epilog; do
-        cat >"$FL_SLURM/hook-$h" <<EOF
-#!/bin/sh
-[ -e $FL_SLURM/hooks-on ] || exit 0
-r=\$(/bin/cat "$FL_SLURM/$h-root.\$SLURMD_NODENAME" 2>/dev/null)
-exec /usr/bin/env NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu $NVPEER doctor --slurm=$h --slurm-bin $w \\
-    --require nvpeer \${r:+--root "\$r"} >>$FL_SLURM/$h.log 2>&1
-EOF
-        chmod +x "$FL_SLURM/hook-$h"
-    done
 }
 
 fl_slurm_down() {
@@ -398,7 +368,12 @@ fl_slurm_health() {
     fl_up || return 1
     rm -rf "$FL_OUT/not-ready-root" && mkdir -p "$FL_OUT/not-ready-root" || return 1
     fl_slurm_up || { fl_slurm_down; return 2; }
-    local w=$FL_SLURM/bin out st bad=0
+    local w=$FL_SLURM/bin p out st bad=0
+    mkdir -p "$w"
+    for p in sinfo scontrol; do
+        printf '#!/bin/sh\nexec env %s /slurm/usr/bin/%s "$@"\n' "$(fl_slurm_env)" "$p" >"$w/$p"
+        chmod +x "$w/$p"
+    done
     # health NODE [ROOT]: the health check of NODE in its namespace (ROOT: the doctor's root)
     health() {
         ip netns exec "flns${1#node}" env NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu "$NVPEER" doctor \
@@ -428,80 +403,10 @@ fl_slurm_health() {
     expect "admin-drained node2, unhealthy" "$out" 'left as it is: not ready, already drained by someone else'
     out=$(health node2); expect "admin-drained node2, healthy" "$out" 'left as it is: ready, but drained by someone else'
     expect "node2 still the admin's" "$(state node2)" '^drain\|disk replaced$'
+    fl_slurm_down
     return $bad
 }
 tb_case slurm-health-drains-and-resumes fl_slurm_health
-
-# `nvpeer doctor --slurm=prolog` and `=epilog` as slurmd's Prolog and Epilog (the hooks of
-# fl_slurm_hooks), on the Slurm the case above left running: a job on a healthy node0 runs; a
-# batch job sent to node0 made unhealthy never runs (the prolog drains node0 with the fault code
-# and exits 1, and slurmctld's own `Prolog error` drain leaves nvpeer's reason: node_mgr.c,
-# _drain_node); a job on node3 whose epilog finds it unhealthy ran, and node3 is drained after
-# it with the code; the health check then resumes both, as nvpeer drained them.
-fl_slurm_hooks_case() {
-    local s=$FL_SLURM out bad=0 i job
-    fl_slurm scontrol ping 2>/dev/null | grep -q UP || {
-        echo "no Slurm running (the case slurm-health-drains-and-resumes starts it)"
-        return 2
-    }
-    state() { fl_slurm sinfo -h -N -n "$1" -o '%t|%E' | head -n 1; }
-    expect() { # WHAT GOT REGEX
-        if [[ "$2" =~ $3 ]]; then echo "ok: $1: $2"; else echo "FAIL: $1: $2 (want $3)"; bad=1; fi
-    }
-    # wait_drained NODE: its state once drained with its job gone (`drain`, not `drng` or
-    # completing: slurmctld has then handled the hook's exit 1 as well, whose own drain must not
-    # land after the resume below; 60 s at most)
-    wait_drained() {
-        local st
-        for _ in $(seq 1 60); do
-            st=$(state "$1")
-            [[ "$st" =~ ^drain ]] && break
-            sleep 1
-        done
-        echo "$st"
-    }
-    # logline HOOK NODE: the last line HOOK logged about NODE (waited for: an epilog runs after
-    # srun has returned; 30 s at most)
-    logline() {
-        for _ in $(seq 1 30); do
-            grep -q " node $2 " "$s/$1.log" 2>/dev/null && break
-            sleep 1
-        done
-        grep " node $2 " "$s/$1.log" 2>/dev/null | tail -n 1
-    }
-    # shellcheck disable=SC2046
-    srun1() { timeout 60 env $(fl_slurm_env) /slurm/usr/bin/srun -N 1 -w "$1" --time=1 echo ran 2>&1; }
-    rm -f "$s"/*-root.* "$s"/prolog.log "$s"/epilog.log
-    touch "$s/hooks-on"
-    out=$(srun1 node0)
-    expect "job on healthy node0" "$out" '^ran$'
-    expect "its prolog" "$(logline prolog node0)" '^nvpeer doctor --slurm=prolog: node node0 ready; left as it is: ready$'
-    expect "its epilog" "$(logline epilog node0)" '^nvpeer doctor --slurm=epilog: node node0 ready; left as it is: ready$'
-    echo "$FL_OUT/not-ready-root" >"$s/prolog-root.node0"
-    rm -f "$s/job.out" "$s/prolog.log"
-    job=$(fl_slurm sbatch --parsable -w node0 --time=1 -o "$s/job.out" --wrap 'echo ran')
-    echo "batch job $job sent to node0"
-    expect "node0 drained by its prolog with the code" "$(wait_drained node0)" '^drain[^|]*\|nvpeer: NVP-D[0-9]{3} [a-z_.]+: '
-    expect "the prolog" "$(logline prolog node0)" '^nvpeer doctor --slurm=prolog: node node0 not ready; drained: nvpeer: NVP-D[0-9]{3} .*; exit 1: the job does not start here$'
-    [ -n "$job" ] && fl_slurm scancel "$job"
-    expect "node0 still nvpeer's" "$(wait_drained node0)" '^drain[^|]*\|nvpeer: NVP-D'
-    if [ -s "$s/job.out" ]; then echo "FAIL: the job ran on node0: $(cat "$s/job.out")"; bad=1; else echo "ok: the job did not run on node0"; fi
-    echo "$FL_OUT/not-ready-root" >"$s/epilog-root.node3"
-    out=$(srun1 node3)
-    expect "job on node3" "$out" '^ran$'
-    expect "node3 drained by its epilog with the code" "$(wait_drained node3)" '^drain[^|]*\|nvpeer: NVP-D[0-9]{3} [a-z_.]+: '
-    expect "the epilog" "$(logline epilog node3)" '^nvpeer doctor --slurm=epilog: node node3 not ready; drained: nvpeer: NVP-D[0-9]{3} .*; exit 1$'
-    rm -f "$s/hooks-on" "$s"/*-root.*
-    for i in 0 3; do
-        out=$(ip netns exec "flns$i" env NVPEER_BENCH_P2P_PROVIDER=nvp2p_emu "$NVPEER" doctor \
-            --slurm --slurm-node "node$i" --slurm-bin "$s/bin" --require nvpeer 2>&1)
-        expect "node$i healthy: the health check" "$out" "node node$i ready; resumed"
-        expect "node$i back in service" "$(state "node$i")" '^idle'
-    done
-    return $bad
-}
-tb_case slurm-prolog-epilog-drain fl_slurm_hooks_case
-fl_slurm_down
 fl_down
 if [ "${NVPEER_DEPTH:-check}" = full ]; then
     tb_case fleet-named-hydra fleet_named fl_launch_hydra
