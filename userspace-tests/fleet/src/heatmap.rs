@@ -9,6 +9,9 @@ use plotters::prelude::*;
 use std::path::Path;
 
 const CELL: u32 = 64;
+/// The most nodes a picture is drawn for: 256 nodes are a 16,500-pixel square of 65,536 cells
+/// (about 30 MB of SVG); beyond, the report writes no picture (fleet.json lists the links).
+pub const MAX_NODES: usize = 256;
 const MARGIN: u32 = 120;
 
 /// The colour of a figure `v` between `lo` and `hi` (`better_high`: bandwidth).

@@ -111,7 +111,30 @@ pub struct Matrix {
     pub threshold: Option<f64>,
     /// Row and column labels, in rank order.
     pub nodes: Vec<String>,
+    /// `cells[row][col]`, every pair (in memory: N × N). In the JSON, only the cells that hold
+    /// something, each with its `row` and `col`: a pair not listed is `none` (the diagonal, or a
+    /// link the schedule does not measure), so that a ring of 1,000 nodes writes its 2,000
+    /// cells, not a million.
+    #[serde(serialize_with = "sparse_cells")]
     pub cells: Vec<Vec<Cell>>,
+}
+
+/// A cell of the JSON's sparse list.
+#[derive(Serialize)]
+struct Placed<'a> {
+    row: usize,
+    col: usize,
+    #[serde(flatten)]
+    cell: &'a Cell,
+}
+
+fn sparse_cells<S: serde::Serializer>(cells: &[Vec<Cell>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(cells.iter().enumerate().flat_map(|(row, r)| {
+        r.iter()
+            .enumerate()
+            .filter(|(_, c)| !matches!(c, Cell::None))
+            .map(move |(col, cell)| Placed { row, col, cell })
+    }))
 }
 
 /// The whole report.

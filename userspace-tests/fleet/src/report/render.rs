@@ -3,8 +3,13 @@
 use super::analysis::*;
 use super::*;
 
+/// The most nodes whose matrix the text report prints as a table (a wider one fills a terminal
+/// with N² cells; the outliers above it name the bad links and nodes either way).
+pub const TEXT_MAX_NODES: usize = 32;
+
 impl Matrix {
-    /// The matrix as text: its title line (median, threshold) and its table.
+    /// The matrix as text: its title line (median, threshold) and its table (up to
+    /// [`TEXT_MAX_NODES`] nodes).
     pub fn text(&self) -> String {
         let title = format!(
             "{} [{}]{}",
@@ -31,6 +36,18 @@ impl Matrix {
                 _ => String::new(),
             }
         );
+        if self.nodes.len() > TEXT_MAX_NODES {
+            return format!(
+                "{title}\n({n} x {n} links: not printed above {TEXT_MAX_NODES} nodes; fleet.json has \
+                 every measured link{})",
+                if self.nodes.len() > crate::heatmap::MAX_NODES {
+                    String::new()
+                } else {
+                    format!(", matrix-{}.svg the picture", file_safe(&self.test))
+                },
+                n = self.nodes.len()
+            );
+        }
         let mut header = vec![String::new()];
         header.extend(self.nodes.iter().cloned());
         let rows: Vec<Vec<String>> = self
@@ -290,7 +307,11 @@ impl FleetReport {
         let xml = dir.join("fleet.xml");
         write_file(&xml, &self.junit()?).map_err(Error::into_io)?;
         out.push(xml);
-        for m in &self.matrices {
+        for m in self
+            .matrices
+            .iter()
+            .filter(|m| m.nodes.len() <= crate::heatmap::MAX_NODES)
+        {
             let f = dir.join(format!("matrix-{}.svg", file_safe(&m.test)));
             crate::heatmap::render(m, &f)?;
             out.push(f);
