@@ -8,6 +8,11 @@ use super::*;
 pub const TEXT_MAX_NODES: usize = 32;
 
 impl Matrix {
+    /// Whether the report draws this matrix's picture (up to [`crate::heatmap::MAX_NODES`]).
+    pub fn pictured(&self) -> bool {
+        self.nodes.len() <= crate::heatmap::MAX_NODES
+    }
+
     /// The matrix as text: its title line (median, threshold) and its table (up to
     /// [`TEXT_MAX_NODES`] nodes).
     pub fn text(&self) -> String {
@@ -40,10 +45,10 @@ impl Matrix {
             return format!(
                 "{title}\n({n} x {n} links: not printed above {TEXT_MAX_NODES} nodes; fleet.json has \
                  every measured link{})",
-                if self.nodes.len() > crate::heatmap::MAX_NODES {
-                    String::new()
-                } else {
+                if self.pictured() {
                     format!(", matrix-{}.svg the picture", file_safe(&self.test))
+                } else {
+                    String::new()
                 },
                 n = self.nodes.len()
             );
@@ -307,11 +312,7 @@ impl FleetReport {
         let xml = dir.join("fleet.xml");
         write_file(&xml, &self.junit()?).map_err(Error::into_io)?;
         out.push(xml);
-        for m in self
-            .matrices
-            .iter()
-            .filter(|m| m.nodes.len() <= crate::heatmap::MAX_NODES)
-        {
+        for m in self.matrices.iter().filter(|m| m.pictured()) {
             let f = dir.join(format!("matrix-{}.svg", file_safe(&m.test)));
             crate::heatmap::render(m, &f)?;
             out.push(f);

@@ -1,4 +1,5 @@
 use super::analysis::*;
+use super::render::TEXT_MAX_NODES;
 use super::*;
 use crate::coordinator::{Lost, NodeRecord, PairRecord};
 use crate::readiness::Readiness;
@@ -463,4 +464,44 @@ fn files_are_written() {
     let svg = std::fs::read_to_string(dir.join("matrix-write_bw.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("n2"), "{svg}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A matrix of `n` nodes with one measured link, 0-1.
+fn wide(n: usize) -> Matrix {
+    let mut cells = vec![vec![Cell::None; n]; n];
+    cells[0][1] = Cell::Pass;
+    cells[1][0] = Cell::Pass;
+    Matrix {
+        test: "integrity".into(),
+        unit: crate::runner::Unit::PassFail,
+        median: None,
+        threshold: None,
+        nodes: (0..n).map(|i| format!("n{i}")).collect(),
+        cells,
+    }
+}
+
+#[test]
+fn a_wide_matrix_is_not_printed_or_drawn_and_its_json_lists_only_its_links() {
+    let small = wide(TEXT_MAX_NODES);
+    assert!(
+        small.text().lines().count() > TEXT_MAX_NODES,
+        "a table up to the cap"
+    );
+    let big = wide(TEXT_MAX_NODES + 1);
+    let t = big.text();
+    assert_eq!(t.lines().count(), 2, "{t}");
+    assert!(t.contains("not printed above 32 nodes") && t.contains("matrix-integrity.svg"));
+    assert!(wide(crate::heatmap::MAX_NODES).pictured());
+    let huge = wide(crate::heatmap::MAX_NODES + 1);
+    assert!(!huge.pictured());
+    assert!(!huge.text().contains(".svg"));
+    let v = serde_json::to_value(&huge).unwrap();
+    assert_eq!(
+        v["cells"],
+        serde_json::json!([
+            {"row": 0, "col": 1, "state": "pass"},
+            {"row": 1, "col": 0, "state": "pass"}
+        ])
+    );
 }
